@@ -1,0 +1,56 @@
+# Aerolite: every target sets itself up; `make run` and `make test` work on a fresh clone.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+PACKAGES := broker remoting store client
+
+.PHONY: help install fmt lint type test test-asyncio bench check run interop docker clean
+
+help:  ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
+
+$(STAMP): pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	@touch $(STAMP)
+
+install: $(STAMP)  ## create .venv and install the project with its dev extras
+
+fmt: install  ## format the code
+	$(VENV)/bin/ruff format $(PACKAGES) tests
+	$(VENV)/bin/ruff check --fix $(PACKAGES) tests
+
+lint: install  ## ruff
+	$(VENV)/bin/ruff check $(PACKAGES) tests
+	$(VENV)/bin/ruff format --check $(PACKAGES) tests
+
+type: install  ## mypy --strict on the four packages
+	$(VENV)/bin/mypy
+
+test: lint type  ## lint, types and the whole suite on uvloop
+	$(PY) -m pytest -q
+
+test-asyncio: install  ## the suite once more on stdlib asyncio in debug mode
+	AEROLITE_LOOP=asyncio PYTHONASYNCIODEBUG=1 $(PY) -m pytest -q -p no:cacheprovider
+
+check: test test-asyncio  ## everything CI checks before interop
+
+bench: install  ## benchmarks: figures as ratios to baselines measured in the same run
+	$(PY) -m tests.bench
+
+run: install  ## the standalone broker (name server + broker in one process)
+	$(VENV)/bin/aerolite standalone
+
+interop: install  ## tests against Apache RocketMQ's Java remoting/client/broker (Maven)
+	$(PY) -m pytest -q tests/interop -m interop --run-interop
+
+docker:  ## build the image (needs a Docker engine)
+	docker build -f docker/Dockerfile -t aerolite:latest .
+
+clean:  ## remove the venv and caches
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis build dist *.egg-info

@@ -1,0 +1,286 @@
+"""Broker and name server settings, and the loader for broker.conf / TOML files.
+
+RocketMQ counterpart: ``BrokerConfig``, ``NettyServerConfig``, ``NamesrvConfig`` and
+``MixAll.properties2Object``. Keys are RocketMQ's camelCase broker.conf names; one alias
+table maps each onto a field of ``BrokerConfig``, its ``StoreConfig`` or ``NamesrvConfig``.
+Precedence: defaults < file < ``--set key=value`` < explicit CLI flags. An unknown key or a
+value that does not parse is a ``ConfigError`` naming the key, raised before anything starts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import tomllib
+import types
+import typing
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from remoting.errors import ConfigError
+from store.config import StoreConfig
+
+
+class BrokerRole(StrEnum):
+    ASYNC_MASTER = "ASYNC_MASTER"
+    SYNC_MASTER = "SYNC_MASTER"
+    SLAVE = "SLAVE"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NamesrvConfig:
+    """Name server settings."""
+
+    bind_address: str = "127.0.0.1"
+    listen_port: int = 9876
+    server_channel_max_idle_s: int = 120
+
+    def __post_init__(self) -> None:
+        _check_port("listenPort", self.listen_port)
+
+    @property
+    def address(self) -> str:
+        return f"{self.bind_address}:{self.listen_port}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BrokerConfig:
+    """Broker settings; ``store`` holds the message store's."""
+
+    broker_cluster_name: str = "DefaultCluster"
+    broker_name: str = "broker-a"
+    broker_id: int = 0
+    broker_role: BrokerRole = BrokerRole.ASYNC_MASTER
+    namesrv_addr: str | None = None
+    bind_address: str = "127.0.0.1"
+    listen_port: int = 10911
+    ha_listen_port: int = 0  # 0: listenPort + 1, as RocketMQ derives it
+    ha_master_address: str | None = None
+    broker_ip1: str | None = None  # advertised address; None: the bind address
+    broker_permission: int = 6
+    auto_create_topic_enable: bool = True
+    auto_create_subscription_group: bool = True
+    default_topic_queue_nums: int = 8
+    long_polling_enable: bool = True
+    enable_property_filter: bool = False
+    server_channel_max_idle_s: int = 120
+    store: StoreConfig = field(default_factory=StoreConfig)
+
+    def __post_init__(self) -> None:
+        _check_port("listenPort", self.listen_port)
+        _check_port("haListenPort", self.ha_listen_port)
+        if self.broker_id < 0:
+            raise ValueError("brokerId must be >= 0")
+        if (self.broker_role is BrokerRole.SLAVE) != (self.broker_id > 0):
+            raise ValueError("brokerRole SLAVE goes with brokerId > 0, a master with brokerId 0")
+        if not 1 <= self.default_topic_queue_nums <= 1024:
+            raise ValueError("defaultTopicQueueNums must be within 1..1024")
+        if self.broker_permission & ~0xF:
+            raise ValueError("brokerPermission takes the bits 1, 2, 4 and 8 only")
+        if self.namesrv_addr is not None:
+            for addr in self.namesrv_addr.split(";"):
+                host, _, port = addr.strip().rpartition(":")
+                if not host or not port.isdigit():
+                    raise ValueError(f"namesrvAddr entry {addr!r} is not host:port")
+
+    @property
+    def namesrv_addrs(self) -> list[str]:
+        if not self.namesrv_addr:
+            return []
+        return [a.strip() for a in self.namesrv_addr.split(";") if a.strip()]
+
+
+def _check_port(key: str, port: int) -> None:
+    if not 0 <= port <= 65535:
+        raise ValueError(f"{key} {port} is not within 0..65535")
+
+
+# camelCase key → (section, field). Section "" is the top-level config, "store" its store.
+BROKER_KEYS: dict[str, tuple[str, str]] = {
+    "brokerClusterName": ("", "broker_cluster_name"),
+    "brokerName": ("", "broker_name"),
+    "brokerId": ("", "broker_id"),
+    "brokerRole": ("", "broker_role"),
+    "namesrvAddr": ("", "namesrv_addr"),
+    "bindAddress": ("", "bind_address"),
+    "listenPort": ("", "listen_port"),
+    "haListenPort": ("", "ha_listen_port"),
+    "haMasterAddress": ("", "ha_master_address"),
+    "brokerIP1": ("", "broker_ip1"),
+    "brokerPermission": ("", "broker_permission"),
+    "autoCreateTopicEnable": ("", "auto_create_topic_enable"),
+    "autoCreateSubscriptionGroup": ("", "auto_create_subscription_group"),
+    "defaultTopicQueueNums": ("", "default_topic_queue_nums"),
+    "longPollingEnable": ("", "long_polling_enable"),
+    "enablePropertyFilter": ("", "enable_property_filter"),
+    "serverChannelMaxIdleTimeSeconds": ("", "server_channel_max_idle_s"),
+    "storePathRootDir": ("store", "root_dir"),
+    "mappedFileSizeCommitLog": ("store", "commit_log_file_bytes"),
+    "mappedFileSizeConsumeQueue": ("store", "consume_queue_file_bytes"),
+    "flushDiskType": ("store", "flush_disk_type"),
+    "flushIntervalCommitLog": ("store", "flush_interval_ms"),
+    "flushIntervalConsumeQueue": ("store", "flush_interval_consume_queue_ms"),
+    "syncFlushTimeout": ("store", "sync_flush_timeout_ms"),
+    "maxMessageSize": ("store", "max_message_bytes"),
+    "fileReservedTime": ("store", "file_reserved_hours"),
+    "deleteWhen": ("store", "delete_when"),
+    "diskMaxUsedSpaceRatio": ("store", "disk_max_used_space_ratio"),
+    "messageDelayLevel": ("store", "message_delay_level"),
+}
+
+NAMESRV_KEYS: dict[str, tuple[str, str]] = {
+    "bindAddress": ("", "bind_address"),
+    "listenPort": ("", "listen_port"),
+    "serverChannelMaxIdleTimeSeconds": ("", "server_channel_max_idle_s"),
+}
+
+
+def _parse_bool(text: str) -> bool:
+    lowered = text.strip().lower()
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    raise ValueError(f"{text!r} is not true or false")
+
+
+def _parse_int(text: str) -> int:
+    try:
+        return int(text.strip())
+    except ValueError:
+        raise ValueError(f"{text!r} is not an integer") from None
+
+
+def _parser_for(tp: Any) -> Callable[[str], Any]:
+    if isinstance(tp, types.UnionType):
+        tp = next(a for a in typing.get_args(tp) if a is not type(None))
+    if tp is bool:
+        return _parse_bool
+    if tp is int:
+        return _parse_int
+    if tp is Path:
+        return lambda s: Path(s.strip()).expanduser()
+    if isinstance(tp, type) and issubclass(tp, StrEnum):
+        enum_type = tp
+
+        def parse_enum(s: str) -> Any:
+            try:
+                return enum_type(s.strip())
+            except ValueError:
+                names = "|".join(m.value for m in enum_type)
+                raise ValueError(f"{s!r} is not one of {names}") from None
+
+        return parse_enum
+    return lambda s: s.strip()
+
+
+def read_config_file(path: Path) -> dict[str, str]:
+    """Key/value pairs of a RocketMQ ``.properties`` file or a flat TOML file.
+
+    Raises:
+        ConfigError: the file cannot be read or parsed.
+    """
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
+    if path.suffix == ".toml":
+        try:
+            doc = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
+        out: dict[str, str] = {}
+        for key, value in doc.items():
+            if isinstance(value, dict | list):
+                raise ConfigError(f"config file {path}: key {key!r} must be a plain value")
+            out[key] = ("true" if value else "false") if isinstance(value, bool) else str(value)
+        return out
+    pairs: dict[str, str] = {}
+    for lineno, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if not line or line[0] in "#!":
+            continue
+        cut = min((i for i in (line.find("="), line.find(":")) if i >= 0), default=-1)
+        if cut <= 0:
+            raise ConfigError(f"config file {path} line {lineno}: expected key=value: {raw!r}")
+        pairs[line[:cut].strip()] = line[cut + 1 :].strip()
+    return pairs
+
+
+def parse_overrides(items: list[str]) -> dict[str, str]:
+    """``--set key=value`` arguments as a dict.
+
+    Raises:
+        ConfigError: an item has no ``=``.
+    """
+    out: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--set {item!r}: expected key=value")
+        out[key.strip()] = value.strip()
+    return out
+
+
+_C = typing.TypeVar("_C", BrokerConfig, NamesrvConfig)
+
+
+@typing.overload
+def load_config(
+    cls: type[BrokerConfig], path: Path | None = None, overrides: Mapping[str, str] | None = None
+) -> BrokerConfig: ...
+
+
+@typing.overload
+def load_config(
+    cls: type[NamesrvConfig], path: Path | None = None, overrides: Mapping[str, str] | None = None
+) -> NamesrvConfig: ...
+
+
+def load_config(
+    cls: type[BrokerConfig] | type[NamesrvConfig],
+    path: Path | None = None,
+    overrides: Mapping[str, str] | None = None,
+) -> BrokerConfig | NamesrvConfig:
+    """Build a config from defaults, an optional file and overrides.
+
+    Raises:
+        ConfigError: unknown key, unparsable value or invalid combination; the message names
+            the key.
+    """
+    table = BROKER_KEYS if cls is BrokerConfig else NAMESRV_KEYS
+    values: dict[str, str] = {}
+    if path is not None:
+        values.update(read_config_file(path))
+    values.update(overrides or {})
+
+    sections: dict[str, dict[str, Any]] = {"": {}, "store": {}}
+    section_types: dict[str, type] = {"": cls, "store": StoreConfig}
+    for key, text in values.items():
+        target = table.get(key)
+        if target is None:
+            close = difflib.get_close_matches(key, table, n=1)
+            hint = f" (did you mean {close[0]}?)" if close else ""
+            raise ConfigError(f"unknown config key {key!r}{hint}")
+        section, name = target
+        hints = typing.get_type_hints(section_types[section])
+        try:
+            sections[section][name] = _parser_for(hints[name])(text)
+        except ValueError as exc:
+            raise ConfigError(f"config key {key}: bad value {text!r}: {exc}") from None
+    try:
+        if cls is BrokerConfig:
+            store = StoreConfig(**sections["store"])
+            return BrokerConfig(**sections[""], store=store)
+        return NamesrvConfig(**sections[""])
+    except ValueError as exc:
+        raise ConfigError(f"invalid configuration: {exc}") from None
+
+
+def with_changes(config: _C, **changes: Any) -> _C:
+    """``dataclasses.replace`` that reports invalid values as ConfigError."""
+    try:
+        return dataclasses.replace(config, **changes)
+    except ValueError as exc:
+        raise ConfigError(f"invalid configuration: {exc}") from None

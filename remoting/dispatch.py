@@ -1,0 +1,309 @@
+"""Processor table and executor lanes: where a decoded request goes to be handled.
+
+RocketMQ counterpart: ``NettyRemotingAbstract.processRequestCommand`` with its
+``processorTable`` (request code → (processor, ExecutorService)), the default processor, the
+``rejectRequest()`` check, ``RPCHook`` and the bounded thread-pool queues whose rejection
+answers SYSTEM_BUSY.
+
+A ``Lane`` is our executor: a bounded queue and N workers. A full queue answers SYSTEM_BUSY at
+once instead of letting latency grow without limit, as Java's bounded
+``LinkedBlockingQueue`` + ``RejectedExecutionException`` path does. A lane runs its handlers
+either on the event loop (``async def`` handlers; the right choice for anything that mostly
+touches memory) or on a thread pool of its own (plain ``def`` handlers; for work that blocks
+in the kernel, such as fsync or a read from a cold page, where the GIL is released).
+
+Handler errors become responses: a ``BrokerError`` gives its code and message, a
+``HeaderError`` (bad client input) gives SYSTEM_ERROR with the message, and anything else
+gives SYSTEM_ERROR with the exception text and a logged traceback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+from collections import deque
+from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Protocol
+
+import structlog
+
+from remoting.codes import ResponseCode
+from remoting.command import RemotingCommand, response_to
+from remoting.connection import Connection
+from remoting.errors import BrokerError, FrameError, HeaderError
+
+log = structlog.get_logger(__name__)
+
+AsyncHandler = Callable[[Connection, RemotingCommand], Awaitable[RemotingCommand | None]]
+SyncHandler = Callable[[Connection, RemotingCommand], RemotingCommand | None]
+Handler = AsyncHandler | SyncHandler
+
+# Java's remarks, kept so operators and clients see the familiar text.
+REMARK_OVERLOAD = "[OVERLOAD]system busy, start flow control for a while"
+REMARK_REJECT = "[REJECTREQUEST]system busy, start flow control for a while"
+
+
+class RPCHook(Protocol):
+    """Called around every request a server handles or a client sends (RocketMQ ``RPCHook``).
+
+    ``before_request`` may raise ``BrokerError`` to refuse a request (ACL does); on a
+    client it may add ext_fields (a signature) before the request is written.
+    """
+
+    def before_request(self, remote_addr: str, request: RemotingCommand) -> None: ...
+
+    def after_response(
+        self, remote_addr: str, request: RemotingCommand, response: RemotingCommand | None
+    ) -> None: ...
+
+
+class _Entry:
+    __slots__ = ("handler", "lane", "reject", "threaded")
+
+    def __init__(self, handler: Handler, lane: Lane, reject: Callable[[], bool] | None) -> None:
+        self.handler = handler
+        self.lane = lane
+        self.reject = reject
+        self.threaded = lane.threads > 0
+
+
+class Lane:
+    """A bounded queue of requests and the workers that run them.
+
+    Args:
+        name: shows in logs and metrics (RocketMQ names its pools the same way:
+            "send", "pull", "query", "admin", …).
+        workers: concurrent handlers.
+        capacity: queued requests beyond which new ones get SYSTEM_BUSY.
+        threads: 0 runs ``async`` handlers on the event loop; N > 0 runs plain functions on
+            a private pool of N threads (``workers`` is then N as well).
+    """
+
+    def __init__(self, name: str, *, workers: int = 1, capacity: int = 10_000, threads: int = 0):
+        if workers < 1 or capacity < 1 or threads < 0:
+            raise ValueError(f"lane {name}: workers and capacity must be >= 1, threads >= 0")
+        self.name = name
+        self.threads = threads
+        self.workers = threads or workers
+        self.capacity = capacity
+        self.rejected = 0  # SYSTEM_BUSY answers given, for metrics
+        self._queue: deque[tuple[ProcessorTable, Connection, RemotingCommand, _Entry]] = deque()
+        self._idle: deque[asyncio.Future[None]] = deque()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._pool: ThreadPoolExecutor | None = None
+        self._closing = False
+
+    @property
+    def depth(self) -> int:
+        """Requests waiting for a worker."""
+        return len(self._queue)
+
+    def start(self) -> None:
+        if self._tasks:
+            return
+        if self.threads:
+            self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix=f"lane-{self.name}")
+        self._tasks = [
+            asyncio.create_task(self._work(), name=f"lane-{self.name}-{i}")
+            for i in range(self.workers)
+        ]
+
+    def submit(
+        self, table: ProcessorTable, conn: Connection, request: RemotingCommand, entry: _Entry
+    ) -> bool:
+        """Queue a request; False (and nothing queued) when the lane is full or closing."""
+        if self._closing or len(self._queue) >= self.capacity:
+            self.rejected += 1
+            return False
+        self._queue.append((table, conn, request, entry))
+        while self._idle:
+            waiter = self._idle.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                break
+        return True
+
+    async def _work(self) -> None:
+        loop = asyncio.get_running_loop()
+        queue = self._queue
+        while True:
+            if not queue:
+                if self._closing:
+                    return
+                waiter: asyncio.Future[None] = loop.create_future()
+                self._idle.append(waiter)
+                await waiter
+                continue
+            table, conn, request, entry = queue.popleft()
+            await table.run(conn, request, entry, self._pool)
+
+    async def shutdown(self, grace_s: float) -> None:
+        """Stop taking requests, let queued ones finish for up to ``grace_s``, then cancel."""
+        self._closing = True
+        for waiter in self._idle:
+            if not waiter.done():
+                waiter.set_result(None)
+        self._idle.clear()
+        if self._tasks:
+            _done, still = await asyncio.wait(self._tasks, timeout=grace_s)
+            for task in still:
+                task.cancel()
+            for task in still:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        self._tasks = []
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None
+
+
+class ProcessorTable:
+    """Request code → (handler, lane); plus an optional default for unlisted codes.
+
+    Args:
+        hooks: RPC hooks run around every handled request.
+    """
+
+    def __init__(self, hooks: list[RPCHook] | None = None) -> None:
+        self._entries: dict[int, _Entry] = {}
+        self._default: _Entry | None = None
+        self._lanes: dict[str, Lane] = {}
+        self.hooks: list[RPCHook] = hooks if hooks is not None else []
+
+    @property
+    def lanes(self) -> list[Lane]:
+        return list(self._lanes.values())
+
+    def register(
+        self,
+        code: int,
+        handler: Handler,
+        lane: Lane,
+        *,
+        reject: Callable[[], bool] | None = None,
+    ) -> None:
+        """Route ``code`` to ``handler`` on ``lane``.
+
+        ``reject`` is the processor's ``rejectRequest()``: when it returns True the request is
+        answered SYSTEM_BUSY before it is queued (the store uses it when its page cache is
+        busy).
+        """
+        self._entries[code] = self._entry(handler, lane, reject)
+
+    def register_default(self, handler: Handler, lane: Lane) -> None:
+        """Handle every code without its own entry (RocketMQ's default processor)."""
+        self._default = self._entry(handler, lane, None)
+
+    def _entry(self, handler: Handler, lane: Lane, reject: Callable[[], bool] | None) -> _Entry:
+        is_async = inspect.iscoroutinefunction(handler)
+        if lane.threads and is_async:
+            raise TypeError(f"lane {lane.name} runs threads: its handlers must be plain functions")
+        if not lane.threads and not is_async:
+            raise TypeError(f"lane {lane.name} runs on the loop: its handlers must be async")
+        known = self._lanes.setdefault(lane.name, lane)
+        if known is not lane:
+            raise ValueError(f"two different lanes are named {lane.name}")
+        return _Entry(handler, lane, reject)
+
+    def start(self) -> None:
+        for lane in self._lanes.values():
+            lane.start()
+
+    async def shutdown(self, grace_s: float) -> None:
+        await asyncio.gather(*(lane.shutdown(grace_s) for lane in self._lanes.values()))
+
+    # ------------------------------------------------------------------------ dispatch
+
+    def dispatch(self, conn: Connection, request: RemotingCommand) -> None:
+        """Route one request; called from ``Connection.data_received`` (must not block)."""
+        entry = self._entries.get(request.code) or self._default
+        if entry is None:
+            log.warning("request_code_not_supported", code=request.code, peer=conn.peer)
+            self._reply(
+                conn,
+                request,
+                response_to(
+                    request,
+                    ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
+                    f" request type {request.code} not supported",
+                ),
+            )
+            return
+        if entry.reject is not None and entry.reject():
+            busy = response_to(request, ResponseCode.SYSTEM_BUSY, REMARK_REJECT)
+            self._reply(conn, request, busy)
+            return
+        if not entry.lane.submit(self, conn, request, entry):
+            if entry.lane.rejected % 1000 == 1:  # one line per 1000 rejections, not a flood
+                log.warning(
+                    "lane_full",
+                    lane=entry.lane.name,
+                    code=request.code,
+                    peer=conn.peer,
+                    rejected=entry.lane.rejected,
+                )
+            self._reply(
+                conn, request, response_to(request, ResponseCode.SYSTEM_BUSY, REMARK_OVERLOAD)
+            )
+
+    async def run(
+        self,
+        conn: Connection,
+        request: RemotingCommand,
+        entry: _Entry,
+        pool: ThreadPoolExecutor | None,
+    ) -> None:
+        """Run one handler and send its response (Lane workers call this)."""
+        response: RemotingCommand | None
+        try:
+            for hook in self.hooks:
+                hook.before_request(conn.peer, request)
+            if pool is not None:
+                loop = asyncio.get_running_loop()
+                response = await loop.run_in_executor(
+                    pool,
+                    entry.handler,  # type: ignore[arg-type]  # threaded lanes hold SyncHandlers
+                    conn,
+                    request,
+                )
+            else:
+                response = await entry.handler(conn, request)  # type: ignore[misc]  # async lane
+            for hook in self.hooks:
+                hook.after_response(conn.peer, request, response)
+        except asyncio.CancelledError:
+            raise
+        except BrokerError as exc:
+            response = response_to(request, exc.response_code, str(exc))
+        except HeaderError as exc:
+            log.info("bad_request_header", code=request.code, peer=conn.peer, error=str(exc))
+            response = response_to(request, ResponseCode.SYSTEM_ERROR, str(exc))
+        except Exception as exc:
+            # Binding code/opaque/peer here, not per request, keeps the hot path free of
+            # contextvar work; the failing request is fully identified in this one line.
+            log.exception(
+                "processor_failed", code=request.code, opaque=request.opaque, peer=conn.peer
+            )
+            response = response_to(
+                request, ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}"
+            )
+        if response is not None:
+            self._reply(conn, request, response)
+
+    @staticmethod
+    def _reply(conn: Connection, request: RemotingCommand, response: RemotingCommand) -> None:
+        if request.flag & 2:  # oneway: the peer expects nothing back
+            return
+        response.opaque = request.opaque
+        response.flag |= 1
+        response.serialize_type = request.serialize_type
+        try:
+            conn.send(response)
+        except FrameError as exc:
+            # e.g. a code above 32767 that a ROCKETMQ binary header cannot hold: answer with
+            # an error the peer can decode rather than leave it waiting for a timeout.
+            log.warning("response_not_encodable", code=response.code, error=str(exc))
+            conn.send(
+                response_to(request, ResponseCode.SYSTEM_ERROR, f"response not encodable: {exc}")
+            )

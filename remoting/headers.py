@@ -1,0 +1,409 @@
+"""Typed custom headers: the only place where camelCase wire names appear.
+
+RocketMQ counterpart: the ``CommandCustomHeader`` classes of
+``org.apache.rocketmq.common.protocol.header`` and ``RemotingCommand.decodeCommandCustomHeader``.
+
+A header is a ``slots`` dataclass whose fields carry their wire name in ``wire(...)``.
+``from_ext_fields`` parses the strings of a command's ``ext_fields`` the way Java does
+(``Integer.parseInt``/``Long.parseLong``; ``Boolean.parseBoolean``, so only "true" in any case
+is true) and raises ``HeaderError`` naming the field when a required one is missing or a
+number does not parse. ``to_ext_fields`` writes every set field as a string. Field types are
+limited to ``str``, ``int`` and ``bool`` (optionally ``| None``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from collections.abc import Callable, Mapping
+from typing import Any, Self
+
+from remoting.errors import HeaderError
+
+_Converter = Callable[[str, str], Any]
+# Per header class: (attribute, wire name, converter, required), computed on first use.
+_Spec = tuple[tuple[str, str, _Converter, bool], ...]
+_SPECS: dict[type, _Spec] = {}
+
+
+def wire(name: str, default: Any = dataclasses.MISSING) -> Any:
+    """A header field with its wire name; no default means the field is required."""
+    return dataclasses.field(default=default, metadata={"wire": name})
+
+
+def _to_int(raw: str, name: str) -> int:
+    try:
+        return int(raw)
+    except ValueError:
+        raise HeaderError(f"the custom field <{name}> is not a number: {raw!r}") from None
+
+
+def _to_bool(raw: str, _name: str) -> bool:
+    return raw.lower() == "true"  # Java Boolean.parseBoolean: "1" is false
+
+
+def _to_str(raw: str, _name: str) -> str:
+    return raw
+
+
+_CONVERTERS: dict[type, _Converter] = {int: _to_int, bool: _to_bool, str: _to_str}
+
+
+def _wire_str(value: object) -> str:
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    return str(value)
+
+
+class CommandHeader:
+    """Base of typed headers. Subclasses are ``@dataclass(slots=True, kw_only=True)``."""
+
+    __slots__ = ()
+
+    @classmethod
+    def _fields_spec(cls) -> _Spec:
+        spec = _SPECS.get(cls)
+        if spec is not None:
+            return spec
+        hints = typing.get_type_hints(cls)
+        built: list[tuple[str, str, _Converter, bool]] = []
+        for f in dataclasses.fields(cls):  # type: ignore[arg-type]  # subclasses are dataclasses
+            tp = hints[f.name]
+            if isinstance(tp, types.UnionType):
+                tp = next(a for a in typing.get_args(tp) if a is not type(None))
+            required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+            built.append((f.name, f.metadata["wire"], _CONVERTERS[tp], required))
+        spec = _SPECS[cls] = tuple(built)
+        return spec
+
+    @classmethod
+    def from_ext_fields(cls, ext: Mapping[str, str]) -> Self:
+        """Parse a command's ext_fields.
+
+        Raises:
+            HeaderError: a required field is missing or a number does not parse.
+        """
+        kwargs: dict[str, Any] = {}
+        for name, wire_name, convert, required in cls._fields_spec():
+            raw = ext.get(wire_name)
+            if raw is None:
+                if required:
+                    raise HeaderError(f"the custom field <{wire_name}> is null")
+                continue
+            kwargs[name] = convert(raw, wire_name)
+        return cls(**kwargs)
+
+    def to_ext_fields(self) -> dict[str, str]:
+        """The header as wire ext_fields; fields that are None are left out."""
+        out: dict[str, str] = {}
+        for name, wire_name, _convert, _required in self._fields_spec():
+            value = getattr(self, name)
+            if value is not None:
+                out[wire_name] = _wire_str(value)
+        return out
+
+
+_header = dataclasses.dataclass(slots=True, kw_only=True)
+
+# ============================================================================ name server
+
+
+@_header
+class GetRouteInfoRequestHeader(CommandHeader):
+    topic: str = wire("topic")
+    accept_standard_json_only: bool | None = wire("acceptStandardJsonOnly", None)
+
+
+@_header
+class RegisterBrokerRequestHeader(CommandHeader):
+    broker_name: str = wire("brokerName")
+    broker_addr: str = wire("brokerAddr")
+    cluster_name: str = wire("clusterName")
+    ha_server_addr: str = wire("haServerAddr")
+    broker_id: int = wire("brokerId")
+    compressed: bool = wire("compressed", False)
+    body_crc32: int = wire("bodyCrc32", 0)
+
+
+@_header
+class RegisterBrokerResponseHeader(CommandHeader):
+    ha_server_addr: str | None = wire("haServerAddr", None)
+    master_addr: str | None = wire("masterAddr", None)
+
+
+@_header
+class UnregisterBrokerRequestHeader(CommandHeader):
+    broker_name: str = wire("brokerName")
+    broker_addr: str = wire("brokerAddr")
+    cluster_name: str = wire("clusterName")
+    broker_id: int = wire("brokerId")
+
+
+@_header
+class KVConfigRequestHeader(CommandHeader):
+    """PUT_KV_CONFIG (value set), GET_KV_CONFIG and DELETE_KV_CONFIG (value unset)."""
+
+    namespace: str = wire("namespace")
+    key: str = wire("key")
+    value: str | None = wire("value", None)
+
+
+@_header
+class GetKVConfigResponseHeader(CommandHeader):
+    value: str | None = wire("value", None)
+
+
+@_header
+class GetKVListByNamespaceRequestHeader(CommandHeader):
+    namespace: str = wire("namespace")
+
+
+@_header
+class TopicRequestHeader(CommandHeader):
+    """DELETE_TOPIC_IN_NAMESRV / DELETE_TOPIC_IN_BROKER."""
+
+    topic: str = wire("topic")
+    cluster_name: str | None = wire("clusterName", None)
+
+
+@_header
+class GetTopicsByClusterRequestHeader(CommandHeader):
+    cluster: str = wire("cluster")
+
+
+@_header
+class BrokerNameRequestHeader(CommandHeader):
+    """WIPE_WRITE_PERM_OF_BROKER / ADD_WRITE_PERM_OF_BROKER."""
+
+    broker_name: str = wire("brokerName")
+
+
+@_header
+class WipeWritePermResponseHeader(CommandHeader):
+    wipe_topic_count: int = wire("wipeTopicCount")
+
+
+@_header
+class AddWritePermResponseHeader(CommandHeader):
+    add_topic_count: int = wire("addTopicCount")
+
+
+# ================================================================================= send
+
+# SEND_MESSAGE_V2 (310), SEND_BATCH_MESSAGE (320) and SEND_REPLY_MESSAGE_V2 (325) carry the
+# same header with one-letter names, to save bytes on every send.
+_SEND_V2_NAMES = {
+    "producerGroup": "a",
+    "topic": "b",
+    "defaultTopic": "c",
+    "defaultTopicQueueNums": "d",
+    "queueId": "e",
+    "sysFlag": "f",
+    "bornTimestamp": "g",
+    "flag": "h",
+    "properties": "i",
+    "reconsumeTimes": "j",
+    "unitMode": "k",
+    "maxReconsumeTimes": "l",
+    "batch": "m",
+    "brokerName": "n",
+}
+_SEND_V1_NAMES = {short: long for long, short in _SEND_V2_NAMES.items()}
+
+
+@_header
+class SendMessageRequestHeader(CommandHeader):
+    """SEND_MESSAGE (10, long names); ``from_v2``/``to_v2`` for the short-name codes."""
+
+    producer_group: str = wire("producerGroup")
+    topic: str = wire("topic")
+    default_topic: str = wire("defaultTopic")
+    default_topic_queue_nums: int = wire("defaultTopicQueueNums")
+    queue_id: int = wire("queueId")
+    sys_flag: int = wire("sysFlag")
+    born_timestamp: int = wire("bornTimestamp")
+    flag: int = wire("flag")
+    properties: str | None = wire("properties", None)
+    reconsume_times: int | None = wire("reconsumeTimes", None)
+    unit_mode: bool = wire("unitMode", False)
+    max_reconsume_times: int | None = wire("maxReconsumeTimes", None)
+    batch: bool = wire("batch", False)
+    broker_name: str | None = wire("brokerName", None)
+
+    @classmethod
+    def from_v2(cls, ext: Mapping[str, str]) -> SendMessageRequestHeader:
+        return cls.from_ext_fields({_SEND_V1_NAMES.get(k, k): v for k, v in ext.items()})
+
+    def to_v2(self) -> dict[str, str]:
+        return {_SEND_V2_NAMES[k]: v for k, v in self.to_ext_fields().items()}
+
+
+@_header
+class SendMessageResponseHeader(CommandHeader):
+    msg_id: str = wire("msgId")
+    queue_id: int = wire("queueId")
+    queue_offset: int = wire("queueOffset")
+    transaction_id: str | None = wire("transactionId", None)
+
+
+# ================================================================================= pull
+
+
+@_header
+class PullMessageRequestHeader(CommandHeader):
+    consumer_group: str = wire("consumerGroup")
+    topic: str = wire("topic")
+    queue_id: int = wire("queueId")
+    queue_offset: int = wire("queueOffset")
+    max_msg_nums: int = wire("maxMsgNums")
+    sys_flag: int = wire("sysFlag")
+    commit_offset: int = wire("commitOffset")
+    suspend_timeout_millis: int = wire("suspendTimeoutMillis")
+    subscription: str | None = wire("subscription", None)
+    sub_version: int = wire("subVersion")
+    expression_type: str | None = wire("expressionType", None)
+
+
+@_header
+class PullMessageResponseHeader(CommandHeader):
+    suggest_which_broker_id: int = wire("suggestWhichBrokerId")
+    next_begin_offset: int = wire("nextBeginOffset")
+    min_offset: int = wire("minOffset")
+    max_offset: int = wire("maxOffset")
+
+
+# ============================================================================== offsets
+
+
+@_header
+class QueueRequestHeader(CommandHeader):
+    """GET_MAX_OFFSET, GET_MIN_OFFSET and GET_EARLIEST_MSG_STORETIME."""
+
+    topic: str = wire("topic")
+    queue_id: int = wire("queueId")
+
+
+@_header
+class OffsetResponseHeader(CommandHeader):
+    """Reply of GET_MAX/MIN_OFFSET, SEARCH_OFFSET_BY_TIMESTAMP and QUERY_CONSUMER_OFFSET."""
+
+    offset: int = wire("offset")
+
+
+@_header
+class SearchOffsetRequestHeader(CommandHeader):
+    topic: str = wire("topic")
+    queue_id: int = wire("queueId")
+    timestamp: int = wire("timestamp")
+
+
+@_header
+class EarliestMsgStoretimeResponseHeader(CommandHeader):
+    timestamp: int = wire("timestamp")
+
+
+@_header
+class QueryConsumerOffsetRequestHeader(CommandHeader):
+    consumer_group: str = wire("consumerGroup")
+    topic: str = wire("topic")
+    queue_id: int = wire("queueId")
+
+
+@_header
+class UpdateConsumerOffsetRequestHeader(CommandHeader):
+    consumer_group: str = wire("consumerGroup")
+    topic: str = wire("topic")
+    queue_id: int = wire("queueId")
+    commit_offset: int = wire("commitOffset")
+
+
+# ====================================================================== clients and groups
+
+
+@_header
+class UnregisterClientRequestHeader(CommandHeader):
+    client_id: str = wire("clientID")
+    producer_group: str | None = wire("producerGroup", None)
+    consumer_group: str | None = wire("consumerGroup", None)
+
+
+@_header
+class ConsumerGroupRequestHeader(CommandHeader):
+    """GET_CONSUMER_LIST_BY_GROUP and NOTIFY_CONSUMER_IDS_CHANGED."""
+
+    consumer_group: str = wire("consumerGroup")
+
+
+@_header
+class ConsumerSendMsgBackRequestHeader(CommandHeader):
+    offset: int = wire("offset")
+    group: str = wire("group")
+    delay_level: int = wire("delayLevel")
+    origin_msg_id: str | None = wire("originMsgId", None)
+    origin_topic: str | None = wire("originTopic", None)
+    unit_mode: bool = wire("unitMode", False)
+    max_reconsume_times: int | None = wire("maxReconsumeTimes", None)
+
+
+# ========================================================================= transactions
+
+
+@_header
+class EndTransactionRequestHeader(CommandHeader):
+    producer_group: str = wire("producerGroup")
+    tran_state_table_offset: int = wire("tranStateTableOffset")
+    commit_log_offset: int = wire("commitLogOffset")
+    commit_or_rollback: int = wire("commitOrRollback")
+    from_transaction_check: bool = wire("fromTransactionCheck", False)
+    msg_id: str = wire("msgId")
+    transaction_id: str | None = wire("transactionId", None)
+
+
+@_header
+class CheckTransactionStateRequestHeader(CommandHeader):
+    tran_state_table_offset: int = wire("tranStateTableOffset")
+    commit_log_offset: int = wire("commitLogOffset")
+    msg_id: str | None = wire("msgId", None)
+    transaction_id: str | None = wire("transactionId", None)
+    offset_msg_id: str | None = wire("offsetMsgId", None)
+
+
+# ================================================================================ query
+
+
+@_header
+class QueryMessageRequestHeader(CommandHeader):
+    topic: str = wire("topic")
+    key: str = wire("key")
+    max_num: int = wire("maxNum")
+    begin_timestamp: int = wire("beginTimestamp")
+    end_timestamp: int = wire("endTimestamp")
+
+
+@_header
+class QueryMessageResponseHeader(CommandHeader):
+    index_last_update_timestamp: int = wire("indexLastUpdateTimestamp")
+    index_last_update_phyoffset: int = wire("indexLastUpdatePhyoffset")
+
+
+@_header
+class ViewMessageRequestHeader(CommandHeader):
+    offset: int = wire("offset")
+
+
+# ================================================================================ admin
+
+
+@_header
+class CreateTopicRequestHeader(CommandHeader):
+    topic: str = wire("topic")
+    default_topic: str = wire("defaultTopic")
+    read_queue_nums: int = wire("readQueueNums")
+    write_queue_nums: int = wire("writeQueueNums")
+    perm: int = wire("perm")
+    topic_filter_type: str = wire("topicFilterType")
+    topic_sys_flag: int | None = wire("topicSysFlag", None)
+    order: bool = wire("order", False)

@@ -1,0 +1,144 @@
+"""The ``aerolite`` process: ready line, protocol on both ports, clean stop, config errors."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from remoting.client import RemotingClient
+from remoting.codes import ResponseCode
+from remoting.command import RemotingCommand
+
+
+def _start(*args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "broker", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _stop(proc: subprocess.Popen[str]) -> None:
+    """Kill our own child if still running and close its pipes."""
+    if proc.poll() is None:
+        proc.kill()
+    proc.wait(timeout=10)
+    for stream in (proc.stdout, proc.stderr):
+        if stream is not None:
+            stream.close()
+
+
+@pytest.fixture
+def standalone(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], str]]:
+    proc = _start(
+        "standalone", "--store", str(tmp_path), "--namesrv-port", "0", "--listen-port", "0"
+    )
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        yield proc, line
+    finally:
+        _stop(proc)
+
+
+def _addresses(line: str) -> dict[str, str]:
+    words = line.split()
+    assert words[0] == "ready"
+    return dict(w.split("=", 1) for w in words[1:])
+
+
+async def test_standalone_prints_one_ready_line_and_speaks_the_protocol(
+    standalone: tuple[subprocess.Popen[str], str],
+) -> None:
+    _proc, line = standalone
+    addrs = _addresses(line)
+    assert set(addrs) == {"namesrv", "broker"}
+    for addr in addrs.values():
+        host, port = addr.rsplit(":", 1)
+        assert host == "127.0.0.1"
+        assert int(port) > 0
+    async with RemotingClient() as client:
+        for addr in addrs.values():
+            request = RemotingCommand.request(9999, {"k": "v"})
+            response = await client.invoke(addr, request, timeout_s=5)
+            assert response.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED
+            assert response.opaque == request.opaque
+            assert response.remark == " request type 9999 not supported"
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_signal_stops_cleanly_with_exit_zero(tmp_path: Path, signum: int) -> None:
+    proc = _start(
+        "standalone", "--store", str(tmp_path), "--namesrv-port", "0", "--listen-port", "0"
+    )
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().startswith("ready ")
+        os.kill(proc.pid, signum)
+        assert proc.wait(timeout=15) == 0
+        assert proc.stdout.read() == ""  # exactly one line on stdout
+    finally:
+        _stop(proc)
+
+
+def test_single_role_commands_print_their_part(tmp_path: Path) -> None:
+    for args, key in (
+        (["namesrv", "--port", "0"], "namesrv"),
+        (["broker", "--listen-port", "0", "--store", str(tmp_path)], "broker"),
+    ):
+        proc = _start(*args)
+        try:
+            assert proc.stdout is not None
+            assert list(_addresses(proc.stdout.readline())) == [key]
+            os.kill(proc.pid, signal.SIGTERM)
+            assert proc.wait(timeout=15) == 0
+        finally:
+            _stop(proc)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["standalone", "--set", "listenPortt=1"], "unknown config key 'listenPortt'"),
+        (["broker", "--set", "listenPort=abc"], "config key listenPort"),
+        (["namesrv", "--set", "brokerName=x"], "unknown config key 'brokerName'"),
+        (["broker", "-c", "/nonexistent/broker.conf"], "cannot read config file"),
+    ],
+)
+def test_bad_config_fails_before_starting(args: list[str], message: str) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "broker", *args],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert proc.returncode == 2
+    assert message in proc.stderr
+    assert "ready" not in proc.stdout
+
+
+def test_port_in_use_is_a_clear_error(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        proc = subprocess.run(
+            [sys.executable, "-m", "broker", "namesrv", "--port", str(port)],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+    assert proc.returncode == 1
+    assert "ready" not in proc.stdout
+    assert "address already in use" in proc.stderr.lower()
