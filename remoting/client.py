@@ -177,8 +177,15 @@ class RemotingClient:
         if dialing is None:
             dialing = asyncio.ensure_future(self._dial(addr))
             self._dialing[addr] = dialing
-            dialing.add_done_callback(lambda _f: self._dialing.pop(addr, None))
+            dialing.add_done_callback(lambda f: self._dial_done(addr, f))
         return await asyncio.shield(dialing)
+
+    def _dial_done(self, addr: str, fut: asyncio.Future[Connection]) -> None:
+        self._dialing.pop(addr, None)
+        # Every caller may have been cancelled; mark a failure as seen so it is not
+        # reported again as "exception was never retrieved" (callers still get it).
+        if not fut.cancelled():
+            fut.exception()
 
     async def _dial(self, addr: str) -> Connection:
         try:
