@@ -80,6 +80,7 @@ class Connection(asyncio.Protocol):
         self.closed = False
         self._write_paused = False
         self._drain_waiters: list[asyncio.Future[None]] = []
+        self._out: list[bytes | memoryview] = []
         self.closed_future: asyncio.Future[None] = self._loop.create_future()
 
     # ------------------------------------------------------------------ asyncio callbacks
@@ -170,9 +171,20 @@ class Connection(asyncio.Protocol):
         transport = self.transport
         if self.closed or transport is None or transport.is_closing():
             return False
-        transport.writelines(cmd.encode())
-        self.last_active = self._loop.time()
+        parts = cmd.encode()
+        # Cork: frames written in one loop iteration leave in one writev. A pipelined peer
+        # gets a batch of responses per syscall instead of one syscall per response.
+        if not self._out:
+            self._loop.call_soon(self._flush)
+        self._out += parts
         return True
+
+    def _flush(self) -> None:
+        out, self._out = self._out, []
+        transport = self.transport
+        if out and not self.closed and transport is not None and not transport.is_closing():
+            transport.writelines(out)
+            self.last_active = self._loop.time()
 
     async def drain(self) -> None:
         """Wait until the write buffer is below its high-water mark."""
@@ -264,12 +276,14 @@ class Connection(asyncio.Protocol):
             return
         log.warning("connection_closed", peer=self.peer, reason=reason)
         self.closed = True
+        self._out = []
         if self.transport is not None:
             self.transport.abort()
 
     def close(self) -> None:
         """Close after pending writes are flushed."""
         if self.transport is not None and not self.transport.is_closing():
+            self._flush()
             self.transport.close()
 
     async def wait_closed(self) -> None:

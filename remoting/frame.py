@@ -60,13 +60,13 @@ class FrameDecoder:
         """Bytes held for a frame that is not complete yet."""
         return self._buffered
 
-    def feed(self, data: bytes) -> list[memoryview]:
+    def feed(self, data: bytes | bytearray | memoryview) -> list[memoryview]:
         """Add received bytes; return the frames they complete (each without its length field).
 
         Raises:
             FrameError: a length field is negative, smaller than 4, or over the maximum.
         """
-        if type(data) is not bytes:
+        if not isinstance(data, bytes):
             data = bytes(data)  # a view must never pin a mutable buffer
         if self._chunks:
             self._chunks.append(data)

@@ -75,7 +75,13 @@ def ext_value(value: Any) -> str:
         return str(value)
     if isinstance(value, float):
         return str(int(value)) if value.is_integer() else repr(value)
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    try:
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    except (TypeError, ValueError):
+        # bytes or a msgpack ExtType: no string a Java peer could have meant
+        raise FrameError(
+            f"extFields value of type {type(value).__name__} has no string form"
+        ) from None
 
 
 def _check_int(name: str, value: Any, lo: int = _INT32_MIN, hi: int = _INT32_MAX) -> int:
@@ -134,6 +140,8 @@ def decode_json(header: memoryview | bytes) -> HeaderFields:
         doc = json.loads(bytes(header))
     except (UnicodeDecodeError, ValueError) as exc:
         raise FrameError(f"JSON header does not parse: {exc}") from None
+    except RecursionError:
+        raise FrameError("JSON header nests too deeply") from None
     if not isinstance(doc, dict):
         raise FrameError("JSON header is not an object")
     if "code" not in doc:
@@ -275,10 +283,19 @@ def decode_header(serialize_type: int, header: memoryview | bytes) -> HeaderFiel
 
 
 def encode_header(serialize_type: int, h: HeaderFields) -> bytes:
-    if serialize_type == SerializeType.JSON:
-        return encode_json(h)
-    if serialize_type == SerializeType.ROCKETMQ:
-        return encode_binary(h)
-    if serialize_type == SerializeType.MSGPACK:
-        return encode_msgpack(h)
+    """Encode with the codec of ``serialize_type``.
+
+    Raises:
+        FrameError: the header cannot be written in that serialization (a value out of its
+            field's range, a key too long for the binary header, an unknown type).
+    """
+    try:
+        if serialize_type == SerializeType.JSON:
+            return encode_json(h)
+        if serialize_type == SerializeType.ROCKETMQ:
+            return encode_binary(h)
+        if serialize_type == SerializeType.MSGPACK:
+            return encode_msgpack(h)
+    except (struct.error, OverflowError, TypeError, ValueError) as exc:
+        raise FrameError(f"header not encodable as type {serialize_type}: {exc}") from None
     raise FrameError(f"unknown serialize type {serialize_type}")

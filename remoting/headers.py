@@ -14,9 +14,11 @@ limited to ``str``, ``int`` and ``bool`` (optionally ``| None``).
 from __future__ import annotations
 
 import dataclasses
+import re
 import types
 import typing
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any, Self
 
 from remoting.errors import HeaderError
@@ -32,11 +34,19 @@ def wire(name: str, default: Any = dataclasses.MISSING) -> Any:
     return dataclasses.field(default=default, metadata={"wire": name})
 
 
+_JAVA_INTEGER = re.compile(r"[+-]?[0-9]+")
+_LONG_MIN, _LONG_MAX = -(1 << 63), (1 << 63) - 1
+
+
 def _to_int(raw: str, name: str) -> int:
-    try:
-        return int(raw)
-    except ValueError:
-        raise HeaderError(f"the custom field <{name}> is not a number: {raw!r}") from None
+    # Long.parseLong: optional sign and ASCII digits only; Python's int() would also take
+    # spaces and underscores.
+    if not _JAVA_INTEGER.fullmatch(raw):
+        raise HeaderError(f"the custom field <{name}> is not a number: {raw!r}")
+    value = int(raw)
+    if not _LONG_MIN <= value <= _LONG_MAX:
+        raise HeaderError(f"the custom field <{name}> is out of range: {raw!r}")
+    return value
 
 
 def _to_bool(raw: str, _name: str) -> bool:
@@ -80,44 +90,50 @@ class CommandHeader:
         return spec
 
     @classmethod
-    def from_ext_fields(cls, ext: Mapping[str, str]) -> Self:
+    def from_ext_fields(
+        cls, ext: Mapping[str, str], *, wire_names: Mapping[str, str] | None = None
+    ) -> Self:
         """Parse a command's ext_fields.
 
+        Args:
+            wire_names: other names the fields travel under (the one-letter send header).
+
         Raises:
-            HeaderError: a required field is missing or a number does not parse.
+            HeaderError: a required field is missing or a number does not parse; the
+                message names the field as it travels.
         """
         kwargs: dict[str, Any] = {}
         for name, wire_name, convert, required in cls._fields_spec():
-            raw = ext.get(wire_name)
+            key = wire_names[wire_name] if wire_names is not None else wire_name
+            raw = ext.get(key)
             if raw is None:
                 if required:
-                    raise HeaderError(f"the custom field <{wire_name}> is null")
+                    raise HeaderError(f"the custom field <{key}> is null")
                 continue
-            kwargs[name] = convert(raw, wire_name)
+            kwargs[name] = convert(raw, key)
         return cls(**kwargs)
 
-    def to_ext_fields(self) -> dict[str, str]:
+    def to_ext_fields(self, *, wire_names: Mapping[str, str] | None = None) -> dict[str, str]:
         """The header as wire ext_fields; fields that are None are left out."""
         out: dict[str, str] = {}
         for name, wire_name, _convert, _required in self._fields_spec():
             value = getattr(self, name)
             if value is not None:
-                out[wire_name] = _wire_str(value)
+                key = wire_names[wire_name] if wire_names is not None else wire_name
+                out[key] = _wire_str(value)
         return out
 
-
-_header = dataclasses.dataclass(slots=True, kw_only=True)
 
 # ============================================================================ name server
 
 
-@_header
+@dataclass(slots=True, kw_only=True)
 class GetRouteInfoRequestHeader(CommandHeader):
     topic: str = wire("topic")
     accept_standard_json_only: bool | None = wire("acceptStandardJsonOnly", None)
 
 
-@_header
+@dataclass(slots=True, kw_only=True)
 class RegisterBrokerRequestHeader(CommandHeader):
     broker_name: str = wire("brokerName")
     broker_addr: str = wire("brokerAddr")
@@ -128,13 +144,13 @@ class RegisterBrokerRequestHeader(CommandHeader):
     body_crc32: int = wire("bodyCrc32", 0)
 
 
-@_header
+@dataclass(slots=True, kw_only=True)
 class RegisterBrokerResponseHeader(CommandHeader):
     ha_server_addr: str | None = wire("haServerAddr", None)
     master_addr: str | None = wire("masterAddr", None)
 
 
-@_header
+@dataclass(slots=True, kw_only=True)
 class UnregisterBrokerRequestHeader(CommandHeader):
     broker_name: str = wire("brokerName")
     broker_addr: str = wire("brokerAddr")
@@ -142,7 +158,7 @@ class UnregisterBrokerRequestHeader(CommandHeader):
     broker_id: int = wire("brokerId")
 
 
-@_header
+@dataclass(slots=True, kw_only=True)
 class KVConfigRequestHeader(CommandHeader):
     """PUT_KV_CONFIG (value set), GET_KV_CONFIG and DELETE_KV_CONFIG (value unset)."""
 
@@ -151,17 +167,17 @@ class KVConfigRequestHeader(CommandHeader):
     value: str | None = wire("value", None)
 
 
-@_header
+@dataclass(slots=True, kw_only=True)
 class GetKVConfigResponseHeader(CommandHeader):
     value: str | None = wire("value", None)
 
 
-@_header
+@dataclass(slots=True, kw_only=True)
 class GetKVListByNamespaceRequestHeader(CommandHeader):
     namespace: str = wire("namespace")
 
 
-@_header
+@dataclass(slots=True, kw_only=True)
 class TopicRequestHeader(CommandHeader):
     """DELETE_TOPIC_IN_NAMESRV / DELETE_TOPIC_IN_BROKER."""
 
@@ -169,24 +185,24 @@ class TopicRequestHeader(CommandHeader):
     cluster_name: str | None = wire("clusterName", None)
 
 
-@_header
+@dataclass(slots=True, kw_only=True)
 class GetTopicsByClusterRequestHeader(CommandHeader):
     cluster: str = wire("cluster")
 
 
-@_header
+@dataclass(slots=True, kw_only=True)
 class BrokerNameRequestHeader(CommandHeader):
     """WIPE_WRITE_PERM_OF_BROKER / ADD_WRITE_PERM_OF_BROKER."""
 
     broker_name: str = wire("brokerName")
 
 
-@_header
+@dataclass(slots=True, kw_only=True)
 class WipeWritePermResponseHeader(CommandHeader):
     wipe_topic_count: int = wire("wipeTopicCount")
 
 
-@_header
+@dataclass(slots=True, kw_only=True)
 class AddWritePermResponseHeader(CommandHeader):
     add_topic_count: int = wire("addTopicCount")
 
@@ -209,12 +225,11 @@ _SEND_V2_NAMES = {
     "unitMode": "k",
     "maxReconsumeTimes": "l",
     "batch": "m",
-    "brokerName": "n",
+    "bname": "n",
 }
-_SEND_V1_NAMES = {short: long for long, short in _SEND_V2_NAMES.items()}
 
 
-@_header
+@dataclass(slots=True, kw_only=True)
 class SendMessageRequestHeader(CommandHeader):
     """SEND_MESSAGE (10, long names); ``from_v2``/``to_v2`` for the short-name codes."""
 
@@ -231,17 +246,18 @@ class SendMessageRequestHeader(CommandHeader):
     unit_mode: bool = wire("unitMode", False)
     max_reconsume_times: int | None = wire("maxReconsumeTimes", None)
     batch: bool = wire("batch", False)
-    broker_name: str | None = wire("brokerName", None)
+    broker_name: str | None = wire("bname", None)
 
     @classmethod
     def from_v2(cls, ext: Mapping[str, str]) -> SendMessageRequestHeader:
-        return cls.from_ext_fields({_SEND_V1_NAMES.get(k, k): v for k, v in ext.items()})
+        """Parse the one-letter header of codes 310/320/325."""
+        return cls.from_ext_fields(ext, wire_names=_SEND_V2_NAMES)
 
     def to_v2(self) -> dict[str, str]:
-        return {_SEND_V2_NAMES[k]: v for k, v in self.to_ext_fields().items()}
+        return self.to_ext_fields(wire_names=_SEND_V2_NAMES)
 
 
-@_header
+@dataclass(slots=True, kw_only=True)
 class SendMessageResponseHeader(CommandHeader):
     msg_id: str = wire("msgId")
     queue_id: int = wire("queueId")
@@ -252,7 +268,7 @@ class SendMessageResponseHeader(CommandHeader):
 # ================================================================================= pull
 
 
-@_header
+@dataclass(slots=True, kw_only=True)
 class PullMessageRequestHeader(CommandHeader):
     consumer_group: str = wire("consumerGroup")
     topic: str = wire("topic")
@@ -267,7 +283,7 @@ class PullMessageRequestHeader(CommandHeader):
     expression_type: str | None = wire("expressionType", None)
 
 
-@_header
+@dataclass(slots=True, kw_only=True)
 class PullMessageResponseHeader(CommandHeader):
     suggest_which_broker_id: int = wire("suggestWhichBrokerId")
     next_begin_offset: int = wire("nextBeginOffset")
@@ -278,7 +294,7 @@ class PullMessageResponseHeader(CommandHeader):
 # ============================================================================== offsets
 
 
-@_header
+@dataclass(slots=True, kw_only=True)
 class QueueRequestHeader(CommandHeader):
     """GET_MAX_OFFSET, GET_MIN_OFFSET and GET_EARLIEST_MSG_STORETIME."""
 
@@ -286,33 +302,33 @@ class QueueRequestHeader(CommandHeader):
     queue_id: int = wire("queueId")
 
 
-@_header
+@dataclass(slots=True, kw_only=True)
 class OffsetResponseHeader(CommandHeader):
     """Reply of GET_MAX/MIN_OFFSET, SEARCH_OFFSET_BY_TIMESTAMP and QUERY_CONSUMER_OFFSET."""
 
     offset: int = wire("offset")
 
 
-@_header
+@dataclass(slots=True, kw_only=True)
 class SearchOffsetRequestHeader(CommandHeader):
     topic: str = wire("topic")
     queue_id: int = wire("queueId")
     timestamp: int = wire("timestamp")
 
 
-@_header
+@dataclass(slots=True, kw_only=True)
 class EarliestMsgStoretimeResponseHeader(CommandHeader):
     timestamp: int = wire("timestamp")
 
 
-@_header
+@dataclass(slots=True, kw_only=True)
 class QueryConsumerOffsetRequestHeader(CommandHeader):
     consumer_group: str = wire("consumerGroup")
     topic: str = wire("topic")
     queue_id: int = wire("queueId")
 
 
-@_header
+@dataclass(slots=True, kw_only=True)
 class UpdateConsumerOffsetRequestHeader(CommandHeader):
     consumer_group: str = wire("consumerGroup")
     topic: str = wire("topic")
@@ -323,21 +339,21 @@ class UpdateConsumerOffsetRequestHeader(CommandHeader):
 # ====================================================================== clients and groups
 
 
-@_header
+@dataclass(slots=True, kw_only=True)
 class UnregisterClientRequestHeader(CommandHeader):
     client_id: str = wire("clientID")
     producer_group: str | None = wire("producerGroup", None)
     consumer_group: str | None = wire("consumerGroup", None)
 
 
-@_header
+@dataclass(slots=True, kw_only=True)
 class ConsumerGroupRequestHeader(CommandHeader):
     """GET_CONSUMER_LIST_BY_GROUP and NOTIFY_CONSUMER_IDS_CHANGED."""
 
     consumer_group: str = wire("consumerGroup")
 
 
-@_header
+@dataclass(slots=True, kw_only=True)
 class ConsumerSendMsgBackRequestHeader(CommandHeader):
     offset: int = wire("offset")
     group: str = wire("group")
@@ -351,7 +367,7 @@ class ConsumerSendMsgBackRequestHeader(CommandHeader):
 # ========================================================================= transactions
 
 
-@_header
+@dataclass(slots=True, kw_only=True)
 class EndTransactionRequestHeader(CommandHeader):
     producer_group: str = wire("producerGroup")
     tran_state_table_offset: int = wire("tranStateTableOffset")
@@ -362,7 +378,7 @@ class EndTransactionRequestHeader(CommandHeader):
     transaction_id: str | None = wire("transactionId", None)
 
 
-@_header
+@dataclass(slots=True, kw_only=True)
 class CheckTransactionStateRequestHeader(CommandHeader):
     tran_state_table_offset: int = wire("tranStateTableOffset")
     commit_log_offset: int = wire("commitLogOffset")
@@ -374,7 +390,7 @@ class CheckTransactionStateRequestHeader(CommandHeader):
 # ================================================================================ query
 
 
-@_header
+@dataclass(slots=True, kw_only=True)
 class QueryMessageRequestHeader(CommandHeader):
     topic: str = wire("topic")
     key: str = wire("key")
@@ -383,13 +399,13 @@ class QueryMessageRequestHeader(CommandHeader):
     end_timestamp: int = wire("endTimestamp")
 
 
-@_header
+@dataclass(slots=True, kw_only=True)
 class QueryMessageResponseHeader(CommandHeader):
     index_last_update_timestamp: int = wire("indexLastUpdateTimestamp")
     index_last_update_phyoffset: int = wire("indexLastUpdatePhyoffset")
 
 
-@_header
+@dataclass(slots=True, kw_only=True)
 class ViewMessageRequestHeader(CommandHeader):
     offset: int = wire("offset")
 
@@ -397,7 +413,7 @@ class ViewMessageRequestHeader(CommandHeader):
 # ================================================================================ admin
 
 
-@_header
+@dataclass(slots=True, kw_only=True)
 class CreateTopicRequestHeader(CommandHeader):
     topic: str = wire("topic")
     default_topic: str = wire("defaultTopic")
