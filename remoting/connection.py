@@ -68,6 +68,7 @@ class Connection(asyncio.Protocol):
         self._on_request = on_request
         self._on_close = on_close
         self._decoder = FrameDecoder(max_frame_bytes)
+        self._max_frame_bytes = max_frame_bytes
         self._write_high = write_buffer_high_bytes
         self._loop = asyncio.get_running_loop()
         self.transport: asyncio.Transport | None = None
@@ -166,12 +167,17 @@ class Connection(asyncio.Protocol):
         """Write a command; False when the connection is already closed.
 
         Raises:
-            FrameError: the command cannot be encoded in its serialization.
+            FrameError: the command cannot be encoded in its serialization, or its frame is
+                larger than ``max_frame_bytes``.
         """
         transport = self.transport
         if self.closed or transport is None or transport.is_closing():
             return False
         parts = cmd.encode()
+        size = len(parts[0]) + len(parts[1]) + (len(parts[2]) if len(parts) > 2 else 0)
+        if size > self._max_frame_bytes:
+            # The peer (Java caps frames at 16 MiB too) would drop the connection for it.
+            raise FrameError(f"frame of {size} bytes exceeds {self._max_frame_bytes} bytes")
         # Cork: frames written in one loop iteration leave in one writev. A pipelined peer
         # gets a batch of responses per syscall instead of one syscall per response.
         if not self._out:

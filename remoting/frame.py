@@ -22,7 +22,9 @@ import struct
 
 from remoting.errors import FrameError
 
-DEFAULT_MAX_FRAME_BYTES = 16 * 1024 * 1024  # Java's com.rocketmq.remoting.frameMaxLength
+# Java's com.rocketmq.remoting.frameMaxLength. It bounds the whole frame, length field
+# included, so the largest length value accepted is this minus 4.
+DEFAULT_MAX_FRAME_BYTES = 16 * 1024 * 1024
 
 _LENGTH = struct.Struct(">i")  # signed, as Java reads it: a negative length is an error
 assert _LENGTH.size == 4
@@ -41,8 +43,8 @@ class FrameDecoder:
     """Splits a byte stream into frames.
 
     Args:
-        max_frame_bytes: the largest accepted value of the length field; a larger one raises
-            ``FrameError`` (the caller closes the connection, as Java does).
+        max_frame_bytes: the largest accepted frame, its 4-byte length field included; a
+            larger one raises ``FrameError`` (the caller closes the connection, as Java does).
     """
 
     __slots__ = ("_buffered", "_chunks", "_need", "max_frame_bytes")
@@ -82,9 +84,9 @@ class FrameDecoder:
         need = 4
         while end_of_data - pos >= 4:
             (length,) = _LENGTH.unpack_from(data, pos)
-            if length < 4 or length > self.max_frame_bytes:
+            if length < 4 or length > self.max_frame_bytes - 4:
                 self._reset()
-                raise FrameError(f"frame length {length} outside [4, {self.max_frame_bytes}]")
+                raise FrameError(f"frame length {length} outside [4, {self.max_frame_bytes - 4}]")
             frame_end = pos + 4 + length
             if frame_end > end_of_data:
                 need = 4 + length

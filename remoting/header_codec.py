@@ -21,6 +21,9 @@ ROCKETMQ binary layout::
     flag        int
     remark len  int    then remark UTF-8 (0 = no remark)
     ext len     int    then per field: key len short, key, value len int, value
+
+A zero-length string in a binary header is null to Java: an empty remark is no remark and an
+extFields entry with an empty key or value is absent.
 """
 
 from __future__ import annotations
@@ -237,8 +240,11 @@ def decode_binary(header: memoryview | bytes) -> HeaderFields:
         if pos + 4 > end:
             raise FrameError("ROCKETMQ header: truncated extFields value length")
         (vlen,) = _BIN_INT.unpack_from(header, pos)
-        ext[key] = _utf8(header, pos + 4, vlen, "extFields value")
+        value = _utf8(header, pos + 4, vlen, "extFields value")
         pos += 4 + vlen
+        # Java reads a zero-length string as null: such a key or value is absent.
+        if key and value:
+            ext[key] = value
     return HeaderFields(code, language, version, opaque, flag, remark or None, ext)
 
 

@@ -62,23 +62,25 @@ def test_length_below_four_is_rejected(length: int) -> None:
 
 
 def test_length_over_max_is_rejected_as_soon_as_the_prefix_arrives() -> None:
+    # Java's 16 MiB cap covers the whole frame, the 4-byte length field included.
     decoder = FrameDecoder()
     assert decoder.max_frame_bytes == DEFAULT_MAX_FRAME_BYTES == 16 * 1024 * 1024
-    prefix = struct.pack(">i", DEFAULT_MAX_FRAME_BYTES + 1)
+    prefix = struct.pack(">i", DEFAULT_MAX_FRAME_BYTES - 3)
     assert decoder.feed(prefix[:3]) == []
-    with pytest.raises(FrameError, match=r"frame length 16777217 outside \[4, 16777216\]"):
+    with pytest.raises(FrameError, match=r"frame length 16777213 outside \[4, 16777212\]"):
         decoder.feed(prefix[3:])
     assert decoder.buffered_bytes == 0
 
 
 def test_length_exactly_max_is_accepted() -> None:
     decoder = FrameDecoder()
-    assert decoder.feed(struct.pack(">i", DEFAULT_MAX_FRAME_BYTES)) == []
+    assert decoder.feed(struct.pack(">i", DEFAULT_MAX_FRAME_BYTES - 4)) == []
     assert decoder.buffered_bytes == 4
 
-    small = FrameDecoder(max_frame_bytes=64)
+    small = FrameDecoder(max_frame_bytes=68)
     data = frame(SerializeType.JSON, b"{}", b"x" * 58)
     assert struct.unpack_from(">i", data)[0] == 64
+    assert len(data) == 68
     (got,) = small.feed(data)
     assert bytes(got) == data[4:]
     with pytest.raises(FrameError, match=r"frame length 65 outside \[4, 64\]"):

@@ -194,6 +194,10 @@ def test_vector_reencodes_in_every_serialization(
     command.serialize_type = serialize_type
     again = decode_whole(command.to_bytes())
     assert again.serialize_type == serialize_type
+    if serialize_type == SerializeType.ROCKETMQ:
+        # Java reads a zero-length binary string as null, so "" values (the C++ client's
+        # empty AccessKey) are absent after a binary round trip.
+        command.ext_fields = {k: v for k, v in command.ext_fields.items() if k and v}
     assert fields(again) == fields(command)
 
 
