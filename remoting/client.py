@@ -24,7 +24,7 @@ from remoting.codes import ResponseCode
 from remoting.command import RemotingCommand, response_to
 from remoting.connection import DEFAULT_WRITE_BUFFER_HIGH_BYTES, Connection, run_sweeper
 from remoting.dispatch import ProcessorTable, RPCHook
-from remoting.errors import ConnectError, TooManyRequestsError
+from remoting.errors import ConnectError, RemotingTimeoutError, TooManyRequestsError
 from remoting.frame import DEFAULT_MAX_FRAME_BYTES
 
 log = structlog.get_logger(__name__)
@@ -256,15 +256,23 @@ class RemotingClient:
             TooManyRequestsError: no in-flight permit within the timeout.
         """
         timeout = self.config.request_timeout_s if timeout_s is None else timeout_s
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout  # one budget for permit, dial and answer
         await self._acquire(self._permits, timeout, "request")
         try:
             conn = await self.connection(addr)
             self._before(addr, request)
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                raise RemotingTimeoutError(addr, request.code, request.opaque, timeout)
             try:
-                response = await conn.invoke(request, timeout)
+                response = await conn.invoke(request, remaining)
             except ConnectError:
                 self._on_close(addr, conn)
                 raise
+            except RemotingTimeoutError:
+                # report the caller's budget, not what was left of it for the answer
+                raise RemotingTimeoutError(addr, request.code, request.opaque, timeout) from None
             self._after(addr, request, response)
             return response
         finally:

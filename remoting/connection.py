@@ -16,6 +16,7 @@ transaction on the producer's own connection), so ``invoke`` lives here, not in 
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import socket
 import typing
@@ -82,6 +83,8 @@ class Connection(asyncio.Protocol):
         self._write_paused = False
         self._drain_waiters: list[asyncio.Future[None]] = []
         self._out: list[bytes | memoryview] = []
+        self._out_bytes = 0
+        self._held: collections.deque[RemotingCommand] = collections.deque()
         self.closed_future: asyncio.Future[None] = self._loop.create_future()
 
     # ------------------------------------------------------------------ asyncio callbacks
@@ -123,6 +126,8 @@ class Connection(asyncio.Protocol):
                 return
             if cmd.flag & 1:
                 self._on_response(cmd)
+            elif self._write_paused:
+                self._held.append(cmd)
             else:
                 self._on_request(self, cmd)
             if self.closed:
@@ -157,9 +162,31 @@ class Connection(asyncio.Protocol):
 
     def resume_writing(self) -> None:
         self._write_paused = False
-        if self.transport is not None and not self.closed:
+        if self.closed:
+            return
+        if self._decoder.buffered_bytes:
+            # The half-read frame waited on us, not on the peer: restart its deadline.
+            self.partial_since = self._loop.time()
+        while self._held and not self._write_paused and not self.closed:
+            self._on_request(self, self._held.popleft())
+        if self.transport is not None and not self._write_paused and not self.closed:
             self.transport.resume_reading()
         self._wake_drainers(None)
+
+    @property
+    def write_paused(self) -> bool:
+        """True while the peer does not take our writes fast enough.
+
+        Requests of a paused connection are held, not processed, until it drains: pausing
+        only the reads would still let every request already read produce a response that
+        sits in memory.
+        """
+        return self._write_paused
+
+    def hold(self, request: RemotingCommand) -> None:
+        """Keep a request until writing resumes (lane workers call it for paused peers)."""
+        if not self.closed:
+            self._held.append(request)
 
     # ------------------------------------------------------------------------- sending
 
@@ -183,10 +210,16 @@ class Connection(asyncio.Protocol):
         if not self._out:
             self._loop.call_soon(self._flush)
         self._out += parts
+        self._out_bytes += size
+        if self._out_bytes >= self._write_high:
+            # Hand a large batch to the transport now, so its high-water mark (and with it
+            # pause_writing) sees it before more responses are produced this iteration.
+            self._flush()
         return True
 
     def _flush(self) -> None:
         out, self._out = self._out, []
+        self._out_bytes = 0
         transport = self.transport
         if out and not self.closed and transport is not None and not transport.is_closing():
             transport.writelines(out)
@@ -283,6 +316,7 @@ class Connection(asyncio.Protocol):
         log.warning("connection_closed", peer=self.peer, reason=reason)
         self.closed = True
         self._out = []
+        self._held.clear()
         if self.transport is not None:
             self.transport.abort()
 
@@ -317,6 +351,7 @@ def sweep(
         elif (
             frame_read_timeout_s > 0
             and conn.partial_since is not None
+            and not conn.write_paused  # we stopped reading; the peer is not the slow one
             and now - conn.partial_since > frame_read_timeout_s
         ):
             conn.abort(f"frame not completed within {frame_read_timeout_s:g} s")

@@ -103,6 +103,7 @@ class Lane:
     def start(self) -> None:
         if self._tasks:
             return
+        self._closing = False
         if self.threads:
             self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix=f"lane-{self.name}")
         self._tasks = [
@@ -137,6 +138,9 @@ class Lane:
                 await waiter
                 continue
             table, conn, request, entry = queue.popleft()
+            if conn.write_paused:
+                conn.hold(request)  # dispatched again once the peer drains our writes
+                continue
             await table.run(conn, request, entry, self._pool)
 
     async def shutdown(self, grace_s: float) -> None:

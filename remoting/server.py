@@ -60,7 +60,7 @@ class RemotingServer:
         self._close_listeners: list[Callable[[Connection], None]] = []
         self._server: asyncio.Server | None = None
         self._sweeper: asyncio.Task[None] | None = None
-        self._stopped = False
+        self._stopping: asyncio.Future[None] | None = None
         self.port = config.port
 
     @property
@@ -127,10 +127,18 @@ class RemotingServer:
         conn.invoke_oneway(request)
 
     async def shutdown(self) -> None:
-        """Stop accepting, drain lanes, close connections. Idempotent."""
-        if self._stopped:
+        """Stop accepting, drain lanes, close connections. Idempotent: a second call waits
+        for the first to finish."""
+        if self._stopping is not None:
+            await asyncio.shield(self._stopping)
             return
-        self._stopped = True
+        self._stopping = asyncio.get_running_loop().create_future()
+        try:
+            await self._shutdown()
+        finally:
+            self._stopping.set_result(None)
+
+    async def _shutdown(self) -> None:
         if self._server is not None:
             self._server.close()
         await self.processors.shutdown(self.config.shutdown_grace_s)
