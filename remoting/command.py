@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from remoting.codes import PROTOCOL_VERSION, CommandFlag, LanguageCode, SerializeType
 from remoting.frame import frame_prefix, split_frame
-from remoting.header_codec import HeaderFields, decode_header, encode_header
+from remoting.header_codec import decode_header, encode_header
 
 _RESPONSE = int(CommandFlag.RESPONSE)
 _ONEWAY = int(CommandFlag.ONEWAY)
@@ -84,24 +84,13 @@ class RemotingCommand:
             return b""
         return body if type(body) is bytes else bytes(body)
 
-    def header_fields(self) -> HeaderFields:
-        return HeaderFields(
-            self.code,
-            self.language,
-            self.version,
-            self.opaque,
-            self.flag,
-            self.remark,
-            self.ext_fields,
-        )
-
     def encode(self) -> list[bytes | memoryview]:
         """The frame as parts (prefix, header, body) ready for ``transport.writelines``.
 
         Raises:
             FrameError: the header cannot be written in this command's serialization.
         """
-        header = encode_header(self.serialize_type, self.header_fields())
+        header = encode_header(self.serialize_type, self)
         body = self.body
         body_len = len(body) if body is not None else 0
         prefix = frame_prefix(self.serialize_type, len(header), body_len)
@@ -134,15 +123,15 @@ def decode_command(frame: memoryview) -> RemotingCommand:
     serialize_type, header, body = split_frame(frame)
     h = decode_header(serialize_type, header)
     return RemotingCommand(
-        code=h.code,
-        opaque=h.opaque,
-        flag=h.flag,
-        remark=h.remark,
-        ext_fields=h.ext_fields,
-        body=body if len(body) else None,
-        language=h.language,
-        version=h.version,
-        serialize_type=serialize_type,
+        h.code,
+        h.opaque,
+        h.flag,
+        h.remark,
+        h.ext_fields,
+        body if len(body) else None,
+        h.language,
+        h.version,
+        serialize_type,
     )
 
 

@@ -217,6 +217,11 @@ class Connection(asyncio.Protocol):
             self._flush()
         return True
 
+    def flush(self) -> None:
+        """Write corked frames now instead of at the end of this loop iteration."""
+        if self._out:
+            self._flush()
+
     def _flush(self) -> None:
         out, self._out = self._out, []
         self._out_bytes = 0

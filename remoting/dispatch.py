@@ -129,8 +129,14 @@ class Lane:
     async def _work(self) -> None:
         loop = asyncio.get_running_loop()
         queue = self._queue
+        answered: list[Connection] = []
         while True:
             if not queue:
+                # Nothing else to batch with: write the corked answers now rather than a
+                # loop turn later (saves that turn on every unpipelined round trip).
+                for conn in answered:
+                    conn.flush()
+                answered.clear()
                 if self._closing:
                     return
                 waiter: asyncio.Future[None] = loop.create_future()
@@ -142,6 +148,8 @@ class Lane:
                 conn.hold(request)  # dispatched again once the peer drains our writes
                 continue
             await table.run(conn, request, entry, self._pool)
+            if not answered or answered[-1] is not conn:
+                answered.append(conn)
 
     async def shutdown(self, grace_s: float) -> None:
         """Stop taking requests, let queued ones finish for up to ``grace_s``, then cancel."""

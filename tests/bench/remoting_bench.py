@@ -531,7 +531,7 @@ def _library_floor_ns(
 ) -> float | None:
     """The bare serializer on the same header: dumps+loads (JSON), packb+unpackb (MSGPACK)."""
     if serialize_type == SerializeType.JSON:
-        doc = json.loads(encode_json(cmd.header_fields()))
+        doc = json.loads(encode_json(cmd))
         dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
         def json_round_trip() -> object:
@@ -539,7 +539,15 @@ def _library_floor_ns(
 
         return _ns_per_call(json_round_trip, iterations, repeats)
     if serialize_type == SerializeType.MSGPACK:
-        fields = tuple(cmd.header_fields())
+        fields = (
+            cmd.code,
+            cmd.language,
+            cmd.version,
+            cmd.opaque,
+            cmd.flag,
+            cmd.remark,
+            cmd.ext_fields,
+        )
 
         def msgpack_round_trip() -> object:
             return msgpack.unpackb(msgpack.packb(fields), raw=False)
