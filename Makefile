@@ -29,8 +29,9 @@ lint: install  ## ruff
 	$(VENV)/bin/ruff check $(PACKAGES) tests
 	$(VENV)/bin/ruff format --check $(PACKAGES) tests
 
-type: install  ## mypy --strict on the four packages
+type: install  ## mypy --strict on the four packages, and on the tests
 	$(VENV)/bin/mypy
+	$(VENV)/bin/mypy tests
 
 test: lint type  ## lint, types and the whole suite on uvloop
 	$(PY) -m pytest -q
