@@ -129,6 +129,16 @@ BROKER_KEYS: dict[str, tuple[str, str]] = {
     "deleteWhen": ("store", "delete_when"),
     "diskMaxUsedSpaceRatio": ("store", "disk_max_used_space_ratio"),
     "messageDelayLevel": ("store", "message_delay_level"),
+    "flushCommitLogLeastPages": ("store", "flush_commit_log_least_pages"),
+    "flushCommitLogThoroughInterval": ("store", "flush_commit_log_thorough_interval_ms"),
+    "flushConsumeQueueLeastPages": ("store", "flush_consume_queue_least_pages"),
+    "flushConsumeQueueThoroughInterval": ("store", "flush_consume_queue_thorough_interval_ms"),
+    "checkCRCOnRecover": ("store", "check_crc_on_recover"),
+    "messageIndexEnable": ("store", "message_index_enable"),
+    "messageIndexSafe": ("store", "message_index_safe"),
+    "maxHashSlotNum": ("store", "max_hash_slot_num"),
+    "maxIndexNum": ("store", "max_index_num"),
+    "cleanResourceInterval": ("store", "clean_resource_interval_ms"),
 }
 
 NAMESRV_KEYS: dict[str, tuple[str, str]] = {

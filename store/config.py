@@ -59,6 +59,18 @@ class StoreConfig:
     delete_when: str = "04"  # deleteWhen: hours of the day, "04;16"
     disk_max_used_space_ratio: int = 75  # diskMaxUsedSpaceRatio, percent
     message_delay_level: str = DEFAULT_DELAY_LEVELS
+    flush_commit_log_least_pages: int = 4  # flushCommitLogLeastPages
+    flush_commit_log_thorough_interval_ms: int = 10_000  # flushCommitLogThoroughInterval
+    flush_consume_queue_least_pages: int = 2  # flushConsumeQueueLeastPages
+    flush_consume_queue_thorough_interval_ms: int = 60_000
+    check_crc_on_recover: bool = True  # checkCRCOnRecover
+    message_index_enable: bool = True  # messageIndexEnable
+    message_index_safe: bool = False  # messageIndexSafe
+    max_hash_slot_num: int = 5_000_000  # maxHashSlotNum
+    max_index_num: int = 20_000_000  # maxIndexNum
+    clean_resource_interval_ms: int = 10_000  # cleanResourceInterval
+    disk_space_warning_level_ratio: float = 0.90  # rocketmq.broker.diskSpaceWarningLevelRatio
+    disk_space_clean_forcibly_ratio: float = 0.85
 
     def __post_init__(self) -> None:
         if self.commit_log_file_bytes < 4096:
@@ -80,6 +92,8 @@ class StoreConfig:
             if not hour.strip().isdigit() or not 0 <= int(hour) <= 23:
                 raise ValueError(f"deleteWhen hour {hour!r} is not within 00..23")
         parse_delay_levels(self.message_delay_level)
+        if self.max_hash_slot_num <= 0 or self.max_index_num <= 1:
+            raise ValueError("maxHashSlotNum must be positive and maxIndexNum above 1")
 
     @property
     def delay_levels_ms(self) -> tuple[int, ...]:

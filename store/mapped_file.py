@@ -1,0 +1,299 @@
+"""Fixed-size memory-mapped segments and the ordered queue of them.
+
+RocketMQ counterpart: ``MappedFile``, ``MappedFileQueue`` and ``ReferenceResource``.
+
+A segment is a file of exactly ``file_bytes`` bytes, preallocated, named by the global offset
+of its first byte as 20 decimal digits, and mapped read-write. Writes copy into the mapping;
+``flush`` makes written pages durable with ``fdatasync`` on the file, not ``mmap.flush``:
+CPython's ``mmap.flush`` holds the GIL for the whole msync (measured: another thread got
+11 ticks/s during it, against 8,800 during ``fdatasync``), which would stall the event loop,
+while ``fdatasync`` releases it and on Linux writes back pages dirtied through a shared
+mapping just the same.
+
+Readers ``hold()`` a segment while they use views of it and ``release()`` it after; a
+destroyed segment is unmapped and deleted only when the last holder lets go (a memoryview of
+an mmap pins it: ``close()`` raises ``BufferError`` while one exists).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import mmap
+import os
+import re
+from pathlib import Path
+
+import structlog
+
+from store.errors import StoreLoadError
+
+log = structlog.get_logger(__name__)
+
+OS_PAGE_BYTES = 4096
+_SEGMENT_NAME = re.compile(r"^\d{20}$")
+
+
+def segment_name(start_offset: int) -> str:
+    return f"{start_offset:020d}"
+
+
+def _map(fd: int, path: Path, file_bytes: int, *, create: bool) -> mmap.mmap:
+    if create:
+        try:
+            os.posix_fallocate(fd, 0, file_bytes)
+        except OSError:  # filesystems without fallocate
+            os.ftruncate(fd, file_bytes)
+    else:
+        actual = os.fstat(fd).st_size
+        if actual != file_bytes:
+            raise StoreLoadError(f"segment {path} has {actual} bytes, expected {file_bytes}")
+    return mmap.mmap(fd, file_bytes, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+
+
+class MappedFile:
+    """One segment.
+
+    Positions are relative to the segment start. ``wrote_position`` is where the next append
+    goes; ``flushed_position`` how far bytes are known durable.
+    """
+
+    def __init__(self, path: Path, file_bytes: int, *, create: bool) -> None:
+        self.path = path
+        self.file_bytes = file_bytes
+        self.start_offset = int(path.name)
+        flags = os.O_RDWR | (os.O_CREAT | os.O_EXCL if create else 0)
+        fd = os.open(path, flags, 0o644)
+        try:
+            self.mm = _map(fd, path, file_bytes, create=create)
+        except BaseException:
+            os.close(fd)
+            if create:
+                with contextlib.suppress(OSError):
+                    path.unlink()
+            raise
+        self.fd = fd
+        self.view = memoryview(self.mm)
+        self.wrote_position = 0
+        self.flushed_position = 0
+        self._refs = 1  # the queue's own reference
+        self._available = True
+        self._unmapped = False
+
+    def __repr__(self) -> str:
+        return (
+            f"MappedFile({self.path.name}, wrote={self.wrote_position}, "
+            f"flushed={self.flushed_position})"
+        )
+
+    @property
+    def end_offset(self) -> int:
+        """Global offset just past the last written byte."""
+        return self.start_offset + self.wrote_position
+
+    @property
+    def is_full(self) -> bool:
+        return self.wrote_position >= self.file_bytes
+
+    @property
+    def free_bytes(self) -> int:
+        return self.file_bytes - self.wrote_position
+
+    # ---------------------------------------------------------------------- references
+
+    def hold(self) -> bool:
+        """Take a reference for reading; False if the segment is being destroyed."""
+        if not self._available:
+            return False
+        self._refs += 1
+        return True
+
+    def release(self) -> None:
+        self._refs -= 1
+        if self._refs <= 0:
+            self._unmap()
+
+    def destroy(self) -> None:
+        """Drop the queue's reference and delete the file; unmapped when no reader holds it."""
+        if not self._available:
+            return
+        self._available = False
+        with contextlib.suppress(FileNotFoundError):
+            self.path.unlink()
+        self.release()
+
+    def close(self) -> None:
+        """Unmap without deleting (store shutdown)."""
+        if self._available:
+            self._available = False
+            self.release()
+
+    def _unmap(self) -> None:
+        if self._unmapped:
+            return
+        self.view.release()
+        try:
+            self.mm.close()
+        except BufferError:
+            # A reader still has a view (it did not release it): leave the mapping to the
+            # garbage collector rather than crash; the file is already closed for writers.
+            log.warning("segment_unmap_deferred", segment=self.path.name)
+        with contextlib.suppress(OSError):
+            os.close(self.fd)
+        self._unmapped = True
+
+    # -------------------------------------------------------------------------- writing
+
+    def append(self, data: bytes | bytearray | memoryview) -> bool:
+        """Copy ``data`` at the write position; False (nothing written) if it does not fit."""
+        n = len(data)
+        pos = self.wrote_position
+        if pos + n > self.file_bytes:
+            return False
+        self.mm[pos : pos + n] = data
+        self.wrote_position = pos + n
+        return True
+
+    def dirty_pages(self) -> int:
+        return self.wrote_position // OS_PAGE_BYTES - self.flushed_position // OS_PAGE_BYTES
+
+    def flush(self, least_pages: int = 0) -> int:
+        """Make written bytes durable if at least ``least_pages`` pages are dirty (or the
+        segment is full); returns the new flushed position. Blocking: call it from the
+        store's I/O thread."""
+        target = self.wrote_position
+        if target <= self.flushed_position:
+            return self.flushed_position
+        if least_pages > 0 and not self.is_full and self.dirty_pages() < least_pages:
+            return self.flushed_position
+        if self._available:
+            os.fdatasync(self.fd)
+        self.flushed_position = max(self.flushed_position, target)
+        return self.flushed_position
+
+    def truncate_from(self, position: int) -> None:
+        """Zero everything from ``position`` on and make it the write position (recovery)."""
+        if position < self.wrote_position or position < self.file_bytes:
+            self.mm[position : self.file_bytes] = bytes(self.file_bytes - position)
+        self.wrote_position = position
+        self.flushed_position = min(self.flushed_position, position)
+
+
+class MappedFileQueue:
+    """The segments of one directory, ordered by start offset.
+
+    Args:
+        directory: created if missing.
+        file_bytes: size of every segment.
+    """
+
+    def __init__(self, directory: Path, file_bytes: int) -> None:
+        self.directory = directory
+        self.file_bytes = file_bytes
+        self.files: list[MappedFile] = []
+        self.flushed_where = 0  # global offset known durable
+
+    def load(self) -> None:
+        """Map every segment on disk. Write positions start at the segment end (recovery
+        moves them back); a segment of the wrong size is an error naming the file.
+
+        Raises:
+            StoreLoadError: a misnamed or wrongly sized segment, or a gap between segments.
+        """
+        self.directory.mkdir(parents=True, exist_ok=True)
+        names = sorted(
+            p.name for p in self.directory.iterdir() if p.is_file() and not p.name.startswith(".")
+        )
+        expected = None
+        for name in names:
+            if not _SEGMENT_NAME.match(name):
+                continue  # side files (truncated tails saved for forensics)
+            start = int(name)
+            if start % self.file_bytes:
+                raise StoreLoadError(
+                    f"segment {self.directory / name} does not start at a multiple of "
+                    f"{self.file_bytes}"
+                )
+            if expected is not None and start != expected:
+                raise StoreLoadError(
+                    f"gap before segment {self.directory / name}: expected {expected:020d}"
+                )
+            mf = MappedFile(self.directory / name, self.file_bytes, create=False)
+            mf.wrote_position = mf.flushed_position = self.file_bytes
+            self.files.append(mf)
+            expected = start + self.file_bytes
+
+    @property
+    def min_offset(self) -> int:
+        return self.files[0].start_offset if self.files else 0
+
+    @property
+    def max_offset(self) -> int:
+        """Global offset just past the last written byte."""
+        return self.files[-1].end_offset if self.files else 0
+
+    def last(self) -> MappedFile | None:
+        return self.files[-1] if self.files else None
+
+    def last_writable(self, start_offset_if_empty: int = 0) -> MappedFile:
+        """The segment to append to, creating the next one when the last is full."""
+        last = self.files[-1] if self.files else None
+        if last is not None and not last.is_full:
+            return last
+        if last is None:
+            start = start_offset_if_empty - start_offset_if_empty % self.file_bytes
+        else:
+            start = last.start_offset + self.file_bytes
+        mf = MappedFile(self.directory / segment_name(start), self.file_bytes, create=True)
+        self.files.append(mf)
+        log.debug("segment_created", segment=mf.path.name, directory=str(self.directory))
+        return mf
+
+    def find(self, offset: int) -> MappedFile | None:
+        """The segment containing global ``offset`` (None if below min or past the end)."""
+        files = self.files
+        if not files or offset < files[0].start_offset:
+            return None
+        index = (offset - files[0].start_offset) // self.file_bytes
+        if index >= len(files):
+            return None
+        mf = files[index]
+        if not mf.start_offset <= offset < mf.start_offset + self.file_bytes:
+            return None  # pragma: no cover - segments are contiguous by construction
+        return mf
+
+    def flush(self, least_pages: int = 0) -> int:
+        """Flush the segment holding ``flushed_where`` (and move on when it is full)."""
+        mf = self.find(self.flushed_where) or self.last()
+        if mf is None:
+            return self.flushed_where
+        position = mf.flush(least_pages)
+        self.flushed_where = mf.start_offset + position
+        return self.flushed_where
+
+    def truncate_dirty(self, offset: int) -> None:
+        """Drop everything from global ``offset`` on: later segments are deleted, the one
+        containing it is zeroed from there (recovery, slave truncation)."""
+        keep: list[MappedFile] = []
+        for mf in self.files:
+            if mf.start_offset + self.file_bytes <= offset:
+                keep.append(mf)
+            elif mf.start_offset <= offset:
+                mf.truncate_from(offset - mf.start_offset)
+                keep.append(mf)
+            else:
+                mf.destroy()
+        self.files = keep
+        self.flushed_where = min(self.flushed_where, offset)
+
+    def delete_first(self, count: int) -> list[MappedFile]:
+        """Destroy the ``count`` oldest segments (never the last); returns them."""
+        count = min(count, len(self.files) - 1)
+        gone, self.files = self.files[:count], self.files[count:]
+        for mf in gone:
+            mf.destroy()
+        return gone
+
+    def close(self) -> None:
+        for mf in self.files:
+            mf.close()
+        self.files = []

@@ -1,0 +1,418 @@
+"""The commit-log record layout, byte by byte, and the helpers that read and write it.
+
+RocketMQ counterpart: ``CommitLog.MessageExtEncoder``/``MessageExtBatchEncoder``,
+``MessageDecoder`` and ``MessageSysFlag``. docs/store-format.md §2 is the reference.
+
+Record (all integers big-endian; offsets for IPv4 born and store hosts)::
+
+    0   TOTALSIZE                    int   length of the whole record
+    4   MAGICCODE                    int   0xDAA320A7 (BLANK 0xCBD43194 ends a segment)
+    8   BODYCRC                      int   CRC32 of the stored body & 0x7FFFFFFF
+    12  QUEUEID                      int
+    16  FLAG                         int   user flag
+    20  QUEUEOFFSET                  long  logical offset in the consume queue   (append)
+    28  PHYSICALOFFSET               long  commit-log offset of this record      (append)
+    36  SYSFLAG                      int   MessageSysFlag
+    40  BORNTIMESTAMP                long
+    48  BORNHOST                     4+4   IPv4 + port (16+4 with BORNHOST_V6)
+    56  STORETIMESTAMP               long                                       (append)
+    64  STOREHOST                    4+4   IPv4 + port (16+4 with STOREHOSTADDRESS_V6)
+    72  RECONSUMETIMES               int   (4 bytes, not 8)
+    76  PREPARED TRANSACTION OFFSET  long
+    84  BODYLENGTH                   int   then BODY
+        TOPICLENGTH                  byte  then TOPIC (UTF-8, 1..127 bytes)
+        PROPERTIESLENGTH             short then PROPERTIES (0..32767 bytes)
+
+Everything except the three fields marked "append" is encoded before the append, so the
+append itself only copies bytes and packs those three (RocketMQ's ``doAppend`` does the same).
+"""
+
+from __future__ import annotations
+
+import functools
+import socket
+import struct
+import zlib
+from typing import NamedTuple
+
+MESSAGE_MAGIC_CODE = -626843481  # 0xDAA320A7
+BLANK_MAGIC_CODE = -875286124  # 0xCBD43194
+
+# MessageSysFlag bits
+COMPRESSED_FLAG = 0x1
+MULTI_TAGS_FLAG = 0x2
+TRANSACTION_NOT_TYPE = 0x0
+TRANSACTION_PREPARED_TYPE = 0x4
+TRANSACTION_COMMIT_TYPE = 0x8
+TRANSACTION_ROLLBACK_TYPE = 0xC
+TRANSACTION_TYPE_MASK = 0xC
+BORNHOST_V6_FLAG = 0x10
+STOREHOSTADDRESS_V6_FLAG = 0x20
+
+MAX_TOPIC_BYTES = 127
+MAX_PROPERTIES_BYTES = 32767
+
+NAME_VALUE_SEPARATOR = "\x01"
+PROPERTY_SEPARATOR = "\x02"
+
+# Offsets of the fields the store reads back or patches.
+POS_TOTAL_SIZE = 0
+POS_MAGIC = 4
+POS_BODY_CRC = 8
+POS_QUEUE_ID = 12
+POS_FLAG = 16
+POS_QUEUE_OFFSET = 20
+POS_PHYSICAL_OFFSET = 28
+POS_SYS_FLAG = 36
+POS_BORN_TIMESTAMP = 40
+POS_BORN_HOST = 48
+
+_HEADER_V4 = struct.Struct(
+    ">"
+    "i"  # 0  TOTALSIZE
+    "i"  # 4  MAGICCODE
+    "i"  # 8  BODYCRC
+    "i"  # 12 QUEUEID
+    "i"  # 16 FLAG
+    "q"  # 20 QUEUEOFFSET
+    "q"  # 28 PHYSICALOFFSET
+    "i"  # 36 SYSFLAG
+    "q"  # 40 BORNTIMESTAMP
+    "4s"  # 48 BORNHOST address
+    "i"  # 52 BORNHOST port
+    "q"  # 56 STORETIMESTAMP
+    "4s"  # 64 STOREHOST address
+    "i"  # 68 STOREHOST port
+    "i"  # 72 RECONSUMETIMES
+    "q"  # 76 PREPARED TRANSACTION OFFSET
+    "i"  # 84 BODYLENGTH
+)
+assert _HEADER_V4.size == 88
+
+_INT = struct.Struct(">i")
+_LONG = struct.Struct(">q")
+_SHORT = struct.Struct(">h")
+_BLANK = struct.Struct(">ii")  # TOTALSIZE, BLANK_MAGIC_CODE
+_APPEND_FIELDS = struct.Struct(">qq")  # QUEUEOFFSET, PHYSICALOFFSET (adjacent at 20)
+assert _INT.size == 4 and _LONG.size == 8 and _SHORT.size == 2
+assert _BLANK.size == 8 and _APPEND_FIELDS.size == 16
+
+Host = tuple[bytes, int]  # (4- or 16-byte address, port)
+
+
+def host_of(addr: str, port: int) -> Host:
+    """A textual IPv4/IPv6 address and port as stored in a record."""
+    try:
+        return socket.inet_pton(socket.AF_INET, addr), port
+    except OSError:
+        return socket.inet_pton(socket.AF_INET6, addr), port
+
+
+def host_text(host: Host) -> str:
+    raw, port = host
+    if len(raw) == 4:
+        return f"{socket.inet_ntop(socket.AF_INET, raw)}:{port}"
+    return f"[{socket.inet_ntop(socket.AF_INET6, raw)}]:{port}"
+
+
+def host_bytes(sys_flag: int, flag_bit: int) -> int:
+    """Bytes a host field takes in a record: 8 (IPv4) or 20 (IPv6)."""
+    return 20 if sys_flag & flag_bit else 8
+
+
+def store_timestamp_pos(sys_flag: int) -> int:
+    """Where STORETIMESTAMP sits: after BORNHOST, whose width depends on BORNHOST_V6."""
+    return POS_BORN_HOST + host_bytes(sys_flag, BORNHOST_V6_FLAG)
+
+
+def record_length(
+    body_bytes: int, topic_bytes: int, properties_bytes: int, sys_flag: int = 0
+) -> int:
+    """TOTALSIZE for these parts (RocketMQ ``calMsgLength``)."""
+    return (
+        91
+        + body_bytes
+        + topic_bytes
+        + properties_bytes
+        + (12 if sys_flag & BORNHOST_V6_FLAG else 0)
+        + (12 if sys_flag & STOREHOSTADDRESS_V6_FLAG else 0)
+    )
+
+
+def body_crc(body: bytes | bytearray | memoryview) -> int:
+    """Java's ``UtilAll.crc32``: CRC32 of the body, sign bit cleared."""
+    return zlib.crc32(body) & 0x7FFFFFFF
+
+
+# ------------------------------------------------------------------------------- hashing
+
+
+@functools.lru_cache(maxsize=4096)
+def java_hash(text: str) -> int:
+    """Java ``String.hashCode``: over UTF-16 code units, wrapped to a signed 32-bit int."""
+    h = 0
+    if text.isascii():
+        for c in text.encode("ascii"):
+            h = (31 * h + c) & 0xFFFFFFFF
+    else:
+        raw = text.encode("utf-16-be")
+        for (unit,) in struct.iter_unpack(">H", raw):
+            h = (31 * h + unit) & 0xFFFFFFFF
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def tags_code(tags: str | None) -> int:
+    """The consume-queue tag code: hashCode of the tag, 0 without one (sign-extended)."""
+    return java_hash(tags) if tags else 0
+
+
+# ---------------------------------------------------------------------------- properties
+
+
+def encode_properties(props: dict[str, str]) -> str:
+    """``name\\x01value\\x02`` pairs without a trailing separator (RocketMQ 4.9.1+)."""
+    return PROPERTY_SEPARATOR.join(f"{k}{NAME_VALUE_SEPARATOR}{v}" for k, v in props.items())
+
+
+def decode_properties(text: str) -> dict[str, str]:
+    """Parse a properties string as Java does: empty segments, pairs without ``\\x01`` and
+    pairs with an empty name or value are skipped; a trailing ``\\x02`` is accepted."""
+    out: dict[str, str] = {}
+    for item in text.split(PROPERTY_SEPARATOR):
+        name, sep, value = item.partition(NAME_VALUE_SEPARATOR)
+        if sep and name and value:
+            out[name] = value
+    return out
+
+
+# ------------------------------------------------------------------------------- msg ids
+
+
+def offset_msg_id(store_host: Host, commit_log_offset: int) -> str:
+    """The offset message id: store address + port + commit-log offset, upper-case hex."""
+    raw, port = store_host
+    return (raw + _INT.pack(port) + _LONG.pack(commit_log_offset)).hex().upper()
+
+
+def decode_offset_msg_id(msg_id: str) -> tuple[Host, int]:
+    """(store host, commit-log offset) from an offset message id (32 or 56 hex digits).
+
+    Raises:
+        ValueError: not a valid offset message id.
+    """
+    if len(msg_id) not in (32, 56):
+        raise ValueError(f"offset msgId {msg_id!r} must have 32 or 56 hex digits")
+    raw = bytes.fromhex(msg_id)
+    addr_len = len(raw) - 12
+    (port,) = _INT.unpack_from(raw, addr_len)
+    (offset,) = _LONG.unpack_from(raw, addr_len + 4)
+    return (raw[:addr_len], port), offset
+
+
+# ------------------------------------------------------------------------------ encoding
+
+
+def _host_part(host: Host) -> bytes:
+    raw, port = host
+    return raw + _INT.pack(port)
+
+
+def encode_record(
+    *,
+    topic: bytes,
+    queue_id: int,
+    body: bytes | memoryview,
+    flag: int,
+    properties: bytes,
+    sys_flag: int,
+    born_timestamp: int,
+    born_host: Host,
+    store_host: Host,
+    reconsume_times: int = 0,
+    prepared_transaction_offset: int = 0,
+    crc: int | None = None,
+) -> bytes:
+    """One record with QUEUEOFFSET, PHYSICALOFFSET and STORETIMESTAMP left zero.
+
+    The V6 sysFlag bits are derived from the host address lengths, as the store sets them.
+    ``crc`` may be passed when the caller already has it (a batch entry).
+    """
+    if len(born_host[0]) == 16:
+        sys_flag |= BORNHOST_V6_FLAG
+    else:
+        sys_flag &= ~BORNHOST_V6_FLAG
+    if len(store_host[0]) == 16:
+        sys_flag |= STOREHOSTADDRESS_V6_FLAG
+    else:
+        sys_flag &= ~STOREHOSTADDRESS_V6_FLAG
+    total = record_length(len(body), len(topic), len(properties), sys_flag)
+    if crc is None:
+        crc = body_crc(body)
+    if not sys_flag & (BORNHOST_V6_FLAG | STOREHOSTADDRESS_V6_FLAG):
+        header = _HEADER_V4.pack(
+            total,
+            MESSAGE_MAGIC_CODE,
+            crc,
+            queue_id,
+            flag,
+            0,
+            0,
+            sys_flag,
+            born_timestamp,
+            born_host[0],
+            born_host[1],
+            0,
+            store_host[0],
+            store_host[1],
+            reconsume_times,
+            prepared_transaction_offset,
+            len(body),
+        )
+    else:
+        header = b"".join(
+            (
+                struct.pack(
+                    ">iiiiiqqiq",
+                    total,
+                    MESSAGE_MAGIC_CODE,
+                    crc,
+                    queue_id,
+                    flag,
+                    0,
+                    0,
+                    sys_flag,
+                    born_timestamp,
+                ),
+                _host_part(born_host),
+                _LONG.pack(0),
+                _host_part(store_host),
+                struct.pack(">iqi", reconsume_times, prepared_transaction_offset, len(body)),
+            )
+        )
+    return b"".join(
+        (header, body, bytes((len(topic),)), topic, _SHORT.pack(len(properties)), properties)
+    )
+
+
+def encode_blank(remaining: int) -> bytes:
+    """The END-OF-FILE record filling the rest of a segment: size and BLANK magic."""
+    return _BLANK.pack(remaining, BLANK_MAGIC_CODE)
+
+
+def patch_append_fields(
+    buf: bytearray | memoryview,
+    pos: int,
+    *,
+    queue_offset: int,
+    commit_log_offset: int,
+    store_timestamp: int,
+    sys_flag: int,
+) -> None:
+    """Write the three fields known only at append time into a copied record."""
+    _APPEND_FIELDS.pack_into(buf, pos + POS_QUEUE_OFFSET, queue_offset, commit_log_offset)
+    _LONG.pack_into(buf, pos + store_timestamp_pos(sys_flag), store_timestamp)
+
+
+# ------------------------------------------------------------------------------ decoding
+
+
+class RecordInfo(NamedTuple):
+    """What dispatch, recovery and queries need from a stored record."""
+
+    total_size: int
+    body_crc: int
+    queue_id: int
+    flag: int
+    queue_offset: int
+    commit_log_offset: int
+    sys_flag: int
+    born_timestamp: int
+    store_timestamp: int
+    reconsume_times: int
+    prepared_transaction_offset: int
+    body_offset: int  # from the record start
+    body_length: int
+    topic: str
+    properties: str
+
+
+class RecordError(ValueError):
+    """A record that does not parse; ``reason`` says why (recovery stops there)."""
+
+
+def read_int(buf: bytes | bytearray | memoryview, pos: int) -> int:
+    return int(_INT.unpack_from(buf, pos)[0])
+
+
+def read_long(buf: bytes | bytearray | memoryview, pos: int) -> int:
+    return int(_LONG.unpack_from(buf, pos)[0])
+
+
+def decode_record(
+    buf: bytes | bytearray | memoryview, pos: int, *, check_crc: bool = False
+) -> RecordInfo:
+    """Parse the record at ``pos`` (whose magic must be MESSAGE_MAGIC_CODE).
+
+    Raises:
+        RecordError: wrong magic, a length that disagrees with the fields, a record running
+            past the buffer, or (with ``check_crc``) a body CRC mismatch.
+    """
+    end_of_buf = len(buf)
+    if pos + 88 > end_of_buf:
+        raise RecordError("record header runs past the data")
+    total, magic, crc, queue_id, flag, queue_offset, phys, sys_flag, born_ts = struct.unpack_from(
+        ">iiiiiqqiq", buf, pos
+    )
+    if magic != MESSAGE_MAGIC_CODE:
+        raise RecordError(f"magic {magic & 0xFFFFFFFF:#x} is not a message")
+    p = pos + POS_BORN_HOST + host_bytes(sys_flag, BORNHOST_V6_FLAG)
+    (store_ts,) = _LONG.unpack_from(buf, p)
+    p += 8 + host_bytes(sys_flag, STOREHOSTADDRESS_V6_FLAG)
+    if p + 16 > end_of_buf:
+        raise RecordError("record header runs past the data")
+    reconsume, prepared, body_len = struct.unpack_from(">iqi", buf, p)
+    p += 16
+    body_offset = p - pos
+    if body_len < 0 or total <= 0 or pos + total > end_of_buf:
+        raise RecordError(f"record size {total} / body length {body_len} out of range")
+    p += body_len
+    if p + 1 > pos + total:
+        raise RecordError("body runs past the record")
+    topic_len = buf[p]
+    p += 1
+    topic_raw = bytes(buf[p : p + topic_len])
+    p += topic_len
+    if p + 2 > pos + total:
+        raise RecordError("topic runs past the record")
+    (props_len,) = _SHORT.unpack_from(buf, p)
+    p += 2
+    expected = record_length(body_len, topic_len, props_len, sys_flag)
+    if props_len < 0 or expected != total:
+        raise RecordError(f"record size {total} disagrees with its fields ({expected})")
+    props_raw = bytes(buf[p : p + props_len])
+    if check_crc:
+        start = pos + body_offset
+        if body_crc(buf[start : start + body_len]) != crc:
+            raise RecordError("body CRC mismatch")
+    try:
+        topic = topic_raw.decode()
+        properties = props_raw.decode()
+    except UnicodeDecodeError:
+        raise RecordError("topic or properties are not UTF-8") from None
+    return RecordInfo(
+        total,
+        crc,
+        queue_id,
+        flag,
+        queue_offset,
+        phys,
+        sys_flag,
+        born_ts,
+        store_ts,
+        reconsume,
+        prepared,
+        body_offset,
+        body_len,
+        topic,
+        properties,
+    )
