@@ -33,6 +33,7 @@ import functools
 import socket
 import struct
 import zlib
+from dataclasses import dataclass
 from typing import NamedTuple
 
 MESSAGE_MAGIC_CODE = -626843481  # 0xDAA320A7
@@ -416,3 +417,101 @@ def decode_record(
         topic,
         properties,
     )
+
+
+# ------------------------------------------------------------------------ messages to put
+
+_ANY_HOST: Host = (b"\x00\x00\x00\x00", 0)
+
+
+@dataclass(slots=True)
+class MessageInner:
+    """A message as the broker hands it to the store (RocketMQ ``MessageExtBrokerInner``).
+
+    ``properties`` is the encoded properties string exactly as it will be stored.
+    """
+
+    topic: str
+    queue_id: int
+    body: bytes | memoryview
+    properties: str = ""
+    flag: int = 0
+    sys_flag: int = 0
+    born_timestamp: int = 0
+    born_host: Host = _ANY_HOST
+    store_host: Host = _ANY_HOST
+    reconsume_times: int = 0
+    prepared_transaction_offset: int = 0
+    wait_store_msg_ok: bool = True  # the WAIT property: sync flush waits only when true
+
+
+@dataclass(slots=True)
+class MessageBatch:
+    """A batch as sent (RocketMQ ``MessageExtBatch``): ``body`` is the batch encoding, one
+    entry per message (TOTALSIZE, MAGIC, BODYCRC, FLAG, BODYLEN, BODY, PROPLEN, PROPERTIES);
+    ``properties`` are batch-level and appended to every message's own."""
+
+    topic: str
+    queue_id: int
+    body: bytes | memoryview
+    properties: str = ""
+    sys_flag: int = 0
+    born_timestamp: int = 0
+    born_host: Host = _ANY_HOST
+    store_host: Host = _ANY_HOST
+    wait_store_msg_ok: bool = True
+
+
+_BATCH_ENTRY = struct.Struct(
+    ">"
+    "i"  # TOTALSIZE of this entry
+    "i"  # MAGICCODE (unused)
+    "i"  # BODYCRC (unused: the store computes it)
+    "i"  # FLAG
+    "i"  # BODYLEN, then BODY
+)
+assert _BATCH_ENTRY.size == 20
+
+
+def split_batch(body: bytes | memoryview) -> list[tuple[int, memoryview, bytes]]:
+    """(flag, body, properties) of each message of a batch body.
+
+    Raises:
+        RecordError: an entry's lengths do not fit the data.
+    """
+    view = memoryview(body)
+    out: list[tuple[int, memoryview, bytes]] = []
+    pos = 0
+    end = len(view)
+    while pos < end:
+        if pos + _BATCH_ENTRY.size > end:
+            raise RecordError(f"batch entry at {pos} is truncated")
+        total, _magic, _crc, flag, body_len = _BATCH_ENTRY.unpack_from(view, pos)
+        p = pos + _BATCH_ENTRY.size
+        if body_len < 0 or p + body_len + 2 > end:
+            raise RecordError(f"batch entry at {pos}: body length {body_len} out of range")
+        msg_body = view[p : p + body_len]
+        p += body_len
+        (props_len,) = _SHORT.unpack_from(view, p)
+        p += 2
+        if props_len < 0 or p + props_len > end:
+            raise RecordError(f"batch entry at {pos}: properties length out of range")
+        props = bytes(view[p : p + props_len])
+        p += props_len
+        if total != p - pos:
+            raise RecordError(f"batch entry at {pos}: TOTALSIZE {total} != {p - pos}")
+        out.append((flag, msg_body, props))
+        pos = p
+    if not out:
+        raise RecordError("empty batch")
+    return out
+
+
+def join_batch_properties(own: bytes, batch: bytes) -> bytes:
+    """An inner message's properties followed by the batch-level ones, with a separator
+    inserted only when the first part does not already end with one (as 4.9.8 does)."""
+    if not batch:
+        return own
+    if own and not own.endswith(b"\x02"):
+        return own + b"\x02" + batch
+    return own + batch

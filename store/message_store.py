@@ -1,0 +1,411 @@
+"""``MessageStore``: the store facade the broker uses.
+
+RocketMQ counterpart: ``DefaultMessageStore`` (``load``, ``start``, ``shutdown``,
+``putMessage``, ``putMessages``, ``getMessage``, ``getMaxOffsetInQueue``,
+``getOffsetInQueueByTime``, ``lookMessageByOffset``, ``queryMessage``) with its recovery.
+
+Layout under ``root_dir``: ``commitlog/``, ``consumequeue/<topic>/<queueId>/``, ``index/``,
+``checkpoint``, ``abort`` (present while running: at load it means the last exit was a
+crash), ``lock`` (held by the running store) and ``torn/`` (tails cut by recovery).
+
+Load order (store-format.md §8): lock; segments, consume queues, checkpoint, index; recover
+consume queues; recover the commit log (normally, or from the checkpoint after a crash,
+re-dispatching); cut consume queues and index past the recovered end; rebuild the queue
+offset table; dispatch resumes from the furthest point queues and index both reached, so
+deleted consume queues or index files are rebuilt from the commit log.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+from collections.abc import Callable
+from types import TracebackType
+from typing import Self
+
+import structlog
+
+from store.checkpoint import Checkpoint
+from store.commit_log import CommitLog
+from store.config import FlushDiskType, StoreConfig
+from store.consume_queue import ConsumeQueueTable
+from store.dispatch import ArrivalListener, DispatchService
+from store.errors import StoreLockedError
+from store.flush import CommitLogFlusher, QueueFlusher
+from store.index_file import IndexService
+from store.message_codec import MessageBatch, MessageInner
+from store.results import (
+    GetMessageStatus,
+    GetResult,
+    PutMessageStatus,
+    PutResult,
+    QueryResult,
+)
+
+log = structlog.get_logger(__name__)
+
+# Transfer caps per pull (maxTransferCountOnMessageInMemory / ...BytesOnMessageInMemory and
+# the on-disk pair) and the share of RAM that counts as "in memory".
+MAX_TRANSFER_COUNT_IN_MEMORY = 32
+MAX_TRANSFER_BYTES_IN_MEMORY = 256 * 1024
+MAX_TRANSFER_COUNT_ON_DISK = 8
+MAX_TRANSFER_BYTES_ON_DISK = 64 * 1024
+ACCESS_MESSAGE_IN_MEMORY_MAX_RATIO = 0.40
+MAX_QUERY_NUM = 64  # maxMsgsNumBatch
+_FILLER_SIZE = 0x7FFFFFFF
+
+TagFilter = Callable[[int], bool]
+
+
+def _total_ram_bytes() -> int:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):  # pragma: no cover - non-POSIX
+        return 8 << 30
+
+
+class MessageStore:
+    """The message store of one broker."""
+
+    def __init__(self, config: StoreConfig) -> None:
+        self.config = config
+        root = config.root_dir
+        self.root = root
+        self.commit_log = CommitLog(
+            root / "commitlog",
+            config.commit_log_file_bytes,
+            config.max_message_bytes,
+            root / "torn",
+        )
+        self.queues = ConsumeQueueTable(root / "consumequeue", config.consume_queue_file_bytes)
+        self.index: IndexService | None = (
+            IndexService(root / "index", config.max_hash_slot_num, config.max_index_num)
+            if config.message_index_enable
+            else None
+        )
+        self.dispatch = DispatchService(
+            self.commit_log, self.queues, self.index, config.delay_levels_ms
+        )
+        self.checkpoint: Checkpoint | None = None
+        self.commit_log_flusher: CommitLogFlusher | None = None
+        self.queue_flusher: QueueFlusher | None = None
+        self._lock_fd: int | None = None
+        self._running = False
+        self._memory_bytes = int(_total_ram_bytes() * ACCESS_MESSAGE_IN_MEMORY_MAX_RATIO)
+        self.last_exit_ok = True
+
+    # ----------------------------------------------------------------------- lifecycle
+
+    def _take_lock(self) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.root / "lock", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise StoreLockedError(f"another store is running on {self.root}") from None
+        self._lock_fd = fd
+
+    def load(self) -> None:
+        """Open and recover the store (blocking; before the broker opens its port).
+
+        Raises:
+            StoreLockedError: another store holds the directory.
+            StoreLoadError: a file on disk is not what the store expects.
+        """
+        self._take_lock()
+        cfg = self.config
+        abort = self.root / "abort"
+        self.last_exit_ok = not abort.exists()
+        self.commit_log.files.load()
+        self.queues.load()
+        self.checkpoint = Checkpoint(self.root / "checkpoint")
+        if self.index is not None:
+            self.index.load(self.last_exit_ok, self.checkpoint.index_msg_timestamp)
+        for cq in self.queues:
+            cq.recover()
+        if self.last_exit_ok:
+            valid_end = self.commit_log.recover_normally(check_crc=cfg.check_crc_on_recover)
+        else:
+            safe = self.checkpoint.min_timestamp(include_index=cfg.message_index_safe)
+            valid_end = self.commit_log.recover_abnormally(
+                check_crc=cfg.check_crc_on_recover,
+                safe_timestamp=safe,
+                on_record=self.dispatch.dispatch_record,
+            )
+        if not self.commit_log.files.files:
+            for cq in self.queues:
+                cq.destroy()  # no commit log: nothing the queues point at exists
+        for cq in self.queues:
+            if cq.max_physic_offset > valid_end:
+                cq.truncate_dirty(valid_end)
+            cq.correct_min_offset(self.commit_log.min_offset)
+        if self.index is not None:
+            self.index.truncate(valid_end)
+        self._rebuild_queue_offsets()
+        start = self.queues.max_physic_offset
+        if self.index is not None:
+            start = min(start, self.index.max_phy_offset)
+        self.dispatch.reput_from_offset = max(self.commit_log.min_offset, start)
+        # Catch dispatch up now, so the store opens with consistent queues and index.
+        while self.dispatch.dispatch_available(1 << 16):
+            pass
+        self._rebuild_queue_offsets()
+        log.info(
+            "store_loaded",
+            root=str(self.root),
+            last_exit_ok=self.last_exit_ok,
+            commit_log_min_offset=self.commit_log.min_offset,
+            commit_log_max_offset=self.commit_log.max_offset,
+            consume_queues=len(self.queues.queues),
+        )
+
+    def _rebuild_queue_offsets(self) -> None:
+        self.commit_log.queue_offsets = {
+            f"{cq.topic}-{cq.queue_id}": cq.max_offset for cq in self.queues if cq.max_offset
+        }
+
+    async def start(self) -> None:
+        """Start flushing and dispatching; marks the store as running (``abort`` file)."""
+        assert self.checkpoint is not None, "load() first"
+        self.commit_log_flusher = CommitLogFlusher(self.commit_log, self.config, self.checkpoint)
+        self.queue_flusher = QueueFlusher(
+            self.queues,
+            self.index,
+            self.checkpoint,
+            self.config,
+            lambda: self.dispatch.logics_msg_timestamp,
+        )
+        self.commit_log.on_append = self._on_append
+        (self.root / "abort").touch()
+        self.commit_log_flusher.start()
+        self.queue_flusher.start()
+        self.dispatch.start()
+        self._running = True
+
+    def _on_append(self) -> None:
+        self.dispatch.wake()
+        if self.commit_log_flusher is not None:
+            self.commit_log_flusher.wake()
+
+    async def shutdown(self) -> None:
+        """Stop writes, finish dispatch, flush everything, remove ``abort``. Idempotent."""
+        if not self._running:
+            self._release_files()
+            return
+        self._running = False
+        await self.dispatch.shutdown()
+        if self.commit_log_flusher is not None:
+            await self.commit_log_flusher.shutdown()
+        if self.queue_flusher is not None:
+            await self.queue_flusher.shutdown()
+        with contextlib.suppress(FileNotFoundError):
+            (self.root / "abort").unlink()
+        self._release_files()
+        log.info("store_stopped", root=str(self.root))
+
+    def _release_files(self) -> None:
+        if self.index is not None:
+            self.index.shutdown()
+        self.queues.close()
+        self.commit_log.close()
+        if self.checkpoint is not None:
+            self.checkpoint.close()
+            self.checkpoint = None
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
+    async def __aenter__(self) -> Self:
+        self.load()
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.shutdown()
+
+    # ----------------------------------------------------------------------------- put
+
+    async def put_message(self, msg: MessageInner) -> PutResult:
+        """Store one message; under SYNC_FLUSH (and WAIT) return once it is durable."""
+        if not self._running:
+            return PutResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark="store not running")
+        result = self.commit_log.put(msg)
+        return await self._after_put(result, msg.wait_store_msg_ok)
+
+    async def put_messages(self, batch: MessageBatch) -> PutResult:
+        """Store a batch in one queue with consecutive offsets."""
+        if not self._running:
+            return PutResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark="store not running")
+        result = self.commit_log.put_batch(batch)
+        return await self._after_put(result, batch.wait_store_msg_ok)
+
+    async def _after_put(self, result: PutResult, wait: bool) -> PutResult:
+        append = result.append
+        if (
+            append is None
+            or not wait
+            or self.config.flush_disk_type is not FlushDiskType.SYNC_FLUSH
+            or self.commit_log_flusher is None
+        ):
+            return result
+        end = append.commit_log_offset + append.wrote_bytes
+        if not await self.commit_log_flusher.wait_durable(end):
+            result.status = PutMessageStatus.FLUSH_DISK_TIMEOUT
+        return result
+
+    # ---------------------------------------------------------------------------- read
+
+    def get_max_offset(self, topic: str, queue_id: int) -> int:
+        cq = self.queues.get(topic, queue_id)
+        return cq.max_offset if cq is not None else 0
+
+    def get_min_offset(self, topic: str, queue_id: int) -> int:
+        cq = self.queues.get(topic, queue_id)
+        return cq.min_offset if cq is not None else 0
+
+    def get_commit_log_offset(self, topic: str, queue_id: int, queue_offset: int) -> int:
+        cq = self.queues.get(topic, queue_id)
+        entry = cq.entry(queue_offset) if cq is not None else None
+        return entry[0] if entry is not None else 0
+
+    def get_offset_by_time(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
+        cq = self.queues.get(topic, queue_id)
+        if cq is None:
+            return 0
+        return cq.offset_by_time(timestamp_ms, self.commit_log.store_timestamp)
+
+    def get_earliest_message_time(self, topic: str, queue_id: int) -> int:
+        """Store time of the oldest message of the queue still present; -1 if none."""
+        cq = self.queues.get(topic, queue_id)
+        if cq is None:
+            return -1
+        for _k, (offset, size, _tags) in cq.entries(cq.min_offset, 1):
+            return self.commit_log.store_timestamp(offset, size)
+        return -1
+
+    def look_message_by_offset(self, commit_log_offset: int) -> bytes | None:
+        """The whole stored record at a commit-log offset (VIEW_MESSAGE_BY_ID)."""
+        info = self.commit_log.record_info(commit_log_offset)
+        if info is None:
+            return None
+        got = self.commit_log.read(commit_log_offset, info.total_size)
+        if got is None:
+            return None
+        view, mf = got
+        try:
+            return bytes(view)
+        finally:
+            view.release()
+            mf.release()
+
+    def query_message(
+        self, topic: str, key: str, max_num: int, begin_ms: int, end_ms: int
+    ) -> QueryResult:
+        """Records whose key (or UNIQ_KEY) hashes like ``key`` within the time range."""
+        if self.index is None:
+            return QueryResult([], 0, 0)
+        found = self.index.query(topic, key, min(max_num, MAX_QUERY_NUM), begin_ms, end_ms)
+        records = []
+        for offset in found.offsets:
+            record = self.look_message_by_offset(offset)
+            if record is not None:
+                records.append(record)
+        return QueryResult(
+            records, found.index_last_update_timestamp, found.index_last_update_phy_offset
+        )
+
+    def get_messages(
+        self,
+        topic: str,
+        queue_id: int,
+        queue_offset: int,
+        max_count: int,
+        tag_filter: TagFilter | None = None,
+    ) -> GetResult:
+        """Messages of a queue from ``queue_offset`` (RocketMQ ``getMessage``).
+
+        Views of the stored records are returned held; call ``release()`` on the result.
+        """
+        cl = self.commit_log
+        cq = self.queues.get(topic, queue_id)
+        if cq is None:
+            return GetResult(GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0)
+        min_offset, max_offset = cq.min_offset, cq.max_offset
+        if max_offset == 0:
+            return GetResult(GetMessageStatus.NO_MESSAGE_IN_QUEUE, 0, min_offset, max_offset)
+        if queue_offset < min_offset:
+            return GetResult(GetMessageStatus.OFFSET_TOO_SMALL, min_offset, min_offset, max_offset)
+        if queue_offset == max_offset:
+            return GetResult(
+                GetMessageStatus.OFFSET_OVERFLOW_ONE, queue_offset, min_offset, max_offset
+            )
+        if queue_offset > max_offset:
+            next_offset = min_offset if min_offset == 0 else max_offset
+            return GetResult(
+                GetMessageStatus.OFFSET_OVERFLOW_BADLY, next_offset, min_offset, max_offset
+            )
+        result = GetResult(
+            GetMessageStatus.NO_MATCHED_MESSAGE, queue_offset, min_offset, max_offset
+        )
+        max_physic = cl.max_offset
+        scan = max(16000, max_count * 20) // 20
+        scanned = 0
+        max_pulled_physic = 0
+        total_bytes = 0
+        for k, (offset, size, tags) in cq.entries(queue_offset, scan):
+            scanned = k - queue_offset + 1
+            if size == _FILLER_SIZE:
+                continue
+            max_pulled_physic = offset
+            if offset < cl.min_offset:
+                continue  # its segment is gone; the queue's minimum is about to move
+            in_memory = max_physic - offset <= self._memory_bytes
+            if result.records:
+                cap_count = (
+                    MAX_TRANSFER_COUNT_IN_MEMORY if in_memory else MAX_TRANSFER_COUNT_ON_DISK
+                )
+                cap_bytes = (
+                    MAX_TRANSFER_BYTES_IN_MEMORY if in_memory else MAX_TRANSFER_BYTES_ON_DISK
+                )
+                if (
+                    len(result.records) >= max_count
+                    or len(result.records) >= cap_count
+                    or total_bytes + size > cap_bytes
+                ):
+                    scanned -= 1
+                    break
+            if tag_filter is not None and not tag_filter(tags):
+                continue
+            got = cl.read(offset, size)
+            if got is None:
+                if not result.records:
+                    result.status = GetMessageStatus.MESSAGE_WAS_REMOVING
+                continue
+            view, mf = got
+            result.records.append(view)
+            result.queue_offsets.append(k)
+            result._held.append(mf)
+            total_bytes += size
+            result.status = GetMessageStatus.FOUND
+        if scanned == 0 and not result.records:
+            result.status = GetMessageStatus.OFFSET_FOUND_NULL
+        result.next_begin_offset = queue_offset + scanned
+        result.suggest_pulling_from_slave = max_physic - max_pulled_physic > self._memory_bytes
+        return result
+
+    # -------------------------------------------------------------------------- events
+
+    def add_arrival_listener(self, listener: ArrivalListener) -> None:
+        """Called for each message that becomes visible in a consume queue."""
+        self.dispatch.listeners.append(listener)
+
+    @property
+    def dispatch_behind_bytes(self) -> int:
+        return self.dispatch.behind_bytes
