@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import time
 from collections.abc import Callable
 from types import TracebackType
 from typing import Self
@@ -42,6 +43,7 @@ from store.results import (
     PutResult,
     QueryResult,
 )
+from store.retention import RetentionReport, RetentionService
 
 log = structlog.get_logger(__name__)
 
@@ -66,9 +68,20 @@ def _total_ram_bytes() -> int:
 
 
 class MessageStore:
-    """The message store of one broker."""
+    """The message store of one broker.
 
-    def __init__(self, config: StoreConfig) -> None:
+    Args:
+        clock: seconds since the epoch, for retention (tests pass a fake one).
+        disk_used_ratio: the file system's used share, for retention (tests fake it).
+    """
+
+    def __init__(
+        self,
+        config: StoreConfig,
+        *,
+        clock: Callable[[], float] = time.time,
+        disk_used_ratio: Callable[[], float] | None = None,
+    ) -> None:
         self.config = config
         root = config.root_dir
         self.root = root
@@ -86,6 +99,14 @@ class MessageStore:
         )
         self.dispatch = DispatchService(
             self.commit_log, self.queues, self.index, config.delay_levels_ms
+        )
+        self.retention = RetentionService(
+            self.commit_log,
+            self.queues,
+            self.index,
+            config,
+            clock=clock,
+            disk_used_ratio=disk_used_ratio,
         )
         self.checkpoint: Checkpoint | None = None
         self.commit_log_flusher: CommitLogFlusher | None = None
@@ -149,8 +170,7 @@ class MessageStore:
             start = min(start, self.index.max_phy_offset)
         self.dispatch.reput_from_offset = max(self.commit_log.min_offset, start)
         # Catch dispatch up now, so the store opens with consistent queues and index.
-        while self.dispatch.dispatch_available(1 << 16):
-            pass
+        self.dispatch_all()
         self._rebuild_queue_offsets()
         log.info(
             "store_loaded",
@@ -182,6 +202,7 @@ class MessageStore:
         self.commit_log_flusher.start()
         self.queue_flusher.start()
         self.dispatch.start()
+        self.retention.start()
         self._running = True
 
     def _on_append(self) -> None:
@@ -195,6 +216,7 @@ class MessageStore:
             self._release_files()
             return
         self._running = False
+        await self.retention.shutdown()
         await self.dispatch.shutdown()
         if self.commit_log_flusher is not None:
             await self.commit_log_flusher.shutdown()
@@ -232,17 +254,30 @@ class MessageStore:
 
     # ----------------------------------------------------------------------------- put
 
-    async def put_message(self, msg: MessageInner) -> PutResult:
-        """Store one message; under SYNC_FLUSH (and WAIT) return once it is durable."""
+    def _refusal(self) -> PutResult | None:
         if not self._running:
             return PutResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark="store not running")
+        if self.retention.disk_full:
+            return PutResult(
+                PutMessageStatus.SERVICE_NOT_AVAILABLE,
+                remark="disk full: usage above "
+                f"{self.config.disk_space_warning_level_ratio:.0%}, writes refused",
+            )
+        return None
+
+    async def put_message(self, msg: MessageInner) -> PutResult:
+        """Store one message; under SYNC_FLUSH (and WAIT) return once it is durable."""
+        refused = self._refusal()
+        if refused is not None:
+            return refused
         result = self.commit_log.put(msg)
         return await self._after_put(result, msg.wait_store_msg_ok)
 
     async def put_messages(self, batch: MessageBatch) -> PutResult:
         """Store a batch in one queue with consecutive offsets."""
-        if not self._running:
-            return PutResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark="store not running")
+        refused = self._refusal()
+        if refused is not None:
+            return refused
         result = self.commit_log.put_batch(batch)
         return await self._after_put(result, batch.wait_store_msg_ok)
 
@@ -400,11 +435,23 @@ class MessageStore:
         result.suggest_pulling_from_slave = max_physic - max_pulled_physic > self._memory_bytes
         return result
 
+    # ----------------------------------------------------------------------- retention
+
+    def delete_expired_files(self) -> RetentionReport:
+        """Delete expired files now, whatever the hour (the admin's deleteExpiredCommitLog)."""
+        self.retention.request_delete(1)
+        return self.retention.run_once()
+
     # -------------------------------------------------------------------------- events
 
     def add_arrival_listener(self, listener: ArrivalListener) -> None:
         """Called for each message that becomes visible in a consume queue."""
         self.dispatch.listeners.append(listener)
+
+    def dispatch_all(self) -> None:
+        """Dispatch everything appended so far, now (queries see it at once)."""
+        while self.dispatch.dispatch_available():
+            pass
 
     @property
     def dispatch_behind_bytes(self) -> int:
