@@ -14,6 +14,7 @@ the start of the next segment.
 
 from __future__ import annotations
 
+import struct
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -43,12 +44,14 @@ from store.message_codec import (
     read_long,
     split_batch,
     store_timestamp_pos,
+    verify_record,
 )
 from store.results import AppendResult, PutMessageStatus, PutResult
 
 log = structlog.get_logger(__name__)
 
 END_FILE_MIN_BLANK_BYTES = 8  # a blank record is TOTALSIZE + magic
+_SIZE_MAGIC = struct.Struct(">ii")  # TOTALSIZE, MAGICCODE: how every record starts
 _TORN_WINDOW_BYTES = 16 << 20  # how much of a cut tail is saved aside, per segment
 
 
@@ -323,10 +326,10 @@ class CommitLog:
         for mf in files[start_index:]:
             view = mf.view
             pos = 0
+            last_pos = -1
             ended = False
             while pos + 8 <= mf.file_bytes:
-                total = read_int(view, pos)
-                magic = read_int(view, pos + 4)
+                total, magic = _SIZE_MAGIC.unpack_from(view, pos)
                 if magic == BLANK_MAGIC_CODE and total == mf.file_bytes - pos:
                     pos = mf.file_bytes
                     break
@@ -334,7 +337,9 @@ class CommitLog:
                     ended = True
                     break
                 try:
-                    info = decode_record(view, pos, check_crc=check_crc)
+                    size = verify_record(view, pos, mf.start_offset + pos, check_crc=check_crc)
+                    if on_record is not None:
+                        on_record(decode_record(view, pos))
                 except RecordError as exc:
                     log.warning(
                         "commit_log_record_invalid",
@@ -343,19 +348,13 @@ class CommitLog:
                     )
                     ended = True
                     break
-                if info.commit_log_offset != mf.start_offset + pos:
-                    log.warning(
-                        "commit_log_record_misplaced",
-                        commit_log_offset=mf.start_offset + pos,
-                        recorded_offset=info.commit_log_offset,
-                    )
-                    ended = True
-                    break
-                if on_record is not None:
-                    on_record(info)
-                self.last_store_timestamp = info.store_timestamp
-                pos += total
+                last_pos = pos
+                pos += size
             valid_end = mf.start_offset + pos
+            if last_pos >= 0:
+                self.last_store_timestamp = read_long(
+                    view, last_pos + store_timestamp_pos(read_int(view, last_pos + 36))
+                )
             if ended or pos < mf.file_bytes:
                 break
         return valid_end
