@@ -1,0 +1,686 @@
+"""The message-key index: hash slots plus backward-linked entry chains, one mmap'd file each.
+
+RocketMQ counterpart: ``IndexFile``, ``IndexHeader`` and ``IndexService`` (4.9.8).
+docs/store-format.md §4 is the reference; the byte layout is RocketMQ's, so files written by
+either broker read the same in the other.
+
+File (all integers big-endian)::
+
+    0                       header, 40 bytes (_HEADER)
+    40                      hash_slot_num slots of 4 bytes: newest entry number in the
+                            bucket, 0 = empty
+    40 + slots*4            index_num entries of 20 bytes (_ENTRY); entry 0 is never used,
+                            so a file holds index_num - 1 keys
+
+    entry   0  keyHash       int   abs(Java String.hashCode(key)), 0 for Integer.MIN_VALUE
+            4  commit-log    long  offset of the record the key belongs to
+           12  timeDiff      int   (storeTimestamp - header.beginTimestamp) / 1000, seconds
+           16  prev          int   previous entry number in the same slot, 0 = end of chain
+
+A key is ``topic#KEY`` (or ``topic#UNIQ_KEY``). Only its hash is stored, so a lookup returns
+every offset whose key *hashes* alike: callers read the records back and compare keys.
+
+Durability: written pages reach disk by ``os.fdatasync`` on the file (never ``mmap.flush``,
+which holds the GIL through the msync; see mapped_file.py). RocketMQ forces a file when it
+fills up, then records its endTimestamp as the checkpoint's indexMsgTimestamp; a load after an
+abnormal exit deletes every file that ends later than that (docs/store-format.md §5, §8).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import mmap
+import os
+import re
+import struct
+import threading
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import NamedTuple
+
+import structlog
+
+from store.errors import StoreLoadError
+from store.message_codec import TRANSACTION_ROLLBACK_TYPE, TRANSACTION_TYPE_MASK, java_hash
+
+log = structlog.get_logger(__name__)
+
+_HEADER = struct.Struct(
+    ">"
+    "q"  # 0  beginTimestamp: store time (ms) of the first entry
+    "q"  # 8  endTimestamp: store time (ms) of the last entry
+    "q"  # 16 beginPhyOffset: commit-log offset of the first entry
+    "q"  # 24 endPhyOffset: commit-log offset of the last entry
+    "i"  # 32 hashSlotCount: slots ever filled
+    "i"  # 36 indexCount: next free entry number, starts at 1
+)
+assert _HEADER.size == 40
+
+_SLOT = struct.Struct(">i")  # newest entry number in the bucket, 0 = empty
+assert _SLOT.size == 4
+
+_ENTRY = struct.Struct(
+    ">"
+    "i"  # 0  keyHash
+    "q"  # 4  commit-log offset
+    "i"  # 12 timeDiff, seconds since header.beginTimestamp
+    "i"  # 16 previous entry number in this slot, 0 = end of chain
+)
+assert _ENTRY.size == 20
+
+HEADER_BYTES = _HEADER.size
+SLOT_BYTES = _SLOT.size
+ENTRY_BYTES = _ENTRY.size
+MAX_TIME_DIFF_S = 2**31 - 1
+MAX_MSGS_NUM_BATCH = 64  # maxMsgsNumBatch: the cap on one query's results
+KEY_SEPARATOR = " "  # MessageConst.KEY_SEPARATOR
+
+_NAME = re.compile(r"^\d{17}$")
+_NAME_TIME_FORMAT = "%Y%m%d%H%M%S"
+
+
+def index_file_bytes(hash_slot_num: int, index_num: int) -> int:
+    """Size of one index file: 420,000,040 bytes with RocketMQ's defaults."""
+    return HEADER_BYTES + hash_slot_num * SLOT_BYTES + index_num * ENTRY_BYTES
+
+
+def index_key_hash(key: str) -> int:
+    """RocketMQ ``indexKeyHashMethod``: abs(hashCode), and 0 where abs overflows (-2^31)."""
+    h = java_hash(key)
+    return 0 if h == -(2**31) else abs(h)
+
+
+def index_key(topic: str, key: str) -> str:
+    """The indexed form of a key (RocketMQ ``IndexService.buildKey``)."""
+    return f"{topic}#{key}"
+
+
+def index_file_name(when: datetime) -> str:
+    """Local time as ``yyyyMMddHHmmssSSS`` (RocketMQ ``UtilAll.timeMillisToHumanString``)."""
+    return when.strftime(_NAME_TIME_FORMAT) + f"{when.microsecond // 1000:03d}"
+
+
+def _name_time(name: str) -> datetime:
+    return datetime.strptime(name[:14], _NAME_TIME_FORMAT) + timedelta(milliseconds=int(name[14:]))
+
+
+def _map(fd: int, path: Path, file_bytes: int, *, create: bool) -> mmap.mmap:
+    if create:
+        try:
+            os.posix_fallocate(fd, 0, file_bytes)
+        except OSError:  # filesystems without fallocate
+            os.ftruncate(fd, file_bytes)
+    else:
+        actual = os.fstat(fd).st_size
+        if actual != file_bytes:
+            raise StoreLoadError(
+                f"index file {path} has {actual} bytes, expected {file_bytes} "
+                "(maxHashSlotNum or maxIndexNum changed?)"
+            )
+    return mmap.mmap(fd, file_bytes, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+
+
+class IndexFile:
+    """One index file (RocketMQ ``IndexFile`` with its ``IndexHeader``).
+
+    The header lives in attributes and is packed into the mapping on every put, so the bytes
+    on disk always match them. Nothing keeps a memoryview of the mapping, so ``close`` never
+    meets a ``BufferError``.
+
+    Args:
+        path: the file; its name is the creation time (see ``IndexFile.create_in``).
+        hash_slot_num: slots (maxHashSlotNum); must match the file when opening one.
+        index_num: entries including the unused entry 0 (maxIndexNum).
+        create: make a new, preallocated file (it must not exist) instead of opening one.
+        prev_end_timestamp: for a new file, the previous file's endTimestamp; it becomes
+            this file's begin and end timestamp until the first put (ignored when 0).
+        prev_end_phy_offset: likewise for the begin and end commit-log offset.
+
+    Raises:
+        StoreLoadError: an existing file whose size does not match the slot and entry counts.
+        FileExistsError: ``create`` for a path that exists.
+    """
+
+    __slots__ = (
+        "_begin_phy_offset",
+        "_begin_timestamp",
+        "_closed",
+        "_end_phy_offset",
+        "_end_timestamp",
+        "_entries_pos",
+        "_fd",
+        "_hash_slot_count",
+        "_index_count",
+        "_mm",
+        "file_bytes",
+        "hash_slot_num",
+        "index_num",
+        "path",
+    )
+
+    def __init__(
+        self,
+        path: Path,
+        hash_slot_num: int,
+        index_num: int,
+        *,
+        create: bool = False,
+        prev_end_timestamp: int = 0,
+        prev_end_phy_offset: int = 0,
+    ) -> None:
+        if hash_slot_num <= 0 or index_num <= 1:
+            raise ValueError("hash_slot_num must be positive and index_num above 1")
+        self.path = path
+        self.hash_slot_num = hash_slot_num
+        self.index_num = index_num
+        self.file_bytes = index_file_bytes(hash_slot_num, index_num)
+        self._entries_pos = HEADER_BYTES + hash_slot_num * SLOT_BYTES
+        flags = os.O_RDWR | (os.O_CREAT | os.O_EXCL if create else 0)
+        fd = os.open(path, flags, 0o644)
+        try:
+            self._mm = _map(fd, path, self.file_bytes, create=create)
+        except BaseException:
+            os.close(fd)
+            if create:
+                with contextlib.suppress(OSError):
+                    path.unlink()
+            raise
+        self._fd = fd
+        self._closed = False
+        if create:
+            # RocketMQ carries only positive values over. It leaves indexCount 0 on disk until
+            # the first put or flush; writing the whole header now gives the same bytes.
+            begin_ts = max(prev_end_timestamp, 0)
+            begin_phy = max(prev_end_phy_offset, 0)
+            self._begin_timestamp = self._end_timestamp = begin_ts
+            self._begin_phy_offset = self._end_phy_offset = begin_phy
+            self._hash_slot_count = 0
+            self._index_count = 1
+            self._pack_header()
+        else:
+            (
+                self._begin_timestamp,
+                self._end_timestamp,
+                self._begin_phy_offset,
+                self._end_phy_offset,
+                self._hash_slot_count,
+                count,
+            ) = _HEADER.unpack_from(self._mm, 0)
+            # A file that never took a put has 0 here (IndexHeader.load does the same).
+            self._index_count = count if count > 0 else 1
+
+    @classmethod
+    def create_in(
+        cls,
+        directory: Path,
+        hash_slot_num: int,
+        index_num: int,
+        *,
+        prev_end_timestamp: int = 0,
+        prev_end_phy_offset: int = 0,
+        after_name: str | None = None,
+    ) -> IndexFile:
+        """A new file in ``directory`` named by the local time now, as ``yyyyMMddHHmmssSSS``.
+
+        If that name is taken (two files in one millisecond) the next millisecond is used, and
+        so on. ``after_name`` (the newest existing file) keeps names ascending even if the
+        clock stepped back: the name is then that file's time plus 1 ms, because files are
+        loaded in name order.
+        """
+        when = datetime.now()
+        if after_name is not None and _NAME.match(after_name):
+            when = max(when, _name_time(after_name) + timedelta(milliseconds=1))
+        while True:
+            path = directory / index_file_name(when)
+            try:
+                return cls(
+                    path,
+                    hash_slot_num,
+                    index_num,
+                    create=True,
+                    prev_end_timestamp=prev_end_timestamp,
+                    prev_end_phy_offset=prev_end_phy_offset,
+                )
+            except FileExistsError:
+                when += timedelta(milliseconds=1)
+
+    def __repr__(self) -> str:
+        return (
+            f"IndexFile({self.path.name}, count={self._index_count}, "
+            f"phy={self._begin_phy_offset}..{self._end_phy_offset}, "
+            f"time={self._begin_timestamp}..{self._end_timestamp})"
+        )
+
+    # ------------------------------------------------------------------------ header
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+    @property
+    def begin_timestamp(self) -> int:
+        """Store time (ms) of the first entry (the previous file's end until then)."""
+        return self._begin_timestamp
+
+    @property
+    def end_timestamp(self) -> int:
+        """Store time (ms) of the last entry."""
+        return self._end_timestamp
+
+    @property
+    def begin_phy_offset(self) -> int:
+        """Commit-log offset of the first entry."""
+        return self._begin_phy_offset
+
+    @property
+    def end_phy_offset(self) -> int:
+        """Commit-log offset of the last entry (the record, not its end)."""
+        return self._end_phy_offset
+
+    @property
+    def hash_slot_count(self) -> int:
+        """Slots that were empty when a key was put into them."""
+        return self._hash_slot_count
+
+    @property
+    def index_count(self) -> int:
+        """Next free entry number: 1 in an empty file, ``index_num`` in a full one."""
+        return self._index_count
+
+    @property
+    def is_full(self) -> bool:
+        return self._index_count >= self.index_num
+
+    def is_time_matched(self, begin_ms: int, end_ms: int) -> bool:
+        """Whether [begin_ms, end_ms] overlaps the file's [beginTimestamp, endTimestamp]."""
+        begin, end = self._begin_timestamp, self._end_timestamp
+        return (
+            (begin_ms < begin and end_ms > end)
+            or begin <= begin_ms <= end
+            or begin <= end_ms <= end
+        )
+
+    def lower_end_phy_offset(self, commit_log_offset: int) -> None:
+        """Lower endPhyOffset to ``commit_log_offset`` (if above it) after recovery truncated
+        the commit log there; see ``IndexService.truncate``."""
+        if self._end_phy_offset > commit_log_offset:
+            self._end_phy_offset = commit_log_offset
+            self._pack_header()
+
+    def _pack_header(self) -> None:
+        _HEADER.pack_into(
+            self._mm,
+            0,
+            self._begin_timestamp,
+            self._end_timestamp,
+            self._begin_phy_offset,
+            self._end_phy_offset,
+            self._hash_slot_count,
+            self._index_count,
+        )
+
+    # ------------------------------------------------------------------------ keys
+
+    def put_key(self, key: str, commit_log_offset: int, store_timestamp: int) -> bool:
+        """Add ``key`` → ``commit_log_offset`` (RocketMQ ``putKey``); False if the file is full.
+
+        The entry's timeDiff is measured from the beginTimestamp *before* this put, as in
+        RocketMQ: the first entry of a file that took over a previous file's end timestamp
+        gets its distance from that, although the put then resets beginTimestamp to its own
+        store time.
+        """
+        count = self._index_count
+        if count >= self.index_num:
+            return False
+        mm = self._mm
+        key_hash = index_key_hash(key)
+        slot_pos = HEADER_BYTES + (key_hash % self.hash_slot_num) * SLOT_BYTES
+        (prev,) = _SLOT.unpack_from(mm, slot_pos)
+        if prev <= 0 or prev > count:
+            prev = 0
+        begin = self._begin_timestamp
+        if begin <= 0:
+            time_diff_s = 0
+        else:
+            # Java's long division truncates toward zero, floor division rounds down; they
+            # differ only for negative values, which are clamped to 0 either way.
+            time_diff_s = min(max((store_timestamp - begin) // 1000, 0), MAX_TIME_DIFF_S)
+        _ENTRY.pack_into(
+            mm,
+            self._entries_pos + count * ENTRY_BYTES,
+            key_hash,
+            commit_log_offset,
+            time_diff_s,
+            prev,
+        )
+        _SLOT.pack_into(mm, slot_pos, count)
+        if count <= 1:
+            self._begin_phy_offset = commit_log_offset
+            self._begin_timestamp = store_timestamp
+        if prev == 0:
+            self._hash_slot_count += 1
+        self._index_count = count + 1
+        self._end_phy_offset = commit_log_offset
+        self._end_timestamp = store_timestamp
+        self._pack_header()
+        return True
+
+    def select_offsets(self, key: str, max_num: int, begin_ms: int, end_ms: int) -> list[int]:
+        """Offsets of entries whose key hash matches ``key``'s and whose time lies within
+        [begin_ms, end_ms], newest first, at most ``max_num`` (RocketMQ ``selectPhyOffset``).
+
+        An entry's time is beginTimestamp + timeDiff * 1000, so it is known to the second.
+        The chain walk stops at its end, at a link that is out of range or does not point
+        back, at an entry older than ``begin_ms`` (entries only get newer along a file), or at
+        ``max_num`` results.
+        """
+        out: list[int] = []
+        count = self._index_count
+        if max_num <= 0 or count <= 1:
+            return out
+        mm = self._mm
+        key_hash = index_key_hash(key)
+        (entry_no,) = _SLOT.unpack_from(
+            mm, HEADER_BYTES + (key_hash % self.hash_slot_num) * SLOT_BYTES
+        )
+        if entry_no <= 0 or entry_no > count:
+            return out
+        begin = self._begin_timestamp
+        entries_pos = self._entries_pos
+        while len(out) < max_num:
+            hash_read, offset, time_diff_s, prev = _ENTRY.unpack_from(
+                mm, entries_pos + entry_no * ENTRY_BYTES
+            )
+            if time_diff_s < 0:
+                break
+            time_ms = begin + time_diff_s * 1000
+            if hash_read == key_hash and begin_ms <= time_ms <= end_ms:
+                out.append(offset)
+            # RocketMQ stops on prev == current; ``>=`` also stops the cycles only a corrupt
+            # file can hold (a valid chain always points to an older, smaller entry number).
+            if prev <= 0 or prev > count or prev >= entry_no or time_ms < begin_ms:
+                break
+            entry_no = prev
+        return out
+
+    # ------------------------------------------------------------------------ lifecycle
+
+    def flush(self) -> None:
+        """Make the file durable (``fdatasync``; blocking, so call it off the event loop)."""
+        if not self._closed:
+            os.fdatasync(self._fd)
+
+    def close(self) -> None:
+        """Unmap and close without deleting (idempotent)."""
+        if self._closed:
+            return
+        self._closed = True
+        self._mm.close()
+        with contextlib.suppress(OSError):
+            os.close(self._fd)
+
+    def destroy(self) -> None:
+        """Close and delete the file."""
+        self.close()
+        with contextlib.suppress(FileNotFoundError):
+            self.path.unlink()
+
+
+class QueryResult(NamedTuple):
+    """What ``IndexService.query`` found (RocketMQ ``QueryOffsetResult``).
+
+    ``offsets`` are commit-log offsets newest first, of records whose key *hashes* like the
+    one asked for. The two ``index_last_update_*`` values are the newest file's end timestamp
+    and end offset, which the query-message response reports.
+    """
+
+    offsets: list[int]
+    index_last_update_timestamp: int
+    index_last_update_phy_offset: int
+
+
+class IndexService:
+    """The index files of one store, oldest first (RocketMQ ``IndexService``).
+
+    ``build_index`` is called by the dispatcher for every record; ``query`` serves
+    QUERY_MESSAGE. One lock (RocketMQ's read-write lock) guards the file list, so a delete on
+    the store's I/O thread cannot unmap a file a query is reading.
+
+    Args:
+        directory: ``<root>/index``; created if missing.
+        hash_slot_num: maxHashSlotNum.
+        index_num: maxIndexNum.
+        on_file_full: called with a full file's endTimestamp once that file is durable; the
+            store sets it as the checkpoint's indexMsgTimestamp and flushes the checkpoint.
+            The same value is kept in ``last_full_end_timestamp``.
+    """
+
+    def __init__(
+        self,
+        directory: Path,
+        hash_slot_num: int,
+        index_num: int,
+        *,
+        on_file_full: Callable[[int], None] | None = None,
+    ) -> None:
+        if hash_slot_num <= 0 or index_num <= 1:
+            raise ValueError("hash_slot_num must be positive and index_num above 1")
+        self.directory = directory
+        self.hash_slot_num = hash_slot_num
+        self.index_num = index_num
+        self.on_file_full = on_file_full
+        self.last_full_end_timestamp = 0
+        self.files: list[IndexFile] = []
+        self._lock = threading.RLock()
+
+    # ------------------------------------------------------------------------ load
+
+    def load(self, last_exit_ok: bool, index_msg_timestamp: int) -> None:
+        """Map the files on disk in name (= creation) order.
+
+        After an abnormal exit (``last_exit_ok`` False), files whose endTimestamp is later
+        than the checkpoint's ``index_msg_timestamp`` are deleted: only a file that filled up
+        was surely flushed, and recovery re-dispatches the records they held.
+
+        Raises:
+            StoreLoadError: a file whose size does not match the slot and entry counts.
+        """
+        self.directory.mkdir(parents=True, exist_ok=True)
+        names = sorted(p.name for p in self.directory.iterdir() if p.is_file())
+        with self._lock:
+            for name in names:
+                if not _NAME.match(name):
+                    log.warning("index_file_ignored", file=name, directory=str(self.directory))
+                    continue
+                f = IndexFile(self.directory / name, self.hash_slot_num, self.index_num)
+                if not last_exit_ok and f.end_timestamp > index_msg_timestamp:
+                    log.info(
+                        "index_file_deleted",
+                        file=name,
+                        reason="abnormal_exit",
+                        end_timestamp=f.end_timestamp,
+                        index_msg_timestamp=index_msg_timestamp,
+                    )
+                    f.destroy()
+                    continue
+                self.files.append(f)
+                log.debug("index_file_loaded", file=name, index_count=f.index_count)
+
+    # ------------------------------------------------------------------------ writing
+
+    def build_index(  # noqa: PLR0917 - DispatchRequest's fields, in RocketMQ's order
+        self,
+        topic: str,
+        keys: str | None,
+        uniq_key: str | None,
+        commit_log_offset: int,
+        store_timestamp: int,
+        tran_type: int,
+    ) -> None:
+        """Index one dispatched record (RocketMQ ``buildIndex``).
+
+        Puts ``topic#uniq_key`` (when not None) and ``topic#k`` for every non-empty ``k`` of
+        ``keys`` split on single spaces. Skips ROLLBACK records (``tran_type`` is the sysFlag
+        or its transaction bits) and records below the current file's endPhyOffset, which
+        are indexed already: that makes re-dispatch after recovery idempotent. (The record
+        *at* endPhyOffset is indexed again if re-dispatched, as in RocketMQ.)
+
+        When the current file is full it is flushed, its endTimestamp is reported (see
+        ``on_file_full``), and a new file takes over. That flush blocks for an
+        ``fdatasync`` of the whole file, once per ``index_num - 1`` keys.
+        """
+        if tran_type & TRANSACTION_TYPE_MASK == TRANSACTION_ROLLBACK_TYPE:
+            return
+        index_keys: list[str] = []
+        if uniq_key is not None:
+            index_keys.append(index_key(topic, uniq_key))
+        if keys:
+            index_keys.extend(index_key(topic, k) for k in keys.split(KEY_SEPARATOR) if k)
+        if not index_keys:
+            return  # nothing to put: no need to create a file for it
+        with self._lock:
+            f = self._writable_file()
+            if commit_log_offset < f.end_phy_offset:
+                return
+            for key in index_keys:
+                while not f.put_key(key, commit_log_offset, store_timestamp):
+                    f = self._roll()
+
+    def _writable_file(self) -> IndexFile:
+        if not self.files:
+            f = IndexFile.create_in(self.directory, self.hash_slot_num, self.index_num)
+            self.files.append(f)
+            log.info("index_file_created", file=f.name)
+            return f
+        last = self.files[-1]
+        return self._roll() if last.is_full else last
+
+    def _roll(self) -> IndexFile:
+        """Flush the full newest file, report its end, and start the next one after it."""
+        full = self.files[-1]
+        full.flush()
+        end_timestamp = full.end_timestamp
+        f = IndexFile.create_in(
+            self.directory,
+            self.hash_slot_num,
+            self.index_num,
+            prev_end_timestamp=end_timestamp,
+            prev_end_phy_offset=full.end_phy_offset,
+            after_name=full.name,
+        )
+        self.files.append(f)
+        log.info(
+            "index_file_rolled",
+            full_file=full.name,
+            file=f.name,
+            end_timestamp=end_timestamp,
+            end_phy_offset=full.end_phy_offset,
+        )
+        if end_timestamp > 0:
+            self.last_full_end_timestamp = end_timestamp
+            if self.on_file_full is not None:
+                self.on_file_full(end_timestamp)
+        return f
+
+    # ------------------------------------------------------------------------ reading
+
+    def query(self, topic: str, key: str, max_num: int, begin_ms: int, end_ms: int) -> QueryResult:
+        """Offsets of records indexed under ``topic#key`` stored within [begin_ms, end_ms],
+        newest first (RocketMQ ``queryOffset``).
+
+        ``max_num`` is capped at 64 (maxMsgsNumBatch). Files are read newest to oldest,
+        skipping those whose time span does not overlap the range, and the walk stops after
+        the first file that began before ``begin_ms``. Only hashes are compared: the caller
+        must check each record's keys, and offsets past the commit log (see ``truncate``).
+        """
+        max_num = min(max_num, MAX_MSGS_NUM_BATCH)
+        offsets: list[int] = []
+        full_key = index_key(topic, key)
+        with self._lock:
+            if not self.files:
+                return QueryResult(offsets, 0, 0)
+            newest = self.files[-1]
+            result = QueryResult(offsets, newest.end_timestamp, newest.end_phy_offset)
+            for f in reversed(self.files):
+                if f.is_time_matched(begin_ms, end_ms):
+                    offsets.extend(
+                        f.select_offsets(full_key, max_num - len(offsets), begin_ms, end_ms)
+                    )
+                if f.begin_timestamp < begin_ms or len(offsets) >= max_num:
+                    break
+        return result
+
+    @property
+    def max_phy_offset(self) -> int:
+        """The newest file's endPhyOffset (0 without files): how far indexing got."""
+        with self._lock:
+            return self.files[-1].end_phy_offset if self.files else 0
+
+    # ------------------------------------------------------------------------ deleting
+
+    def delete_expired(self, min_commit_log_offset: int) -> int:
+        """Delete the oldest files whose endPhyOffset < ``min_commit_log_offset``, stopping
+        at the first that is not, and never the newest (RocketMQ ``deleteExpiredFile``).
+        Returns how many were deleted."""
+        with self._lock:
+            gone = 0
+            for f in self.files[:-1]:
+                if f.end_phy_offset >= min_commit_log_offset:
+                    break
+                f.destroy()
+                gone += 1
+                log.info(
+                    "index_file_deleted",
+                    file=f.name,
+                    reason="expired",
+                    end_phy_offset=f.end_phy_offset,
+                    min_commit_log_offset=min_commit_log_offset,
+                )
+            del self.files[:gone]
+            return gone
+
+    def truncate(self, max_commit_log_offset: int) -> int:
+        """Drop what lies past a recovered commit log that ends at ``max_commit_log_offset``.
+
+        Files whose beginPhyOffset ≥ that offset are deleted (their entries point past the
+        log). The newest remaining file may still hold entries that point past it: they stay
+        in their chains, harmlessly, because a query's caller reads each offset back and
+        checks the record's keys (such an offset is either beyond the log or, later, the
+        start of an unrelated record). Its endPhyOffset is lowered to the offset, though, or
+        ``build_index`` would skip new records written there as "already indexed".
+
+        Returns how many files were deleted.
+        """
+        with self._lock:
+            gone = 0
+            while self.files and self.files[-1].begin_phy_offset >= max_commit_log_offset:
+                f = self.files.pop()
+                f.destroy()
+                gone += 1
+                log.info(
+                    "index_file_deleted",
+                    file=f.name,
+                    reason="truncated",
+                    begin_phy_offset=f.begin_phy_offset,
+                    max_commit_log_offset=max_commit_log_offset,
+                )
+            for f in self.files:
+                f.lower_end_phy_offset(max_commit_log_offset)
+            return gone
+
+    # ------------------------------------------------------------------------ lifecycle
+
+    def flush(self) -> None:
+        """Make every file durable (blocking: the store's I/O thread)."""
+        with self._lock:
+            for f in self.files:
+                f.flush()
+
+    def shutdown(self) -> None:
+        """Flush and unmap every file (idempotent)."""
+        with self._lock:
+            for f in self.files:
+                f.flush()
+                f.close()
+            self.files = []
