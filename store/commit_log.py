@@ -34,6 +34,7 @@ from store.message_codec import (
     MessageInner,
     RecordError,
     RecordInfo,
+    decode_properties,
     decode_record,
     encode_blank,
     encode_record,
@@ -157,6 +158,11 @@ class CommitLog:
         if batch.sys_flag & TRANSACTION_TYPE_MASK:
             return PutResult(
                 PutMessageStatus.MESSAGE_ILLEGAL, remark="a batch cannot be transactional"
+            )
+        delay = decode_properties(batch.properties).get("DELAY", "0")
+        if delay.isdigit() and int(delay) > 0:
+            return PutResult(
+                PutMessageStatus.MESSAGE_ILLEGAL, remark="a batch cannot have a delay level"
             )
         try:
             entries = split_batch(batch.body)

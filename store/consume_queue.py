@@ -199,7 +199,8 @@ class ConsumeQueue:
         if t < timestamp_ms:
             return left  # everything is older: the last one
         before = time_at(left - 1)
-        return left if t - timestamp_ms <= timestamp_ms - before else left - 1
+        # a tie goes to the earlier message, as Java's abs(...) > abs(...) comparison does
+        return left if t - timestamp_ms < timestamp_ms - before else left - 1
 
     # ------------------------------------------------------------------- truncation
 

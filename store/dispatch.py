@@ -47,7 +47,7 @@ class Arrival(NamedTuple):
 
     topic: str
     queue_id: int
-    queue_offset: int
+    max_offset: int  # the queue's new max: the message's queue offset + 1, as RocketMQ passes
     tags_code: int
     store_timestamp: int
     properties: dict[str, str]

@@ -115,7 +115,10 @@ class CommitLogFlusher:
                         await self._flush_once(0)
                     self._complete_waiters()
                 else:
-                    await asyncio.sleep(cfg.flush_interval_ms / 1000)
+                    with contextlib.suppress(TimeoutError):  # a shutdown cuts the wait short
+                        async with asyncio.timeout(cfg.flush_interval_ms / 1000):
+                            await self._wakeup.wait()
+                    self._wakeup.clear()
                     least = cfg.flush_commit_log_least_pages
                     now = time.monotonic()
                     if now - last_thorough >= cfg.flush_commit_log_thorough_interval_ms / 1000:
