@@ -81,7 +81,7 @@ class CommitLog:
     def __init__(
         self, directory: Path, file_bytes: int, max_message_bytes: int, torn_dir: Path
     ) -> None:
-        self.files = MappedFileQueue(directory, file_bytes)
+        self.files = MappedFileQueue(directory, file_bytes, set_aside_dir=torn_dir)
         self.file_bytes = file_bytes
         self.max_message_bytes = max_message_bytes
         self.torn_dir = torn_dir
@@ -225,7 +225,9 @@ class CommitLog:
             return PutResult(PutMessageStatus.CREATE_MAPPED_FILE_FAILED, remark=str(exc))
         base = mf.wrote_position
         start = mf.start_offset + base
-        mf.append(data)
+        # Copy, patch, and only then advance the write position: a concurrent flush (or a
+        # reader) never sees a record whose offsets and store time are not written yet.
+        mf.mm[base : base + size] = data
         now = _now_ms()
         takes_offset = _takes_queue_offset(sys_flag)
         queue_offset = self.queue_offsets.get(queue_key, 0)
@@ -247,6 +249,7 @@ class CommitLog:
             ids.append(offset_msg_id(store_host, start + rel))
             if takes_offset:
                 queue_offset += 1
+        mf.wrote_position = base + size
         if takes_offset:
             self.queue_offsets[queue_key] = queue_offset
         self.last_store_timestamp = now
@@ -374,18 +377,16 @@ class CommitLog:
         self.truncate(valid_end)
         return valid_end
 
-    def recover_abnormally(
-        self,
-        *,
-        check_crc: bool,
-        safe_timestamp: int,
-        on_record: Callable[[RecordInfo], None],
-    ) -> int:
-        """After a crash: from the newest segment whose first record is older than the
-        checkpoint's safe time, re-dispatch every valid record; returns the valid end."""
+    def recover_abnormally(self, *, check_crc: bool, safe_timestamp: int) -> tuple[int, int]:
+        """After a crash: verify from the newest segment whose first record is older than
+        the checkpoint's safe time and cut after the last valid record.
+
+        Returns (valid end, safe start): everything from the safe start on must be
+        dispatched again (the caller does it in order, after cutting queues and index).
+        """
         files = self.files.files
         if not files:
-            return 0
+            return 0, 0
         start_index = 0
         for index in range(len(files) - 1, -1, -1):
             view = files[index].view
@@ -398,9 +399,10 @@ class CommitLog:
             if 0 < first.store_timestamp <= safe_timestamp:
                 start_index = index
                 break
-        valid_end = self.walk(start_index, check_crc=check_crc, on_record=on_record)
+        safe_start = files[start_index].start_offset
+        valid_end = self.walk(start_index, check_crc=check_crc)
         self.truncate(valid_end)
-        return valid_end
+        return valid_end, safe_start
 
     def truncate(self, valid_end: int) -> None:
         """Cut everything from ``valid_end`` on, saving the cut bytes aside first."""

@@ -131,9 +131,8 @@ class DispatchService:
         cl = self.commit_log
         done = 0
         while done < budget and self.reput_from_offset < cl.max_offset:
-            self.reput_from_offset = max(
-                self.reput_from_offset, cl.min_offset
-            )  # old segments were deleted
+            # segments below the commit log's minimum were deleted: skip past them
+            self.reput_from_offset = max(self.reput_from_offset, cl.min_offset)
             got = cl.data_from(self.reput_from_offset)
             if got is None:
                 break
@@ -151,6 +150,12 @@ class DispatchService:
                     self.dispatch_record(info, notify=True)
                     pos += info.total_size
                     done += 1
+                if pos == 0 and len(view) < 8:
+                    # Fewer bytes than a record header up to the write position: nothing to
+                    # dispatch here yet (or ever, in a segment that is full): move on or stop.
+                    if mf.wrote_position < mf.file_bytes:
+                        break
+                    pos = len(view)
                 self.reput_from_offset += pos
             finally:
                 view.release()

@@ -77,6 +77,7 @@ MAX_MSGS_NUM_BATCH = 64  # maxMsgsNumBatch: the cap on one query's results
 KEY_SEPARATOR = " "  # MessageConst.KEY_SEPARATOR
 
 _NAME = re.compile(r"^\d{17}$")
+CREATING_SUFFIX = ".creating"
 _NAME_TIME_FORMAT = "%Y%m%d%H%M%S"
 
 
@@ -176,15 +177,20 @@ class IndexFile:
         self.index_num = index_num
         self.file_bytes = index_file_bytes(hash_slot_num, index_num)
         self._entries_pos = HEADER_BYTES + hash_slot_num * SLOT_BYTES
-        flags = os.O_RDWR | (os.O_CREAT | os.O_EXCL if create else 0)
-        fd = os.open(path, flags, 0o644)
+        # Built under a temporary name and renamed once whole (below), so a crash
+        # mid-creation leaves no short index file to stop the next load.
+        open_path = path.with_name(path.name + CREATING_SUFFIX) if create else path
+        if create and path.exists():
+            raise FileExistsError(f"index file {path} exists already")
+        flags = os.O_RDWR | (os.O_CREAT | os.O_TRUNC if create else 0)
+        fd = os.open(open_path, flags, 0o644)
         try:
             self._mm = _map(fd, path, self.file_bytes, create=create)
         except BaseException:
             os.close(fd)
             if create:
                 with contextlib.suppress(OSError):
-                    path.unlink()
+                    open_path.unlink()
             raise
         self._fd = fd
         self._closed = False
@@ -198,6 +204,7 @@ class IndexFile:
             self._hash_slot_count = 0
             self._index_count = 1
             self._pack_header()
+            os.rename(open_path, path)
         else:
             (
                 self._begin_timestamp,
@@ -301,12 +308,72 @@ class IndexFile:
             or begin <= end_ms <= end
         )
 
-    def lower_end_phy_offset(self, commit_log_offset: int) -> None:
-        """Lower endPhyOffset to ``commit_log_offset`` (if above it) after recovery truncated
-        the commit log there; see ``IndexService.truncate``."""
-        if self._end_phy_offset > commit_log_offset:
-            self._end_phy_offset = commit_log_offset
-            self._pack_header()
+    def holds(self, key: str, commit_log_offset: int) -> bool:
+        """Whether ``key`` is indexed here for the record at ``commit_log_offset``."""
+        key_hash = index_key_hash(key)
+        mm = self._mm
+        (number,) = _SLOT.unpack_from(
+            mm, HEADER_BYTES + (key_hash % self.hash_slot_num) * SLOT_BYTES
+        )
+        steps = 0
+        while 0 < number < self._index_count and steps < self._index_count:
+            entry_hash, offset, _diff, prev = _ENTRY.unpack_from(
+                mm, self._entries_pos + number * ENTRY_BYTES
+            )
+            if offset < commit_log_offset:
+                return False  # chains run newest first: it would have been met already
+            if entry_hash == key_hash and offset == commit_log_offset:
+                return True
+            if prev >= number:
+                return False
+            number = prev
+            steps += 1
+        return False
+
+    def truncate_entries(self, commit_log_offset: int) -> int:
+        """Remove the entries for records at or past ``commit_log_offset`` (recovery cut
+        the commit log there); returns how many were removed.
+
+        Entries are appended in commit-log order, so those are a suffix. Each is unlinked
+        from its slot (slot heads move back along their chains), zeroed, and the header's
+        indexCount, hashSlotCount and end values go back to the last entry kept, so the
+        file is exactly as if those records had never been indexed.
+        """
+        mm = self._mm
+        keep = self._index_count
+        while keep > 1:
+            _hash, offset, _diff, _prev = _ENTRY.unpack_from(
+                mm, self._entries_pos + (keep - 1) * ENTRY_BYTES
+            )
+            if offset < commit_log_offset:
+                break
+            keep -= 1
+        removed = self._index_count - keep
+        if not removed:
+            return 0
+        for number in range(self._index_count - 1, keep - 1, -1):
+            pos = self._entries_pos + number * ENTRY_BYTES
+            key_hash, _offset, _diff, prev = _ENTRY.unpack_from(mm, pos)
+            slot_pos = HEADER_BYTES + (key_hash % self.hash_slot_num) * SLOT_BYTES
+            (head,) = _SLOT.unpack_from(mm, slot_pos)
+            if head == number:
+                new_head = prev if 0 < prev < number else 0
+                _SLOT.pack_into(mm, slot_pos, new_head)
+                if new_head == 0:
+                    self._hash_slot_count -= 1
+            mm[pos : pos + ENTRY_BYTES] = bytes(ENTRY_BYTES)
+        self._index_count = keep
+        if keep > 1:
+            _hash, offset, diff, _prev = _ENTRY.unpack_from(
+                mm, self._entries_pos + (keep - 1) * ENTRY_BYTES
+            )
+            self._end_phy_offset = offset
+            self._end_timestamp = self._begin_timestamp + diff * 1000
+        else:
+            self._end_phy_offset = self._begin_phy_offset
+            self._end_timestamp = self._begin_timestamp
+        self._pack_header()
+        return removed
 
     def _pack_header(self) -> None:
         _HEADER.pack_into(
@@ -487,13 +554,24 @@ class IndexService:
             StoreLoadError: a file whose size does not match the slot and entry counts.
         """
         self.directory.mkdir(parents=True, exist_ok=True)
+        for stray in self.directory.glob("*" + CREATING_SUFFIX):
+            log.warning("index_file_creation_interrupted", path=str(stray))
+            stray.unlink()
         names = sorted(p.name for p in self.directory.iterdir() if p.is_file())
         with self._lock:
             for name in names:
                 if not _NAME.match(name):
                     log.warning("index_file_ignored", file=name, directory=str(self.directory))
                     continue
-                f = IndexFile(self.directory / name, self.hash_slot_num, self.index_num)
+                path = self.directory / name
+                expected = index_file_bytes(self.hash_slot_num, self.index_num)
+                if path.stat().st_size < expected and name == names[-1]:
+                    # The newest file, short: a crash while it was being created (before
+                    # files were built under a temporary name). It is rebuilt by dispatch.
+                    path.unlink()
+                    log.warning("index_file_deleted", file=name, reason="short")
+                    continue
+                f = IndexFile(path, self.hash_slot_num, self.index_num)
                 if not last_exit_ok and f.end_timestamp > index_msg_timestamp:
                     log.info(
                         "index_file_deleted",
@@ -541,8 +619,18 @@ class IndexService:
             return  # nothing to put: no need to create a file for it
         with self._lock:
             f = self._writable_file()
-            if commit_log_offset < f.end_phy_offset:
-                return
+            end = f.end_phy_offset
+            if commit_log_offset < end:
+                return  # indexed already: re-dispatch after recovery is idempotent
+            if commit_log_offset == end and (f.index_count > 1 or f.begin_timestamp > 0):
+                # The last record indexed, dispatched again. Its keys may straddle two files
+                # and the newer one may be gone (dropped after a crash): put only the keys
+                # neither of the last two files holds. RocketMQ skips only offsets below the
+                # end, so it indexes this record again on every restart.
+                recent = self.files[-2:]
+                index_keys = [
+                    k for k in index_keys if not any(x.holds(k, commit_log_offset) for x in recent)
+                ]
             for key in index_keys:
                 while not f.put_key(key, commit_log_offset, store_timestamp):
                     f = self._roll()
@@ -643,14 +731,10 @@ class IndexService:
     def truncate(self, max_commit_log_offset: int) -> int:
         """Drop what lies past a recovered commit log that ends at ``max_commit_log_offset``.
 
-        Files whose beginPhyOffset ≥ that offset are deleted (their entries point past the
-        log). The newest remaining file may still hold entries that point past it: they stay
-        in their chains, harmlessly, because a query's caller reads each offset back and
-        checks the record's keys (such an offset is either beyond the log or, later, the
-        start of an unrelated record). Its endPhyOffset is lowered to the offset, though, or
-        ``build_index`` would skip new records written there as "already indexed".
-
-        Returns how many files were deleted.
+        Files whose beginPhyOffset is at or past it are deleted; in the others the entries
+        for records at or past it are removed (``IndexFile.truncate_entries``), so the index
+        holds exactly the records of the recovered log and its endPhyOffset is again the
+        offset of a real record. Returns how many files were deleted.
         """
         with self._lock:
             gone = 0
@@ -666,7 +750,14 @@ class IndexService:
                     max_commit_log_offset=max_commit_log_offset,
                 )
             for f in self.files:
-                f.lower_end_phy_offset(max_commit_log_offset)
+                if f.end_phy_offset >= max_commit_log_offset:
+                    removed = f.truncate_entries(max_commit_log_offset)
+                    log.info(
+                        "index_entries_truncated",
+                        file=f.name,
+                        removed=removed,
+                        max_commit_log_offset=max_commit_log_offset,
+                    )
             return gone
 
     # ------------------------------------------------------------------------ lifecycle

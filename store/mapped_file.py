@@ -30,7 +30,11 @@ from store.errors import StoreLoadError
 log = structlog.get_logger(__name__)
 
 OS_PAGE_BYTES = 4096
+_ZERO_CHUNK_BYTES = 1 << 20
+_ZERO_CHUNK = memoryview(bytes(_ZERO_CHUNK_BYTES))
 _SEGMENT_NAME = re.compile(r"^\d{20}$")
+CREATING_SUFFIX = ".creating"
+ORPHAN_SUFFIX = ".orphan"  # segments found after a gap, kept for forensics
 
 
 def segment_name(start_offset: int) -> str:
@@ -61,15 +65,23 @@ class MappedFile:
         self.path = path
         self.file_bytes = file_bytes
         self.start_offset = int(path.name)
-        flags = os.O_RDWR | (os.O_CREAT | os.O_EXCL if create else 0)
-        fd = os.open(path, flags, 0o644)
+        # A new segment is built under a temporary name and renamed into place once it has
+        # its full size: a crash mid-creation then leaves a stray temporary file, never a
+        # short segment that would stop the next load.
+        open_path = path.with_name(path.name + CREATING_SUFFIX) if create else path
+        if create and path.exists():
+            raise FileExistsError(f"segment {path} exists already")
+        flags = os.O_RDWR | (os.O_CREAT | os.O_TRUNC if create else 0)
+        fd = os.open(open_path, flags, 0o644)
         try:
             self.mm = _map(fd, path, file_bytes, create=create)
+            if create:
+                os.rename(open_path, path)
         except BaseException:
             os.close(fd)
             if create:
                 with contextlib.suppress(OSError):
-                    path.unlink()
+                    open_path.unlink()
             raise
         self.fd = fd
         self.view = memoryview(self.mm)
@@ -171,9 +183,20 @@ class MappedFile:
         return self.flushed_position
 
     def truncate_from(self, position: int) -> None:
-        """Zero everything from ``position`` on and make it the write position (recovery)."""
-        if position < self.wrote_position or position < self.file_bytes:
-            self.mm[position : self.file_bytes] = bytes(self.file_bytes - position)
+        """Zero the bytes after ``position`` and make it the write position (recovery).
+
+        Appends are sequential, so whatever a crash left past the valid end is contiguous
+        with it: zeroing stops at the first chunk that is already zero. Zeroing (and so
+        dirtying) the whole rest of a 1 GiB segment on every restart would cost far more.
+        """
+        pos = position
+        view = self.view
+        while pos < self.file_bytes:
+            end = min(pos + _ZERO_CHUNK_BYTES, self.file_bytes)
+            if view[pos:end] == _ZERO_CHUNK[: end - pos]:
+                break
+            view[pos:end] = _ZERO_CHUNK[: end - pos]
+            pos = end
         self.wrote_position = position
         self.flushed_position = min(self.flushed_position, position)
 
@@ -186,9 +209,14 @@ class MappedFileQueue:
         file_bytes: size of every segment.
     """
 
-    def __init__(self, directory: Path, file_bytes: int) -> None:
+    def __init__(
+        self, directory: Path, file_bytes: int, *, set_aside_dir: Path | None = None
+    ) -> None:
         self.directory = directory
         self.file_bytes = file_bytes
+        # Where unusable segments found at load are kept for forensics; None deletes them
+        # (consume queues are rebuilt from the commit log, the commit log is not).
+        self.set_aside_dir = set_aside_dir
         self.files: list[MappedFile] = []
         self.flushed_where = 0  # global offset known durable
 
@@ -200,10 +228,14 @@ class MappedFileQueue:
             StoreLoadError: a misnamed or wrongly sized segment, or a gap between segments.
         """
         self.directory.mkdir(parents=True, exist_ok=True)
+        for stray in self.directory.glob("*" + CREATING_SUFFIX):
+            log.warning("segment_creation_interrupted", path=str(stray))
+            stray.unlink()
         names = sorted(
             p.name for p in self.directory.iterdir() if p.is_file() and not p.name.startswith(".")
         )
         expected = None
+        segment_names = [n for n in names if _SEGMENT_NAME.match(n)]
         for name in names:
             if not _SEGMENT_NAME.match(name):
                 continue  # side files (truncated tails saved for forensics)
@@ -214,13 +246,37 @@ class MappedFileQueue:
                     f"{self.file_bytes}"
                 )
             if expected is not None and start != expected:
-                raise StoreLoadError(
-                    f"gap before segment {self.directory / name}: expected {expected:020d}"
-                )
+                # Nothing after a gap is reachable from the data before it, so recovery would
+                # cut it anyway; keep the bytes, renamed, instead of refusing to start.
+                self._orphan(names[names.index(name) :], expected)
+                break
+            size = (self.directory / name).stat().st_size
+            if size != self.file_bytes and name == segment_names[-1]:
+                # The newest file, short: a crash while it was being created (before files
+                # were built under a temporary name). It holds no records; set it aside.
+                self._orphan([name], start)
+                break
             mf = MappedFile(self.directory / name, self.file_bytes, create=False)
             mf.wrote_position = mf.flushed_position = self.file_bytes
             self.files.append(mf)
             expected = start + self.file_bytes
+
+    def _orphan(self, names: list[str], expected: int) -> None:
+        for name in names:
+            if not _SEGMENT_NAME.match(name):
+                continue
+            path = self.directory / name
+            if self.set_aside_dir is None:
+                path.unlink()
+            else:
+                self.set_aside_dir.mkdir(parents=True, exist_ok=True)
+                path.rename(self.set_aside_dir / f"{self.directory.name}-{name}{ORPHAN_SUFFIX}")
+        log.warning(
+            "segments_after_gap_set_aside",
+            directory=str(self.directory),
+            missing_segment=segment_name(expected),
+            set_aside=[n for n in names if _SEGMENT_NAME.match(n)],
+        )
 
     @property
     def min_offset(self) -> int:
@@ -274,7 +330,7 @@ class MappedFileQueue:
         """Drop everything from global ``offset`` on: later segments are deleted, the one
         containing it is zeroed from there (recovery, slave truncation)."""
         keep: list[MappedFile] = []
-        for mf in self.files:
+        for mf in reversed(self.files):  # newest first: a crash midway leaves no gap
             if mf.start_offset + self.file_bytes <= offset:
                 keep.append(mf)
             elif mf.start_offset <= offset:
@@ -282,6 +338,7 @@ class MappedFileQueue:
                 keep.append(mf)
             else:
                 mf.destroy()
+        keep.reverse()
         self.files = keep
         self.flushed_where = min(self.flushed_where, offset)
 

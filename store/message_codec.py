@@ -395,11 +395,10 @@ def decode_record(
         start = pos + body_offset
         if body_crc(buf[start : start + body_len]) != crc:
             raise RecordError("body CRC mismatch")
-    try:
-        topic = topic_raw.decode()
-        properties = props_raw.decode()
-    except UnicodeDecodeError:
-        raise RecordError("topic or properties are not UTF-8") from None
+    # The CRC does not cover them and Java accepts any bytes here: a record whose topic or
+    # properties are not UTF-8 is still a valid record, not the end of the log.
+    topic = topic_raw.decode(errors="replace")
+    properties = props_raw.decode(errors="replace")
     return RecordInfo(
         total,
         crc,

@@ -59,6 +59,9 @@ _FILLER_SIZE = 0x7FFFFFFF
 
 TagFilter = Callable[[int], bool]
 
+# Store directories this process has locked (see _take_lock).
+_LOCKED_ROOTS: set[str] = set()
+
 
 def _total_ram_bytes() -> int:
     try:
@@ -112,6 +115,7 @@ class MessageStore:
         self.commit_log_flusher: CommitLogFlusher | None = None
         self.queue_flusher: QueueFlusher | None = None
         self._lock_fd: int | None = None
+        self._lock_key = ""
         self._running = False
         self._memory_bytes = int(_total_ram_bytes() * ACCESS_MESSAGE_IN_MEMORY_MAX_RATIO)
         self.last_exit_ok = True
@@ -120,13 +124,23 @@ class MessageStore:
 
     def _take_lock(self) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
+        key = str(self.root.resolve())
+        # Checked before the file is opened: closing any descriptor of the lock file drops
+        # this process's POSIX lock on it, so a refused second open must never touch it.
+        if key in _LOCKED_ROOTS:
+            raise StoreLockedError(f"another store is running on {self.root}")
         fd = os.open(self.root / "lock", os.O_RDWR | os.O_CREAT, 0o644)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+            # A POSIX record lock on byte 0 is what RocketMQ's FileChannel.tryLock(0, 1)
+            # takes, so a Java broker and we keep each other out.
+            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, 0)
+        except OSError:
             os.close(fd)
             raise StoreLockedError(f"another store is running on {self.root}") from None
+        os.pwrite(fd, b"lock", 0)  # the bytes Java writes there
+        _LOCKED_ROOTS.add(key)
         self._lock_fd = fd
+        self._lock_key = key
 
     def load(self) -> None:
         """Open and recover the store (blocking; before the broker opens its port).
@@ -142,18 +156,22 @@ class MessageStore:
         self.commit_log.files.load()
         self.queues.load()
         self.checkpoint = Checkpoint(self.root / "checkpoint")
+        index_covered = 0
         if self.index is not None:
             self.index.load(self.last_exit_ok, self.checkpoint.index_msg_timestamp)
+            # What the surviving index files cover, before recovery re-dispatches anything:
+            # after a crash the files newer than the checkpoint are gone, and dispatch must
+            # go back this far to rebuild them (re-dispatch is idempotent).
+            index_covered = self.index.max_phy_offset
         for cq in self.queues:
             cq.recover()
+        redispatch_from: int | None = None
         if self.last_exit_ok:
             valid_end = self.commit_log.recover_normally(check_crc=cfg.check_crc_on_recover)
         else:
             safe = self.checkpoint.min_timestamp(include_index=cfg.message_index_safe)
-            valid_end = self.commit_log.recover_abnormally(
-                check_crc=cfg.check_crc_on_recover,
-                safe_timestamp=safe,
-                on_record=self.dispatch.dispatch_record,
+            valid_end, redispatch_from = self.commit_log.recover_abnormally(
+                check_crc=cfg.check_crc_on_recover, safe_timestamp=safe
             )
         if not self.commit_log.files.files:
             for cq in self.queues:
@@ -165,9 +183,14 @@ class MessageStore:
         if self.index is not None:
             self.index.truncate(valid_end)
         self._rebuild_queue_offsets()
+        # Dispatch resumes from the earliest point anything may be missing: the end of the
+        # queues, what the index covers and, after a crash, the checkpoint's safe segment.
+        # Records are dispatched in order and queues and index skip what they hold.
         start = self.queues.max_physic_offset
+        if redispatch_from is not None:
+            start = min(start, redispatch_from)
         if self.index is not None:
-            start = min(start, self.index.max_phy_offset)
+            start = min(start, index_covered, self.index.max_phy_offset)
         self.dispatch.reput_from_offset = max(self.commit_log.min_offset, start)
         # Catch dispatch up now, so the store opens with consistent queues and index.
         self.dispatch_all()
@@ -238,6 +261,7 @@ class MessageStore:
         if self._lock_fd is not None:
             os.close(self._lock_fd)
             self._lock_fd = None
+            _LOCKED_ROOTS.discard(self._lock_key)
 
     async def __aenter__(self) -> Self:
         self.load()

@@ -386,10 +386,11 @@ def test_redispatch_is_idempotent(tmp_path: Path) -> None:
     _put_records(svc, 19)  # everything below the newest file's endPhyOffset: skipped
     assert [f.index_count for f in svc.files] == counts
     assert svc.query("T", "k", 64, *ALL_TIME).offsets == before
-    # The record *at* endPhyOffset is indexed again (RocketMQ compares with `<`, so that a
-    # first record at offset 0, or the next record after a truncation, is never skipped).
+    # The record *at* endPhyOffset is skipped too (RocketMQ compares with `<` and so indexed
+    # the last record again on every restart).
     _put_records(svc, 1, first=19)
-    assert svc.query("T", "u19", 64, *ALL_TIME).offsets == [1900, 1900]
+    assert svc.query("T", "u19", 64, *ALL_TIME).offsets == [1900]
+    assert [f.index_count for f in svc.files] == counts
     svc.shutdown()
 
 
@@ -460,17 +461,22 @@ def test_truncate_drops_files_past_the_recovered_log(tmp_path: Path) -> None:
     assert svc.truncate(1800) == 1
     assert [f.name for f in svc.files] == names[:2]
     assert svc.max_phy_offset == 1700
+    count_before = svc.files[-1].index_count
     assert svc.truncate(1500) == 0
-    assert svc.max_phy_offset == 1500  # lowered, or new records there would be skipped
+    # The entries of 1500, 1600 and 1700 are gone: the end is the last record kept.
+    assert svc.max_phy_offset == 1400
+    assert svc.files[-1].index_count == count_before - 3
+    assert svc.query("T", "u16", 32, *ALL_TIME).offsets == []
     svc.shutdown()
-    svc = _service(tmp_path)  # the lowered endPhyOffset is in the header
-    assert svc.max_phy_offset == 1500
-    # Records written again from 1500 on are indexed; the stale entries of 1600 and 1700
-    # remain (callers read each offset back and check its keys).
+    svc = _service(tmp_path)  # the truncated header is on disk
+    assert svc.max_phy_offset == 1400
+    # A record written again at 1500 is indexed; 1400 is not indexed twice.
     svc.build_index("T", None, "new", 1500, T0 + 30_000, TRANSACTION_NOT_TYPE)
+    svc.build_index("T", None, "u14", 1400, T0 + 30_000, TRANSACTION_NOT_TYPE)
     assert svc.query("T", "new", 32, *ALL_TIME).offsets == [1500]
-    assert svc.query("T", "u16", 32, *ALL_TIME).offsets == [1600]
-    assert svc.truncate(0) == 3
+    assert svc.query("T", "u14", 32, *ALL_TIME).offsets == [1400]
+    assert svc.query("T", "u16", 32, *ALL_TIME).offsets == []
+    assert svc.truncate(0) == 2  # 1500 went into the room the truncation freed: no new file
     assert (svc.files, list(tmp_path.iterdir()), svc.max_phy_offset) == ([], [], 0)
     svc.shutdown()
 
