@@ -1,9 +1,10 @@
 """Fixtures for the interop tests: the Java program built once by Maven, and its processes.
 
-``java_program`` builds ``tests/interop/java`` (Apache RocketMQ's rocketmq-remoting from Maven
-Central, pinned in its pom.xml) with ``mvn -q -B package`` once per session, and only when the
-sources changed since the last build: ``target/build.stamp`` holds a hash of the pom, the
-sources and the ``java -version`` output. Later runs reuse ``target/`` and ``~/.m2``.
+``java_program`` builds ``tests/interop/java`` (Apache RocketMQ's rocketmq-remoting and
+rocketmq-store from Maven Central, pinned in its pom.xml) with ``mvn -q -B package`` once per
+session, and only when the sources changed since the last build: ``target/build.stamp`` holds a
+hash of the pom, the sources and the ``java -version`` output. Later runs reuse ``target/`` and
+``~/.m2``.
 
 Java processes are started with ``Popen``, waited for with a deadline, and stopped by PID
 (stdin closed, then terminate, then kill) whatever the test's outcome.

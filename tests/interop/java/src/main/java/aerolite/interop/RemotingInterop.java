@@ -50,6 +50,9 @@ import org.apache.rocketmq.remoting.protocol.SerializeType;
  *   encode                          JSON lines: frames RemotingCommand encodes, with their fields
  *   decode                          hex frames on stdin (length prefix included), one per line;
  *                                   JSON lines with the fields RemotingCommand.decode read
+ *   store-write | store-read | store-hold DIR ...
+ *                                   rocketmq-store's DefaultMessageStore on a directory: see
+ *                                   StoreInterop
  * </pre>
  *
  * Request codes both servers (this one and the Python test's) understand: 1000 echo (extFields,
@@ -106,6 +109,14 @@ public final class RemotingInterop {
             case "decode":
                 runDecode();
                 break;
+            case "store-write":
+            case "store-read":
+            case "store-hold":
+                if (args.length < (args[0].equals("store-write") ? 3 : 2)) {
+                    usage();
+                }
+                StoreInterop.main(out, args);
+                break;
             default:
                 usage();
         }
@@ -114,7 +125,8 @@ public final class RemotingInterop {
     }
 
     private static void usage() {
-        System.err.println("usage: server | client HOST:PORT N JSON|ROCKETMQ | encode | decode");
+        System.err.println("usage: server | client HOST:PORT N JSON|ROCKETMQ | encode | decode"
+            + " | store-write DIR N [k=v...] | store-read DIR [k=v...] | store-hold DIR [k=v...]");
         System.exit(2);
     }
 
