@@ -20,11 +20,12 @@ from pathlib import Path
 
 import structlog
 
-from tests.bench import remoting_bench
+from tests.bench import remoting_bench, store_bench
 from tests.bench.report import REPO_ROOT, Report
 
 BENCHMARKS: dict[str, Callable[[bool], Report]] = {
     remoting_bench.NAME: lambda quick: remoting_bench.run(quick=quick),
+    store_bench.NAME: lambda quick: store_bench.run(quick=quick),
 }
 
 DEFAULT_RESULTS_DIR = REPO_ROOT / "bench-results"

@@ -1,8 +1,9 @@
 """Smoke test of ``python -m tests.bench``: the machinery works; no figure is judged.
 
 Runs the entry point in ``--quick`` mode in a subprocess (as ``make bench`` would, with real
-server subprocesses on 127.0.0.1), writing its JSON and a docs file into ``tmp_path``, and
-checks that every figure is there and sane. Speed is never asserted: CI machines vary.
+server subprocesses on 127.0.0.1, or a real store on disk), writing its JSON and a docs file
+into ``tmp_path``, and checks that every figure is there and sane. Speed is never asserted:
+CI machines vary.
 """
 
 from __future__ import annotations
@@ -82,6 +83,85 @@ def test_quick_run_writes_sane_results(tmp_path: Path) -> None:
     assert text.count("<!-- remoting:begin -->") == 1
     assert "pipelined req/s" in text
     assert "raw uvloop echo" in proc.stdout
+
+
+def _run_quick(name: str, tmp_path: Path, docs: Path) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONASYNCIODEBUG"}
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tests.bench",
+            "--quick",
+            "--only",
+            name,
+            "--results-dir",
+            str(tmp_path / "results"),
+            "--docs",
+            str(docs),
+        ],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_quick_store_run_writes_sane_results(tmp_path: Path) -> None:
+    docs = tmp_path / "benchmarks.md"
+    docs.write_text(
+        "# Benchmarks\n\nintro stays\n\n<!-- store:begin -->\nSTALE-SECTION\n<!-- store:end -->\n"
+    )
+    proc = _run_quick("store", tmp_path, docs)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+    results = json.loads((tmp_path / "results" / "store.json").read_text())
+    assert results["quick"] is True
+    assert not (REPO_ROOT / results["config"]["work_dir"]).exists()  # big files cleaned up
+    append = results["append"]
+    assert set(append) == {
+        "floor",
+        "commit_log_put",
+        "store_put",
+        "store_put_dispatch",
+        "commit_log_batch",
+        "store_batch",
+        "store_batch_dispatch",
+    }
+    assert append["floor"]["vs_floor"] == 1.0
+    for row in append.values():
+        assert _positive(row["messages_per_s"])
+        assert _positive(row["mb_per_s"])
+        assert _positive(row["vs_floor"])
+        assert row["messages"] > 0
+    fdatasync = results["sync_flush"]["fdatasync"]
+    assert 0 < fdatasync["p50_us"] <= fdatasync["p99_us"]
+    sync = results["sync_flush"]["writers"]
+    assert set(sync) == {"1", "16", "256"}
+    for row in sync.values():
+        assert _positive(row["messages_per_s"])
+        assert 0 < row["p50_us"] <= row["p99_us"]
+        assert row["fdatasyncs"] > 0
+        assert 0 < row["fdatasyncs_per_message"] <= 1
+    assert sync["1"]["vs_one_writer"] == 1.0
+    recovery = results["recovery"]
+    assert recovery["written"]["segments"] > 3  # so normal recovery skips some
+    for key in ("normal_load", "walk_crc", "walk_no_crc", "walk_crc_cold", "abnormal_load"):
+        assert _positive(recovery[key]["gib_per_s"])
+        assert recovery[key]["walked_bytes"] > 0
+    assert recovery["walk_crc"]["walked_bytes"] == recovery["written"]["commit_log_bytes"]
+    assert recovery["normal_load"]["walked_bytes"] < recovery["walk_crc"]["walked_bytes"]
+    assert recovery["abnormal_load"]["index_keys"] >= 2 * recovery["written"]["messages"]
+    assert set(results["goals"]) >= {"single_met", "batch_met", "group_commit_met", "recovery_met"}
+
+    text = docs.read_text()
+    assert "intro stays" in text
+    assert "STALE-SECTION" not in text
+    assert text.count("<!-- store:begin -->") == 1
+    assert "msgs/fdatasync" in text
+    assert "floor: crc32" in proc.stdout
 
 
 def test_update_docs_appends_a_missing_section(tmp_path: Path) -> None:
