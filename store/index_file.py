@@ -29,7 +29,6 @@ abnormal exit deletes every file that ends later than that (docs/store-format.md
 from __future__ import annotations
 
 import contextlib
-import mmap
 import os
 import re
 import struct
@@ -41,7 +40,7 @@ from typing import NamedTuple
 
 import structlog
 
-from store.errors import StoreLoadError
+from store.mapped_file import map_file
 from store.message_codec import TRANSACTION_ROLLBACK_TYPE, TRANSACTION_TYPE_MASK, java_hash
 
 log = structlog.get_logger(__name__)
@@ -104,22 +103,6 @@ def index_file_name(when: datetime) -> str:
 
 def _name_time(name: str) -> datetime:
     return datetime.strptime(name[:14], _NAME_TIME_FORMAT) + timedelta(milliseconds=int(name[14:]))
-
-
-def _map(fd: int, path: Path, file_bytes: int, *, create: bool) -> mmap.mmap:
-    if create:
-        try:
-            os.posix_fallocate(fd, 0, file_bytes)
-        except OSError:  # filesystems without fallocate
-            os.ftruncate(fd, file_bytes)
-    else:
-        actual = os.fstat(fd).st_size
-        if actual != file_bytes:
-            raise StoreLoadError(
-                f"index file {path} has {actual} bytes, expected {file_bytes} "
-                "(maxHashSlotNum or maxIndexNum changed?)"
-            )
-    return mmap.mmap(fd, file_bytes, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
 
 
 class IndexFile:
@@ -185,7 +168,13 @@ class IndexFile:
         flags = os.O_RDWR | (os.O_CREAT | os.O_TRUNC if create else 0)
         fd = os.open(open_path, flags, 0o644)
         try:
-            self._mm = _map(fd, path, self.file_bytes, create=create)
+            self._mm = map_file(
+                fd,
+                path,
+                self.file_bytes,
+                create=create,
+                size_hint=" (maxHashSlotNum or maxIndexNum changed?)",
+            )
         except BaseException:
             os.close(fd)
             if create:

@@ -41,7 +41,11 @@ def segment_name(start_offset: int) -> str:
     return f"{start_offset:020d}"
 
 
-def _map(fd: int, path: Path, file_bytes: int, *, create: bool) -> mmap.mmap:
+def map_file(
+    fd: int, path: Path, file_bytes: int, *, create: bool, size_hint: str = ""
+) -> mmap.mmap:
+    """Map a store file read-write: preallocated to ``file_bytes`` when new, and checked
+    to be exactly that size when loaded (``size_hint`` adds a likely cause to the error)."""
     if create:
         try:
             os.posix_fallocate(fd, 0, file_bytes)
@@ -50,7 +54,7 @@ def _map(fd: int, path: Path, file_bytes: int, *, create: bool) -> mmap.mmap:
     else:
         actual = os.fstat(fd).st_size
         if actual != file_bytes:
-            raise StoreLoadError(f"segment {path} has {actual} bytes, expected {file_bytes}")
+            raise StoreLoadError(f"{path} has {actual} bytes, expected {file_bytes}{size_hint}")
     return mmap.mmap(fd, file_bytes, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
 
 
@@ -74,7 +78,7 @@ class MappedFile:
         flags = os.O_RDWR | (os.O_CREAT | os.O_TRUNC if create else 0)
         fd = os.open(open_path, flags, 0o644)
         try:
-            self.mm = _map(fd, path, file_bytes, create=create)
+            self.mm = map_file(fd, path, file_bytes, create=create)
             if create:
                 os.rename(open_path, path)
         except BaseException:
