@@ -95,3 +95,24 @@ async def test_async_flush_catches_up_and_the_checkpoint_follows(tmp_path: Path)
     assert on_disk.logics_msg_timestamp == last_time
     assert (tmp_path / "checkpoint").stat().st_size == 4096
     on_disk.close()
+
+
+async def test_a_cancelled_waiter_does_not_fail_the_others_in_its_round(tmp_path: Path) -> None:
+    cfg = _config(tmp_path, flush_disk_type=FlushDiskType.SYNC_FLUSH)
+    async with MessageStore(cfg) as store:
+        puts = [
+            asyncio.ensure_future(
+                store.put_message(MessageInner("T", 0, b"z" * 100, store_host=HOST))
+            )
+            for _ in range(20)
+        ]
+        await asyncio.sleep(0)  # every put appended and now waiting on the same round
+        puts[3].cancel()
+        results = await asyncio.gather(*puts, return_exceptions=True)
+        assert isinstance(results[3], asyncio.CancelledError)
+        others = [r for i, r in enumerate(results) if i != 3]
+        assert all(
+            not isinstance(r, BaseException) and r.status is PutMessageStatus.PUT_OK for r in others
+        )
+        store.dispatch_all()
+        assert store.get_max_offset("T", 0) == 20  # the cancelled put was stored all the same
