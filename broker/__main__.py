@@ -101,7 +101,13 @@ def _namesrv_config(args: argparse.Namespace) -> NamesrvConfig:
     port = getattr(args, "port", None)
     if port is not None:
         overrides["listenPort"] = str(port)
-    return load_config(NamesrvConfig, args.config, overrides)
+    config = load_config(NamesrvConfig, args.config, overrides)
+    if config.kv_config_path is None:
+        # RocketMQ keeps it in ~/namesrv/kvConfig.json; ours sits beside the default store.
+        config = with_changes(
+            config, kv_config_path=Path.home() / "aerolite" / "namesrv" / "kvConfig.json"
+        )
+    return config
 
 
 async def _serve(args: argparse.Namespace) -> int:
@@ -126,7 +132,9 @@ async def _serve(args: argparse.Namespace) -> int:
         if args.command == "standalone":
             broker_config = _broker_config(args)
             namesrv_config = NamesrvConfig(
-                bind_address=broker_config.bind_address, listen_port=args.namesrv_port
+                bind_address=broker_config.bind_address,
+                listen_port=args.namesrv_port,
+                kv_config_path=broker_config.store.root_dir / "config" / "kvConfig.json",
             )
             namesrv = await stack.enter_async_context(NameServer(namesrv_config))
             broker_config = with_changes(broker_config, namesrv_addr=namesrv.address)

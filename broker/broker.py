@@ -1,31 +1,97 @@
 """``Broker``: the broker process's service object.
 
-RocketMQ counterpart: ``BrokerController``. It owns the remoting server and processor table
-(and, as they are built, the message store, topic/offset/subscription tables and
-registration with name servers). Until a code has a processor the broker answers it
-REQUEST_CODE_NOT_SUPPORTED, as a real broker's admin processor does for unknown codes.
+RocketMQ counterpart: ``BrokerController``. It owns the message store, the topic, offset and
+subscription-group tables, the client tables, long polling, registration with name servers,
+the remoting server and its processor table.
+
+Start order: load the store (recovery) and the tables, start the store, open the port,
+register with the name servers (so routes exist once ``start()`` returns), then the
+housekeeping loops. Shutdown runs the other way: stop registering and unregister, answer
+parked pulls, stop accepting and drain the lanes, persist the tables, shut the store down.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable
 from types import TracebackType
 from typing import Self
 
 import structlog
 
+from broker.clients import ConsumerManager, ProducerManager
 from broker.config import BrokerConfig
-from remoting.dispatch import ProcessorTable
+from broker.locks import QueueLocks
+from broker.long_polling import PullHoldService
+from broker.offsets import OffsetTable
+from broker.persist import write_json
+from broker.processors.admin import AdminProcessor
+from broker.processors.clients import ClientProcessor
+from broker.processors.pull import PullProcessor
+from broker.processors.send import SendProcessor
+from broker.registration import Registration
+from broker.stats import SAMPLE_INTERVAL_S, BrokerStats
+from broker.subscriptions import SubscriptionGroupTable
+from broker.topics import TopicTable
+from remoting.client import RemotingClient
+from remoting.codes import RequestCode
+from remoting.connection import Connection
+from remoting.dispatch import Lane, ProcessorTable
 from remoting.server import RemotingServer, ServerConfig
+from store.message_codec import Host, host_of
+from store.message_store import MessageStore
 
 log = structlog.get_logger(__name__)
 
+CLIENT_SCAN_INTERVAL_S = 10.0
+# Dispatch this far behind the commit log means consume queues cannot keep up: refuse sends
+# with SYSTEM_BUSY until it catches up rather than let the gap grow.
+DISPATCH_BEHIND_BUSY_BYTES = 64 << 20
+
 
 class Broker:
-    """The broker service: ``start()`` returns once it accepts connections."""
+    """The broker service: ``start()`` returns once it accepts connections and has
+    registered with its name servers."""
 
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
+        root = config.store.root_dir
+        self.store = MessageStore(config.store)
+        self.topics = TopicTable(
+            root / "config" / "topics.json",
+            cluster=config.broker_cluster_name,
+            broker_name=config.broker_name,
+            broker_permission=config.broker_permission,
+            auto_create_topic_enable=config.auto_create_topic_enable,
+            default_topic_queue_nums=config.default_topic_queue_nums,
+            delay_level_count=len(config.store.delay_levels_ms),
+        )
+        self.offsets = OffsetTable(root / "config" / "consumerOffset.json")
+        self.subscription_groups = SubscriptionGroupTable(
+            root / "config" / "subscriptionGroup.json",
+            auto_create=config.auto_create_subscription_group,
+        )
+        self.consumers = ConsumerManager(lambda conn, req: conn.invoke_oneway(req))
+        self.producers = ProducerManager()
+        self.locks = QueueLocks(config.rebalance_lock_max_live_ms)
+        self.stats = BrokerStats()
+        self.boot_timestamp_ms = int(time.time() * 1000)
+        self.store_host: Host = host_of("127.0.0.1", 0)
+
         self.processors = ProcessorTable()
+        self.send_lane = Lane("send", workers=64, capacity=config.send_lane_capacity)
+        self.pull_lane = Lane("pull", workers=1, capacity=config.pull_lane_capacity)
+        self.pull = PullProcessor(self)
+        check_s = (
+            config.long_polling_check_interval_ms
+            if config.long_polling_enable
+            else config.short_polling_time_ms
+        ) / 1000
+        self.pull_hold = PullHoldService(self.pull.rerun, self.store.get_max_offset, check_s)
+        self._register_processors()
+
         self.server = RemotingServer(
             ServerConfig(
                 host=config.bind_address,
@@ -35,27 +101,211 @@ class Broker:
             self.processors,
             name="broker",
         )
+        self.server.add_close_listener(self._on_close)
+        self.client = RemotingClient()
+        self.registration = Registration(
+            self.client,
+            config.namesrv_addrs,
+            cluster=config.broker_cluster_name,
+            broker_name=config.broker_name,
+            broker_id=config.broker_id,
+            broker_addr=lambda: self.address,
+            ha_server_addr=self._ha_server_addr,
+            topics=self.topics.wrapper,
+            period_s=config.register_name_server_period_ms / 1000,
+        )
+        self.topics.on_change = self.registration.request
+        self._tasks: list[asyncio.Task[None]] = []
+        self._started = False
+        self._stopped = False
+
+    def _register_processors(self) -> None:
+        table = self.processors
+        send = SendProcessor(self)
+        for code in (
+            RequestCode.SEND_MESSAGE,
+            RequestCode.SEND_MESSAGE_V2,
+            RequestCode.SEND_BATCH_MESSAGE,
+        ):
+            table.register(code, send.handle, self.send_lane, reject=self._store_busy)
+        table.register(RequestCode.PULL_MESSAGE, self.pull.handle, self.pull_lane)
+
+        clients = ClientProcessor(self)
+        heartbeat_lane = Lane("heartbeat", workers=1, capacity=50_000)
+        table.register(RequestCode.HEART_BEAT, clients.heartbeat, heartbeat_lane)
+        table.register(RequestCode.UNREGISTER_CLIENT, clients.unregister, heartbeat_lane)
+        table.register(RequestCode.CHECK_CLIENT_CONFIG, clients.check_client_config, heartbeat_lane)
+        consumer_lane = Lane("consumer_manage", workers=1, capacity=100_000)
+        table.register(RequestCode.GET_CONSUMER_LIST_BY_GROUP, clients.consumer_list, consumer_lane)
+        table.register(RequestCode.QUERY_CONSUMER_OFFSET, clients.query_offset, consumer_lane)
+        table.register(RequestCode.UPDATE_CONSUMER_OFFSET, clients.update_offset, consumer_lane)
+
+        admin = AdminProcessor(self)
+        query_lane = Lane("query", workers=1, capacity=20_000)
+        table.register(RequestCode.QUERY_MESSAGE, admin.query_message, query_lane)
+        table.register(RequestCode.VIEW_MESSAGE_BY_ID, admin.view_message, query_lane)
+        admin_lane = Lane("admin", workers=1, capacity=10_000)
+        handlers: dict[RequestCode, Callable[..., object]] = {
+            RequestCode.UPDATE_AND_CREATE_TOPIC: admin.create_topic,
+            RequestCode.DELETE_TOPIC_IN_BROKER: admin.delete_topic,
+            RequestCode.GET_ALL_TOPIC_CONFIG: admin.all_topic_config,
+            RequestCode.GET_TOPIC_NAME_LIST: admin.topic_names,
+            RequestCode.GET_MAX_OFFSET: admin.max_offset,
+            RequestCode.GET_MIN_OFFSET: admin.min_offset,
+            RequestCode.SEARCH_OFFSET_BY_TIMESTAMP: admin.search_offset,
+            RequestCode.GET_EARLIEST_MSG_STORETIME: admin.earliest_msg_storetime,
+            RequestCode.GET_TOPIC_STATS_INFO: admin.topic_stats,
+            RequestCode.GET_CONSUME_STATS: admin.consume_stats,
+            RequestCode.GET_BROKER_RUNTIME_INFO: admin.runtime_info,
+            RequestCode.GET_ALL_CONSUMER_OFFSET: admin.all_consumer_offset,
+            RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: admin.all_subscription_groups,
+            RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: admin.update_subscription_group,
+            RequestCode.DELETE_SUBSCRIPTIONGROUP: admin.delete_subscription_group,
+            RequestCode.LOCK_BATCH_MQ: admin.lock_batch,
+            RequestCode.UNLOCK_BATCH_MQ: admin.unlock_batch,
+            RequestCode.QUERY_CONSUME_QUEUE: admin.query_consume_queue,
+        }
+        for code, handler in handlers.items():
+            table.register(code, handler, admin_lane)  # type: ignore[arg-type]
+
+    # ------------------------------------------------------------------------ facts
 
     @property
     def address(self) -> str:
         """The address clients dial: brokerIP1 if set, else the bind address."""
         return f"{self.config.broker_ip1 or self.config.bind_address}:{self.server.port}"
 
+    def _ha_server_addr(self) -> str:
+        port = self.config.ha_listen_port or self.server.port + 1
+        return f"{self.config.broker_ip1 or self.config.bind_address}:{port}"
+
+    def _store_busy(self) -> bool:
+        return self.store.dispatch_behind_bytes > DISPATCH_BEHIND_BUSY_BYTES
+
+    def earliest_message_time(self) -> int:
+        cl = self.store.commit_log
+        info = cl.record_info(cl.min_offset) if cl.max_offset > cl.min_offset else None
+        return info.store_timestamp if info is not None else -1
+
+    # -------------------------------------------------------------------- lifecycle
+
+    def _on_close(self, conn: Connection) -> None:
+        self.consumers.connection_closed(conn)
+        self.producers.connection_closed(conn)
+        self.pull_hold.drop_connection(conn)
+
     async def start(self) -> None:
+        if self._started:
+            return
+        self._started = True
+        self.store.load()
+        self.topics.load()
+        self.offsets.load()
+        self.subscription_groups.load()
+        self.topics.persist()
+        await self.store.start()
+        self.store.add_arrival_listener(self.pull_hold.on_arrival)
         await self.server.start()
+        host = self.config.broker_ip1 or self.config.bind_address
+        self.store_host = host_of(host, self.server.port)
+        await self.client.start()
+        self.pull_hold.start()
+        await self.registration.start()
+        self._tasks = [
+            asyncio.create_task(
+                self._every(
+                    self.config.flush_consumer_offset_interval_ms / 1000, self._persist_offsets
+                ),
+                name="broker-offsets",
+            ),
+            asyncio.create_task(
+                self._every(CLIENT_SCAN_INTERVAL_S, self._scan_clients), name="broker-clients"
+            ),
+            asyncio.create_task(
+                self._every(SAMPLE_INTERVAL_S, self._sample_stats), name="broker-stats"
+            ),
+        ]
         log.info(
             "broker_started",
             address=self.address,
             broker_name=self.config.broker_name,
             cluster=self.config.broker_cluster_name,
+            namesrv=self.config.namesrv_addr,
+            store=str(self.config.store.root_dir),
         )
 
+    @staticmethod
+    async def _every(interval_s: float, fn: Callable[[], object]) -> None:
+        while True:
+            await asyncio.sleep(interval_s)
+            try:
+                result = fn()
+                if asyncio.iscoroutine(result):
+                    await result
+            except Exception:
+                log.exception("housekeeping_failed", task=getattr(fn, "__name__", "?"))
+
+    async def _persist_offsets(self) -> None:
+        doc = self.offsets.snapshot()
+        if doc is not None:
+            await asyncio.to_thread(write_json, self.offsets.path, doc)
+
+    def _scan_clients(self) -> None:
+        now_ms = int(time.time() * 1000)
+        expired = self.config.channel_expired_ms
+        for conn in {
+            *self.consumers.expired(now_ms, expired),
+            *self.producers.expired(now_ms, expired),
+        }:
+            log.warning("client_channel_expired", peer=conn.peer)
+            self.consumers.connection_closed(conn, reason="expired")
+            self.producers.connection_closed(conn, reason="expired")
+            conn.close()
+
+    def _sample_stats(self) -> None:
+        self.stats.sample()
+
     async def shutdown(self) -> None:
+        if self._stopped or not self._started:
+            return
+        self._stopped = True
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._tasks = []
+        await self.registration.shutdown()
+        await self.pull_hold.shutdown()
         await self.server.shutdown()
+        await self.client.shutdown()
+        self.offsets.persist()
+        self.subscription_groups.persist()
+        self.topics.persist()
+        await self.store.shutdown()
+        log.info("broker_stopped", address=self.address)
 
     async def __aenter__(self) -> Self:
-        await self.start()
+        try:
+            await self.start()
+        except BaseException:
+            await self._abort_start()
+            raise
         return self
+
+    async def _abort_start(self) -> None:
+        """Undo a start that failed half way (e.g. the port is taken)."""
+        self._stopped = True
+        for task in self._tasks:
+            task.cancel()
+        with contextlib.suppress(Exception):
+            await self.pull_hold.shutdown()
+        with contextlib.suppress(Exception):
+            await self.server.shutdown()
+        with contextlib.suppress(Exception):
+            await self.client.shutdown()
+        with contextlib.suppress(Exception):
+            await self.store.shutdown()
 
     async def __aexit__(
         self,

@@ -37,9 +37,15 @@ class NamesrvConfig:
     bind_address: str = "127.0.0.1"
     listen_port: int = 9876
     server_channel_max_idle_s: int = 120
+    kv_config_path: Path | None = None  # kvConfigPath; None keeps KV config in memory only
+    order_message_enable: bool = False  # orderMessageEnable: add orderTopicConf to routes
+    broker_channel_expired_ms: int = 120_000  # a broker silent this long is removed
+    scan_not_active_broker_interval_ms: int = 10_000  # scanNotActiveBrokerInterval
 
     def __post_init__(self) -> None:
         _check_port("listenPort", self.listen_port)
+        if self.broker_channel_expired_ms <= 0 or self.scan_not_active_broker_interval_ms <= 0:
+            raise ValueError("brokerChannelExpiredTime and scanNotActiveBrokerInterval must be > 0")
 
     @property
     def address(self) -> str:
@@ -67,6 +73,18 @@ class BrokerConfig:
     long_polling_enable: bool = True
     enable_property_filter: bool = False
     server_channel_max_idle_s: int = 120
+    region_id: str = "DefaultRegion"  # regionId: MSG_REGION in send replies
+    trace_on: bool = True  # traceOn: TRACE_ON in send replies
+    register_name_server_period_ms: int = 30_000  # registerNameServerPeriod (10 s..60 s)
+    flush_consumer_offset_interval_ms: int = 5_000  # flushConsumerOffsetInterval
+    channel_expired_ms: int = 120_000  # a client without heartbeat this long is dropped
+    long_polling_check_interval_ms: int = 5_000  # re-check of held pulls (RocketMQ: 5 s)
+    short_polling_time_ms: int = 1_000  # shortPollingTimeMills
+    rebalance_lock_max_live_ms: int = 60_000  # rocketmq.broker.rebalance.lockMaxLiveTime
+    send_lane_capacity: int = 10_000  # sendThreadPoolQueueCapacity
+    pull_lane_capacity: int = 100_000  # pullThreadPoolQueueCapacity
+    os_page_cache_busy_timeout_ms: int = 1_000  # osPageCacheBusyTimeOutMills
+    reject_transaction_message: bool = False  # rejectTransactionMessage
     store: StoreConfig = field(default_factory=StoreConfig)
 
     def __post_init__(self) -> None:
@@ -78,6 +96,20 @@ class BrokerConfig:
             raise ValueError("brokerRole SLAVE goes with brokerId > 0, a master with brokerId 0")
         if not 1 <= self.default_topic_queue_nums <= 1024:
             raise ValueError("defaultTopicQueueNums must be within 1..1024")
+        if not 10_000 <= self.register_name_server_period_ms <= 60_000:
+            raise ValueError("registerNameServerPeriod must be within 10000..60000 ms")
+        for name in (
+            "flush_consumer_offset_interval_ms",
+            "channel_expired_ms",
+            "long_polling_check_interval_ms",
+            "short_polling_time_ms",
+            "rebalance_lock_max_live_ms",
+            "send_lane_capacity",
+            "pull_lane_capacity",
+            "os_page_cache_busy_timeout_ms",
+        ):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be positive")
         if self.broker_permission & ~0xF:
             raise ValueError("brokerPermission takes the bits 1, 2, 4 and 8 only")
         if self.namesrv_addr is not None:
@@ -117,6 +149,18 @@ BROKER_KEYS: dict[str, tuple[str, str]] = {
     "longPollingEnable": ("", "long_polling_enable"),
     "enablePropertyFilter": ("", "enable_property_filter"),
     "serverChannelMaxIdleTimeSeconds": ("", "server_channel_max_idle_s"),
+    "regionId": ("", "region_id"),
+    "traceOn": ("", "trace_on"),
+    "registerNameServerPeriod": ("", "register_name_server_period_ms"),
+    "flushConsumerOffsetInterval": ("", "flush_consumer_offset_interval_ms"),
+    "channelExpiredTime": ("", "channel_expired_ms"),
+    "longPollingCheckInterval": ("", "long_polling_check_interval_ms"),
+    "shortPollingTimeMills": ("", "short_polling_time_ms"),
+    "rebalanceLockMaxLiveTime": ("", "rebalance_lock_max_live_ms"),
+    "sendThreadPoolQueueCapacity": ("", "send_lane_capacity"),
+    "pullThreadPoolQueueCapacity": ("", "pull_lane_capacity"),
+    "osPageCacheBusyTimeOutMills": ("", "os_page_cache_busy_timeout_ms"),
+    "rejectTransactionMessage": ("", "reject_transaction_message"),
     "storePathRootDir": ("store", "root_dir"),
     "mappedFileSizeCommitLog": ("store", "commit_log_file_bytes"),
     "mappedFileSizeConsumeQueue": ("store", "consume_queue_file_bytes"),
@@ -145,6 +189,10 @@ NAMESRV_KEYS: dict[str, tuple[str, str]] = {
     "bindAddress": ("", "bind_address"),
     "listenPort": ("", "listen_port"),
     "serverChannelMaxIdleTimeSeconds": ("", "server_channel_max_idle_s"),
+    "kvConfigPath": ("", "kv_config_path"),
+    "orderMessageEnable": ("", "order_message_enable"),
+    "brokerChannelExpiredTime": ("", "broker_channel_expired_ms"),
+    "scanNotActiveBrokerInterval": ("", "scan_not_active_broker_interval_ms"),
 }
 
 

@@ -305,17 +305,23 @@ class ProcessorTable:
 
     @staticmethod
     def _reply(conn: Connection, request: RemotingCommand, response: RemotingCommand) -> None:
-        if request.flag & 2:  # oneway: the peer expects nothing back
-            return
-        response.opaque = request.opaque
-        response.flag |= 1
-        response.serialize_type = request.serialize_type
-        try:
-            conn.send(response)
-        except FrameError as exc:
-            # e.g. a code above 32767 that a ROCKETMQ binary header cannot hold: answer with
-            # an error the peer can decode rather than leave it waiting for a timeout.
-            log.warning("response_not_encodable", code=response.code, error=str(exc))
-            conn.send(
-                response_to(request, ResponseCode.SYSTEM_ERROR, f"response not encodable: {exc}")
-            )
+        send_response(conn, request, response)
+
+
+def send_response(conn: Connection, request: RemotingCommand, response: RemotingCommand) -> None:
+    """Answer ``request`` on ``conn`` (nothing for oneway requests).
+
+    Handlers that answer later (a parked pull, a send waiting for its flush) use this too.
+    """
+    if request.flag & 2:  # oneway: the peer expects nothing back
+        return
+    response.opaque = request.opaque
+    response.flag |= 1
+    response.serialize_type = request.serialize_type
+    try:
+        conn.send(response)
+    except FrameError as exc:
+        # e.g. a code above 32767 that a ROCKETMQ binary header cannot hold: answer with
+        # an error the peer can decode rather than leave it waiting for a timeout.
+        log.warning("response_not_encodable", code=response.code, error=str(exc))
+        conn.send(response_to(request, ResponseCode.SYSTEM_ERROR, f"response not encodable: {exc}"))

@@ -423,3 +423,25 @@ class CreateTopicRequestHeader(CommandHeader):
     topic_filter_type: str = wire("topicFilterType")
     topic_sys_flag: int | None = wire("topicSysFlag", None)
     order: bool = wire("order", False)
+
+
+@dataclass(slots=True, kw_only=True)
+class GroupNameRequestHeader(CommandHeader):
+    """DELETE_SUBSCRIPTIONGROUP."""
+
+    group_name: str = wire("groupName")
+
+
+@dataclass(slots=True, kw_only=True)
+class GetConsumeStatsRequestHeader(CommandHeader):
+    consumer_group: str = wire("consumerGroup")
+    topic: str | None = wire("topic", None)
+
+
+@dataclass(slots=True, kw_only=True)
+class QueryConsumeQueueRequestHeader(CommandHeader):
+    topic: str = wire("topic")
+    queue_id: int = wire("queueId")
+    index: int = wire("index")
+    count: int = wire("count")
+    consumer_group: str | None = wire("consumerGroup", None)

@@ -313,6 +313,22 @@ class ConsumeQueueTable:
     def __iter__(self) -> Iterator[ConsumeQueue]:
         return iter(list(self.queues.values()))
 
+    def remove_topic(self, topic: str) -> int:
+        """Delete every queue of ``topic`` with its files; returns how many there were."""
+        gone = [key for key in self.queues if key[0] == topic]
+        for key in gone:
+            cq = self.queues.pop(key)
+            cq.destroy()
+            cq.close()
+        topic_dir = self.root / topic
+        if topic_dir.is_dir():
+            for queue_dir in topic_dir.iterdir():
+                if queue_dir.is_dir() and not any(queue_dir.iterdir()):
+                    queue_dir.rmdir()
+            if not any(topic_dir.iterdir()):
+                topic_dir.rmdir()
+        return len(gone)
+
     @property
     def max_physic_offset(self) -> int:
         """The furthest commit-log end any queue has an entry for."""

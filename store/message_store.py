@@ -349,6 +349,31 @@ class MessageStore:
             return self.commit_log.store_timestamp(offset, size)
         return -1
 
+    def get_message_store_timestamp(self, topic: str, queue_id: int, queue_offset: int) -> int:
+        """Store time of the message at a queue offset; -1 if it is not there."""
+        cq = self.queues.get(topic, queue_id)
+        entry = cq.entry(queue_offset) if cq is not None else None
+        if entry is None:
+            return -1
+        return self.commit_log.store_timestamp(entry[0], entry[1])
+
+    def check_in_disk_by_consume_offset(self, topic: str, queue_id: int, queue_offset: int) -> bool:
+        """Whether the message at ``queue_offset`` is further than 40 % of RAM behind the
+        commit log's end (RocketMQ ``checkInDiskByConsumeOffset``); False if absent."""
+        cq = self.queues.get(topic, queue_id)
+        entry = cq.entry(queue_offset) if cq is not None else None
+        if entry is None:
+            return False
+        return self.commit_log.max_offset - entry[0] > self._memory_bytes
+
+    def delete_topic(self, topic: str) -> int:
+        """Drop a deleted topic's consume queues (its records age out of the commit log)."""
+        for key in [k for k in self.commit_log.queue_offsets if k.rpartition("-")[0] == topic]:
+            del self.commit_log.queue_offsets[key]
+        removed = self.queues.remove_topic(topic)
+        log.info("topic_queues_deleted", topic=topic, queues=removed)
+        return removed
+
     def look_message_by_offset(self, commit_log_offset: int) -> bytes | None:
         """The whole stored record at a commit-log offset (VIEW_MESSAGE_BY_ID)."""
         info = self.commit_log.record_info(commit_log_offset)

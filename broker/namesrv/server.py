@@ -1,19 +1,27 @@
 """``NameServer``: the name server process's service object.
 
-RocketMQ counterpart: ``NamesrvController``. It owns the remoting server and the processor
-table; the route table and its processors (REGISTER_BROKER, GET_ROUTEINFO_BY_TOPIC, …) are
-registered here as they are built. Until a code has a processor the server answers it
-REQUEST_CODE_NOT_SUPPORTED, as a real name server does for codes it does not know.
+RocketMQ counterpart: ``NamesrvController``. It owns the remoting server, the route table,
+the KV config and the liveness scan: a broker not heard from for
+``brokerChannelExpiredTime`` (120 s) is removed, checked every
+``scanNotActiveBrokerInterval`` (10 s), and a broker whose connection closes is removed at
+once.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import time
 from types import TracebackType
 from typing import Self
 
 import structlog
 
 from broker.config import NamesrvConfig
+from broker.namesrv.kv_config import KVConfig
+from broker.namesrv.processor import NamesrvProcessor
+from broker.namesrv.route_table import RouteTable
+from remoting.connection import Connection
 from remoting.dispatch import ProcessorTable
 from remoting.server import RemotingServer, ServerConfig
 
@@ -25,7 +33,12 @@ class NameServer:
 
     def __init__(self, config: NamesrvConfig) -> None:
         self.config = config
+        self.routes = RouteTable()
+        self.kv = KVConfig(config.kv_config_path)
         self.processors = ProcessorTable()
+        NamesrvProcessor(
+            self.routes, self.kv, order_message_enable=config.order_message_enable
+        ).register(self.processors)
         self.server = RemotingServer(
             ServerConfig(
                 host=config.bind_address,
@@ -35,16 +48,39 @@ class NameServer:
             self.processors,
             name="namesrv",
         )
+        self.server.add_close_listener(self._on_close)
+        self._scanner: asyncio.Task[None] | None = None
 
     @property
     def address(self) -> str:
         return self.server.address
 
+    def _on_close(self, conn: Connection) -> None:
+        self.routes.on_connection_closed(conn)
+
+    async def _scan(self) -> None:
+        interval = self.config.scan_not_active_broker_interval_ms / 1000
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                self.routes.scan_not_active(
+                    int(time.time() * 1000), self.config.broker_channel_expired_ms
+                )
+            except Exception:
+                log.exception("scan_not_active_broker_failed")
+
     async def start(self) -> None:
+        self.kv.load()
         await self.server.start()
+        self._scanner = asyncio.create_task(self._scan(), name="namesrv-scan")
         log.info("namesrv_started", address=self.address)
 
     async def shutdown(self) -> None:
+        if self._scanner is not None:
+            self._scanner.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._scanner
+            self._scanner = None
         await self.server.shutdown()
 
     async def __aenter__(self) -> Self:

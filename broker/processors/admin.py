@@ -1,0 +1,364 @@
+"""Admin, offsets-by-queue, locks and queries.
+
+RocketMQ counterpart: ``AdminBrokerProcessor`` (topics, subscription groups, offsets and
+time lookups, topic and consume stats, runtime info, LOCK/UNLOCK_BATCH_MQ) and
+``QueryMessageProcessor`` (QUERY_MESSAGE, VIEW_MESSAGE_BY_ID); protocol.md §7.3, §7.7, §7.8,
+§8.4, §8.6. Codes the broker has no handler for are answered REQUEST_CODE_NOT_SUPPORTED by
+the processor table, as the Java admin processor does for codes it does not know.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from typing import TYPE_CHECKING
+
+import structlog
+
+from broker.topics import check_topic_name
+from remoting.bodies import (
+    KVTable,
+    LockBatchBody,
+    OffsetWrapper,
+    SubscriptionGroupConfig,
+    TopicConfig,
+    TopicList,
+    TopicOffset,
+    encode_consume_stats,
+    encode_lock_ok,
+    encode_topic_stats,
+)
+from remoting.codes import PROTOCOL_VERSION, ResponseCode
+from remoting.command import RemotingCommand, response_to
+from remoting.connection import Connection
+from remoting.headers import (
+    CreateTopicRequestHeader,
+    GetConsumeStatsRequestHeader,
+    GroupNameRequestHeader,
+    QueryConsumeQueueRequestHeader,
+    QueryMessageRequestHeader,
+    QueueRequestHeader,
+    SearchOffsetRequestHeader,
+    TopicRequestHeader,
+    ViewMessageRequestHeader,
+)
+from remoting.route import MessageQueue, dumps, loads
+
+if TYPE_CHECKING:
+    from broker.broker import Broker
+
+log = structlog.get_logger(__name__)
+
+DEFAULT_QUERY_MAX_NUM = 32  # defaultQueryMaxNum, used for unique-key queries
+_FILTER_TYPES = ("SINGLE_TAG", "MULTI_TAG")
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def _ok(
+    request: RemotingCommand, ext: dict[str, str] | None = None, body: bytes | None = None
+) -> RemotingCommand:
+    return response_to(request, ResponseCode.SUCCESS, None, ext, body)
+
+
+class AdminProcessor:
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+
+    # ------------------------------------------------------------------------ topics
+
+    async def create_topic(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        h = CreateTopicRequestHeader.from_ext_fields(request.ext_fields)
+        broker = self.broker
+        why = check_topic_name(h.topic)
+        if why is not None:
+            return response_to(request, ResponseCode.SYSTEM_ERROR, why)
+        if broker.topics.is_system_topic(h.topic):
+            return response_to(
+                request,
+                ResponseCode.SYSTEM_ERROR,
+                f"The topic[{h.topic}] is conflict with system topic.",
+            )
+        if h.topic_filter_type not in _FILTER_TYPES:
+            return response_to(
+                request,
+                ResponseCode.SYSTEM_ERROR,
+                f"topicFilterType {h.topic_filter_type!r} is not SINGLE_TAG or MULTI_TAG",
+            )
+        if not (0 < h.read_queue_nums <= 1024 and 0 < h.write_queue_nums <= 1024):
+            return response_to(
+                request,
+                ResponseCode.SYSTEM_ERROR,
+                "readQueueNums and writeQueueNums must be within 1..1024",
+            )
+        if h.perm & ~0xF:
+            return response_to(
+                request, ResponseCode.SYSTEM_ERROR, f"perm {h.perm} has bits other than 1|2|4|8"
+            )
+        broker.topics.update(
+            TopicConfig(
+                h.topic,
+                h.read_queue_nums,
+                h.write_queue_nums,
+                h.perm,
+                h.topic_filter_type,
+                h.topic_sys_flag or 0,
+                h.order,
+            )
+        )
+        return _ok(request)
+
+    async def delete_topic(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        h = TopicRequestHeader.from_ext_fields(request.ext_fields)
+        broker = self.broker
+        if not h.topic.strip():
+            return response_to(request, ResponseCode.SYSTEM_ERROR, "The specified topic is blank.")
+        if broker.topics.is_system_topic(h.topic):
+            return response_to(
+                request,
+                ResponseCode.SYSTEM_ERROR,
+                f"The topic[{h.topic}] is conflict with system topic.",
+            )
+        broker.topics.delete(h.topic)
+        broker.offsets.remove_topic(h.topic)
+        broker.store.delete_topic(h.topic)
+        return _ok(request)
+
+    async def all_topic_config(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        return _ok(request, body=dumps(self.broker.topics.wrapper().to_json()))
+
+    async def topic_names(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        return _ok(request, body=TopicList(sorted(self.broker.topics.table)).encode())
+
+    # ----------------------------------------------------------------- queue offsets
+
+    async def max_offset(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        h = QueueRequestHeader.from_ext_fields(request.ext_fields)
+        offset = self.broker.store.get_max_offset(h.topic, h.queue_id)
+        return _ok(request, {"offset": str(offset)})
+
+    async def min_offset(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        h = QueueRequestHeader.from_ext_fields(request.ext_fields)
+        offset = self.broker.store.get_min_offset(h.topic, h.queue_id)
+        return _ok(request, {"offset": str(offset)})
+
+    async def search_offset(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        h = SearchOffsetRequestHeader.from_ext_fields(request.ext_fields)
+        offset = self.broker.store.get_offset_by_time(h.topic, h.queue_id, h.timestamp)
+        return _ok(request, {"offset": str(offset)})
+
+    async def earliest_msg_storetime(
+        self, conn: Connection, request: RemotingCommand
+    ) -> RemotingCommand:
+        h = QueueRequestHeader.from_ext_fields(request.ext_fields)
+        ts = self.broker.store.get_earliest_message_time(h.topic, h.queue_id)
+        return _ok(request, {"timestamp": str(ts)})
+
+    # ------------------------------------------------------------------------ stats
+
+    async def topic_stats(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        h = TopicRequestHeader.from_ext_fields(request.ext_fields)
+        broker = self.broker
+        tc = broker.topics.get(h.topic)
+        if tc is None:
+            return response_to(request, ResponseCode.TOPIC_NOT_EXIST, f"topic[{h.topic}] not exist")
+        store = broker.store
+        table = {}
+        for qid in range(tc.write_queue_nums):
+            max_offset = store.get_max_offset(h.topic, qid)
+            last = (
+                store.get_message_store_timestamp(h.topic, qid, max_offset - 1)
+                if max_offset > 0
+                else 0
+            )
+            table[MessageQueue(h.topic, broker.config.broker_name, qid)] = TopicOffset(
+                store.get_min_offset(h.topic, qid), max_offset, max(last, 0)
+            )
+        return _ok(request, body=encode_topic_stats(table))
+
+    async def consume_stats(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        h = GetConsumeStatsRequestHeader.from_ext_fields(request.ext_fields)
+        broker = self.broker
+        store = broker.store
+        topics = [h.topic] if h.topic else sorted(broker.offsets.topics_of_group(h.consumer_group))
+        table: dict[MessageQueue, OffsetWrapper] = {}
+        for topic in topics:
+            tc = broker.topics.get(topic)
+            if tc is None:
+                continue
+            for qid in range(tc.write_queue_nums):
+                broker_offset = store.get_max_offset(topic, qid)
+                consumer_offset = max(0, broker.offsets.query(h.consumer_group, topic, qid))
+                last = (
+                    store.get_message_store_timestamp(topic, qid, consumer_offset - 1)
+                    if consumer_offset > 0
+                    else 0
+                )
+                table[MessageQueue(topic, broker.config.broker_name, qid)] = OffsetWrapper(
+                    broker_offset, consumer_offset, max(last, 0)
+                )
+        tps = broker.stats.consume_tps(h.consumer_group)
+        return _ok(request, body=encode_consume_stats(table, tps))
+
+    async def runtime_info(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        broker = self.broker
+        store = broker.store
+        cl = store.commit_log
+        usage = shutil.disk_usage(store.root)
+        stats = broker.stats
+        table = {
+            "brokerVersion": str(PROTOCOL_VERSION),
+            "brokerVersionDesc": "V4_9_8 (Aerolite)",
+            "bootTimestamp": str(broker.boot_timestamp_ms),
+            "runtime": stats.runtime_text(),
+            "commitLogMinOffset": str(cl.min_offset),
+            "commitLogMaxOffset": str(cl.max_offset),
+            "commitLogDirCapacity": (
+                f"Total : {usage.total / (1 << 30):.2f} GiB, "
+                f"Free : {usage.free / (1 << 30):.2f} GiB."
+            ),
+            "remainHowManyDataToFlush": f"{cl.max_offset - cl.flushed_offset} B",
+            "dispatchBehindBytes": str(store.dispatch_behind_bytes),
+            "msgPutTotalTodayNow": str(stats.put_total),
+            "msgGetTotalTodayNow": str(stats.get_total),
+            "putTps": f"{stats.put_tps():.2f}",
+            "getTransferedTps": f"{stats.get_tps():.2f}",
+            "sendThreadPoolQueueSize": str(broker.send_lane.depth),
+            "sendThreadPoolQueueCapacity": str(broker.send_lane.capacity),
+            "pullThreadPoolQueueSize": str(broker.pull_lane.depth),
+            "pullThreadPoolQueueCapacity": str(broker.pull_lane.capacity),
+            "heldPullRequests": str(broker.pull_hold.count),
+            "earliestMessageTimeStamp": str(broker.earliest_message_time()),
+        }
+        return _ok(request, body=KVTable(table).encode())
+
+    # ---------------------------------------------------------- offsets and groups
+
+    async def all_consumer_offset(
+        self, conn: Connection, request: RemotingCommand
+    ) -> RemotingCommand:
+        table = {
+            k: {str(q): o for q, o in sorted(v.items())}
+            for k, v in sorted(self.broker.offsets.table.items())
+        }
+        return _ok(request, body=dumps({"offsetTable": table}))
+
+    async def all_subscription_groups(
+        self, conn: Connection, request: RemotingCommand
+    ) -> RemotingCommand:
+        return _ok(request, body=dumps(self.broker.subscription_groups.to_json()))
+
+    async def update_subscription_group(
+        self, conn: Connection, request: RemotingCommand
+    ) -> RemotingCommand:
+        try:
+            cfg = SubscriptionGroupConfig.from_json(loads(request.body_bytes))
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            return response_to(
+                request, ResponseCode.SYSTEM_ERROR, f"subscription group body is malformed: {exc}"
+            )
+        self.broker.subscription_groups.update(cfg)
+        return _ok(request)
+
+    async def delete_subscription_group(
+        self, conn: Connection, request: RemotingCommand
+    ) -> RemotingCommand:
+        h = GroupNameRequestHeader.from_ext_fields(request.ext_fields)
+        self.broker.subscription_groups.delete(h.group_name)
+        self.broker.offsets.remove_group(h.group_name)
+        return _ok(request)
+
+    # ------------------------------------------------------------------------- locks
+
+    async def lock_batch(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        try:
+            body = LockBatchBody.decode(request.body_bytes)
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            return response_to(request, ResponseCode.SYSTEM_ERROR, f"lock body is malformed: {exc}")
+        locked = self.broker.locks.try_lock(
+            body.consumer_group, body.mq_set, body.client_id, _now_ms()
+        )
+        return _ok(request, body=encode_lock_ok(locked))
+
+    async def unlock_batch(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        try:
+            body = LockBatchBody.decode(request.body_bytes)
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            return response_to(
+                request, ResponseCode.SYSTEM_ERROR, f"unlock body is malformed: {exc}"
+            )
+        self.broker.locks.unlock(body.consumer_group, body.mq_set, body.client_id)
+        return _ok(request)
+
+    # ------------------------------------------------------------------------ query
+
+    async def query_message(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        h = QueryMessageRequestHeader.from_ext_fields(request.ext_fields)
+        max_num = h.max_num
+        if request.ext_fields.get("_UNIQUE_KEY_QUERY", "").lower() == "true":
+            max_num = DEFAULT_QUERY_MAX_NUM
+        found = self.broker.store.query_message(
+            h.topic, h.key, max_num, h.begin_timestamp, h.end_timestamp
+        )
+        ext = {
+            "indexLastUpdateTimestamp": str(found.index_last_update_timestamp),
+            "indexLastUpdatePhyoffset": str(found.index_last_update_phy_offset),
+        }
+        if not found.records:
+            return response_to(
+                request,
+                ResponseCode.QUERY_NOT_FOUND,
+                "can not find message, maybe time range not correct",
+                ext,
+            )
+        return _ok(request, ext, b"".join(found.records))
+
+    async def view_message(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        h = ViewMessageRequestHeader.from_ext_fields(request.ext_fields)
+        record = self.broker.store.look_message_by_offset(h.offset)
+        if record is None:
+            return response_to(
+                request,
+                ResponseCode.SYSTEM_ERROR,
+                f"can not find message by the offset, {h.offset}",
+            )
+        return _ok(request, body=record)
+
+    async def query_consume_queue(
+        self, conn: Connection, request: RemotingCommand
+    ) -> RemotingCommand:
+        h = QueryConsumeQueueRequestHeader.from_ext_fields(request.ext_fields)
+        store = self.broker.store
+        cq = store.queues.get(h.topic, h.queue_id)
+        if cq is None:
+            return response_to(
+                request,
+                ResponseCode.SYSTEM_ERROR,
+                f"{h.topic}:{h.queue_id} is not exist!",
+            )
+        doc: dict[str, object] = {
+            "maxQueueIndex": cq.max_offset,
+            "minQueueIndex": cq.min_offset,
+        }
+        if h.consumer_group:
+            sub = self.broker.consumers.subscription(h.consumer_group, h.topic)
+            if sub is None:
+                return response_to(
+                    request,
+                    ResponseCode.SYSTEM_ERROR,
+                    f"{h.consumer_group} has no subscription for {h.topic}",
+                )
+            doc["subscriptionData"] = sub.to_json()
+        count = max(0, min(h.count, 10_000))
+        doc["queueData"] = [
+            {
+                "eval": False,
+                "physicOffset": offset,
+                "physicSize": size,
+                "tagsCode": tags,
+            }
+            for _k, (offset, size, tags) in cq.entries(max(h.index, cq.min_offset), count)
+        ]
+        return _ok(request, body=dumps(doc))

@@ -1,0 +1,154 @@
+"""Client and consumer management: heartbeats, consumer lists, offsets.
+
+RocketMQ counterpart: ``ClientManageProcessor`` (HEART_BEAT, UNREGISTER_CLIENT,
+CHECK_CLIENT_CONFIG) and ``ConsumerManageProcessor`` (GET_CONSUMER_LIST_BY_GROUP,
+QUERY_CONSUMER_OFFSET, UPDATE_CONSUMER_OFFSET); protocol.md §7.4, §8.5, §13.2.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+import structlog
+
+from broker.clients import ClientChannel
+from broker.topics import retry_topic
+from remoting.bodies import (
+    PERM_READ,
+    PERM_WRITE,
+    HeartbeatData,
+    SubscriptionData,
+    encode_consumer_list,
+)
+from remoting.codes import ResponseCode
+from remoting.command import RemotingCommand, response_to
+from remoting.connection import Connection
+from remoting.headers import (
+    ConsumerGroupRequestHeader,
+    QueryConsumerOffsetRequestHeader,
+    UnregisterClientRequestHeader,
+    UpdateConsumerOffsetRequestHeader,
+)
+from remoting.route import loads
+
+if TYPE_CHECKING:
+    from broker.broker import Broker
+
+log = structlog.get_logger(__name__)
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class ClientProcessor:
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+
+    async def heartbeat(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        try:
+            hb = HeartbeatData.decode(request.body_bytes or b"{}")
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            return response_to(
+                request, ResponseCode.SYSTEM_ERROR, f"heartbeat body is malformed: {exc}"
+            )
+        broker = self.broker
+        channel = ClientChannel(
+            hb.client_id, request.language, request.version, _now_ms(), conn.peer
+        )
+        for data in hb.consumer_data_set:
+            group_cfg = broker.subscription_groups.find(data.group_name)
+            notify = True
+            if group_cfg is not None:
+                notify = group_cfg.notify_consumer_ids_changed_enable
+                sys_flag = 1 if data.unit_mode else 0
+                broker.topics.create_internal(
+                    retry_topic(data.group_name),
+                    group_cfg.retry_queue_nums,
+                    PERM_READ | PERM_WRITE,
+                    sys_flag,
+                )
+            broker.consumers.register(
+                data.group_name,
+                conn,
+                channel,
+                consume_type=data.consume_type,
+                message_model=data.message_model,
+                consume_from_where=data.consume_from_where,
+                subscriptions=data.subscription_data_set,
+                notify=notify,
+            )
+        for group in hb.producer_data_set:
+            broker.producers.register(group, conn, channel)
+        return response_to(request, ResponseCode.SUCCESS)
+
+    async def unregister(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        h = UnregisterClientRequestHeader.from_ext_fields(request.ext_fields)
+        broker = self.broker
+        if h.producer_group:
+            broker.producers.unregister(h.producer_group, conn)
+        if h.consumer_group:
+            cfg = broker.subscription_groups.table.get(h.consumer_group)
+            notify = cfg.notify_consumer_ids_changed_enable if cfg is not None else True
+            broker.consumers.unregister(h.consumer_group, conn, notify=notify)
+        return response_to(request, ResponseCode.SUCCESS)
+
+    async def check_client_config(
+        self, conn: Connection, request: RemotingCommand
+    ) -> RemotingCommand:
+        try:
+            doc = loads(request.body_bytes or b"{}")
+            sub_doc = doc.get("subscriptionData")
+            sub = SubscriptionData.from_json(sub_doc) if sub_doc else None
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            return response_to(
+                request, ResponseCode.SYSTEM_ERROR, f"check client body is malformed: {exc}"
+            )
+        if sub is None or sub.expression_type.upper() == "TAG":
+            return response_to(request, ResponseCode.SUCCESS)
+        return response_to(
+            request,
+            ResponseCode.SYSTEM_ERROR,
+            f"The broker does not support consumer to filter message by {sub.expression_type}",
+        )
+
+    # ---------------------------------------------------------------- consumer manage
+
+    async def consumer_list(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        h = ConsumerGroupRequestHeader.from_ext_fields(request.ext_fields)
+        info = self.broker.consumers.get(h.consumer_group)
+        if info is not None:
+            ids = info.client_ids()
+            if ids:
+                return response_to(
+                    request, ResponseCode.SUCCESS, None, body=encode_consumer_list(ids)
+                )
+        return response_to(
+            request, ResponseCode.SYSTEM_ERROR, f"no consumer for this group, {h.consumer_group}"
+        )
+
+    async def query_offset(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        h = QueryConsumerOffsetRequestHeader.from_ext_fields(request.ext_fields)
+        broker = self.broker
+        offset = broker.offsets.query(h.consumer_group, h.topic, h.queue_id)
+        if offset < 0:
+            # A new group: start at 0 if the queue still starts at 0 and that message is
+            # still in memory (RocketMQ's rule; an empty or unknown queue answers 0 too).
+            store = broker.store
+            if store.get_min_offset(
+                h.topic, h.queue_id
+            ) <= 0 and not store.check_in_disk_by_consume_offset(h.topic, h.queue_id, 0):
+                offset = 0
+            else:
+                return response_to(
+                    request,
+                    ResponseCode.QUERY_NOT_FOUND,
+                    "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first",
+                )
+        return response_to(request, ResponseCode.SUCCESS, None, {"offset": str(offset)})
+
+    async def update_offset(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        h = UpdateConsumerOffsetRequestHeader.from_ext_fields(request.ext_fields)
+        self.broker.offsets.commit(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
+        return response_to(request, ResponseCode.SUCCESS)

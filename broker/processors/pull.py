@@ -1,0 +1,226 @@
+"""PULL_MESSAGE (11), with long polling.
+
+RocketMQ counterpart: ``PullMessageProcessor``. Checks (broker and topic read permission,
+subscription group, queue id range), the subscription (from the request when flag 0x4 is set,
+else the one registered by the consumer's heartbeat), the tag filter (hash codes we computed
+from the tag strings, never the client's), the store read, and the mapping of store status to
+response code and next/min/max offsets (protocol.md §7.2, §9.4, §12). A pull that finds
+nothing and may suspend is parked in ``PullHoldService`` and answered later.
+
+The reply body is the stored records' bytes as they are. The records are views of the mapped
+commit log; they are joined once into the reply (the one copy) and the segments released at
+once, so a slow reader never pins a segment that retention wants to delete.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import structlog
+
+from broker.clients import normalize_subscription
+from broker.config import BrokerRole
+from broker.long_polling import TagFilter
+from remoting.bodies import PERM_READ, MessageModel, SubscriptionData
+from remoting.codes import ResponseCode
+from remoting.command import RemotingCommand, response_to
+from remoting.connection import Connection
+from remoting.dispatch import send_response
+from remoting.headers import PullMessageRequestHeader
+from store.results import GetMessageStatus
+
+if TYPE_CHECKING:
+    from broker.broker import Broker
+
+log = structlog.get_logger(__name__)
+
+FLAG_COMMIT_OFFSET = 0x1
+FLAG_SUSPEND = 0x2
+FLAG_SUBSCRIPTION = 0x4
+FLAG_CLASS_FILTER = 0x8
+
+_FAQ = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
+
+_STATUS_CODES = {
+    GetMessageStatus.FOUND: ResponseCode.SUCCESS,
+    GetMessageStatus.NO_MATCHED_MESSAGE: ResponseCode.PULL_RETRY_IMMEDIATELY,
+    GetMessageStatus.MESSAGE_WAS_REMOVING: ResponseCode.PULL_RETRY_IMMEDIATELY,
+    GetMessageStatus.OFFSET_FOUND_NULL: ResponseCode.PULL_NOT_FOUND,
+    GetMessageStatus.OFFSET_OVERFLOW_ONE: ResponseCode.PULL_NOT_FOUND,
+    GetMessageStatus.OFFSET_OVERFLOW_BADLY: ResponseCode.PULL_OFFSET_MOVED,
+    GetMessageStatus.OFFSET_TOO_SMALL: ResponseCode.PULL_OFFSET_MOVED,
+}
+
+
+def tag_filter_of(sub: SubscriptionData | None) -> TagFilter | None:
+    """``ExpressionMessageFilter.isMatchedByConsumeQueue`` for TAG subscriptions."""
+    if sub is None or sub.class_filter_mode or sub.sub_string == "*":
+        return None
+    codes = frozenset(sub.code_set)
+    return codes.__contains__
+
+
+class PullProcessor:
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+
+    async def handle(self, conn: Connection, request: RemotingCommand) -> RemotingCommand | None:
+        return self.process(conn, request, allow_suspend=True)
+
+    def rerun(self, conn: Connection, request: RemotingCommand) -> None:
+        """Answer a parked pull: run it once more, without suspension."""
+        response = self.process(conn, request, allow_suspend=False)
+        if response is not None:
+            send_response(conn, request, response)
+
+    def process(
+        self, conn: Connection, request: RemotingCommand, *, allow_suspend: bool
+    ) -> RemotingCommand | None:
+        broker = self.broker
+        h = PullMessageRequestHeader.from_ext_fields(request.ext_fields)
+        if not broker.config.broker_permission & PERM_READ:
+            return response_to(
+                request,
+                ResponseCode.NO_PERMISSION,
+                f"the broker[{broker.address}] pulling message is forbidden",
+            )
+        group_cfg = broker.subscription_groups.find(h.consumer_group)
+        if group_cfg is None:
+            return response_to(
+                request,
+                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                f"subscription group [{h.consumer_group}] does not exist,{_FAQ}",
+            )
+        if not group_cfg.consume_enable:
+            return response_to(
+                request,
+                ResponseCode.NO_PERMISSION,
+                f"subscription group no permission, {h.consumer_group}",
+            )
+        tc = broker.topics.get(h.topic)
+        if tc is None:
+            log.warning("pull_topic_not_exist", topic=h.topic, peer=conn.peer)
+            return response_to(
+                request,
+                ResponseCode.TOPIC_NOT_EXIST,
+                f"topic[{h.topic}] not exist, apply first please!{_FAQ}",
+            )
+        if not tc.perm & PERM_READ:
+            return response_to(
+                request,
+                ResponseCode.NO_PERMISSION,
+                f"the topic[{h.topic}] pulling message is forbidden",
+            )
+        if h.queue_id < 0 or h.queue_id >= tc.read_queue_nums:
+            return response_to(
+                request,
+                ResponseCode.SYSTEM_ERROR,
+                f"queueId[{h.queue_id}] is illegal, topic:[{h.topic}] "
+                f"topicConfig.readQueueNums:[{tc.read_queue_nums}] consumer:[{conn.peer}]",
+            )
+        expression_type = (h.expression_type or "TAG").upper()
+        if expression_type != "TAG":
+            return response_to(
+                request,
+                ResponseCode.SYSTEM_ERROR,
+                f"The broker does not support consumer to filter message by {expression_type}",
+            )
+
+        sub: SubscriptionData | None
+        if h.sys_flag & FLAG_SUBSCRIPTION:
+            sub = normalize_subscription(
+                SubscriptionData(h.topic, h.subscription or "*", sub_version=h.sub_version)
+            )
+        else:
+            info = broker.consumers.get(h.consumer_group)
+            if info is None:
+                return response_to(
+                    request,
+                    ResponseCode.SUBSCRIPTION_NOT_EXIST,
+                    f"the consumer's group info not exist{_FAQ}",
+                )
+            if (
+                not group_cfg.consume_broadcast_enable
+                and info.message_model is MessageModel.BROADCASTING
+            ):
+                return response_to(
+                    request,
+                    ResponseCode.NO_PERMISSION,
+                    f"the consumer group[{h.consumer_group}] can not consume by broadcast way",
+                )
+            sub = info.subscriptions.get(h.topic)
+            if sub is None:
+                return response_to(
+                    request,
+                    ResponseCode.SUBSCRIPTION_NOT_EXIST,
+                    f"the consumer's subscription not exist{_FAQ}",
+                )
+            if sub.sub_version < h.sub_version:
+                return response_to(
+                    request,
+                    ResponseCode.SUBSCRIPTION_NOT_LATEST,
+                    "the consumer's subscription not latest",
+                )
+        tag_filter = tag_filter_of(sub)
+
+        store = broker.store
+        got = store.get_messages(h.topic, h.queue_id, h.queue_offset, h.max_msg_nums, tag_filter)
+        try:
+            status = got.status
+            if status in (
+                GetMessageStatus.NO_MESSAGE_IN_QUEUE,
+                GetMessageStatus.NO_MATCHED_LOGIC_QUEUE,
+            ):
+                code = (
+                    ResponseCode.PULL_OFFSET_MOVED
+                    if h.queue_offset != 0
+                    else ResponseCode.PULL_NOT_FOUND
+                )
+            else:
+                code = _STATUS_CODES[status]
+            body = None
+            if code == ResponseCode.SUCCESS:
+                body = got.to_bytes()
+                broker.stats.on_get(h.consumer_group, got.message_count)
+        finally:
+            got.release()
+        ext = {
+            "suggestWhichBrokerId": "0",
+            "nextBeginOffset": str(got.next_begin_offset),
+            "minOffset": str(got.min_offset),
+            "maxOffset": str(got.max_offset),
+        }
+
+        if allow_suspend and h.sys_flag & FLAG_COMMIT_OFFSET and self._is_master:
+            broker.offsets.commit(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
+
+        if code == ResponseCode.PULL_NOT_FOUND and allow_suspend and h.sys_flag & FLAG_SUSPEND:
+            timeout_ms = (
+                h.suspend_timeout_millis
+                if broker.config.long_polling_enable
+                else broker.config.short_polling_time_ms
+            )
+            broker.pull_hold.hold(
+                conn,
+                request,
+                topic=h.topic,
+                queue_id=h.queue_id,
+                pull_from_offset=h.queue_offset,
+                timeout_ms=timeout_ms,
+                tag_filter=tag_filter,
+            )
+            return None
+        if code == ResponseCode.PULL_OFFSET_MOVED:
+            log.warning(
+                "pull_offset_moved",
+                group=h.consumer_group,
+                topic=h.topic,
+                queue_id=h.queue_id,
+                request_offset=h.queue_offset,
+                suggest_offset=got.next_begin_offset,
+            )
+        return response_to(request, code, status.name, ext, body)
+
+    @property
+    def _is_master(self) -> bool:
+        return self.broker.config.broker_role is not BrokerRole.SLAVE

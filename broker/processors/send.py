@@ -1,0 +1,233 @@
+"""SEND_MESSAGE (10), SEND_MESSAGE_V2 (310) and SEND_BATCH_MESSAGE (320).
+
+RocketMQ counterpart: ``SendMessageProcessor`` with ``AbstractSendMessageProcessor.msgCheck``:
+topic name rules (SYSTEM_ERROR), forbidden topics (NO_PERMISSION), existence or
+auto-creation through the ``defaultTopic`` template, the queue id range, then the store, whose
+status becomes the response code (protocol.md §7.1, §10, §13.1).
+
+The batch path is chosen by the header's batch flag (``m``/``batch``), not by the code. Java
+parses it with ``Boolean.parseBoolean``; the C++ client 1.2 sends ``"1"``, which we also take
+as true so its batches arrive as separate messages, as its users expect.
+
+Stored properties: the client's, minus ``WAIT`` (which only tells us whether to wait for the
+flush), plus ``CLUSTER`` (the broker's cluster name), as a 4.9 broker stores them.
+"""
+
+from __future__ import annotations
+
+import functools
+import random
+from typing import TYPE_CHECKING
+
+import structlog
+
+from broker.topics import (
+    NOT_ALLOWED_SEND_TOPICS,
+    RETRY_GROUP_TOPIC_PREFIX,
+    check_topic_name,
+)
+from remoting.bodies import PERM_READ, PERM_WRITE
+from remoting.codes import RequestCode, ResponseCode
+from remoting.command import RemotingCommand, response_to
+from remoting.connection import Connection
+from remoting.headers import SendMessageRequestHeader
+from store.message_codec import (
+    Host,
+    MessageBatch,
+    MessageInner,
+    decode_properties,
+    encode_properties,
+    host_of,
+)
+from store.results import PutMessageStatus, PutResult
+
+if TYPE_CHECKING:
+    from broker.broker import Broker
+
+log = structlog.get_logger(__name__)
+
+_UNKNOWN_HOST: Host = (bytes(4), 0)
+_FAQ = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
+
+_STATUS_CODES: dict[PutMessageStatus, tuple[int, str | None]] = {
+    PutMessageStatus.PUT_OK: (ResponseCode.SUCCESS, None),
+    PutMessageStatus.FLUSH_DISK_TIMEOUT: (ResponseCode.FLUSH_DISK_TIMEOUT, None),
+    PutMessageStatus.FLUSH_SLAVE_TIMEOUT: (ResponseCode.FLUSH_SLAVE_TIMEOUT, None),
+    PutMessageStatus.SLAVE_NOT_AVAILABLE: (ResponseCode.SLAVE_NOT_AVAILABLE, None),
+    PutMessageStatus.CREATE_MAPPED_FILE_FAILED: (
+        ResponseCode.SYSTEM_ERROR,
+        "create mapped file failed, server is busy or broken.",
+    ),
+    PutMessageStatus.MESSAGE_ILLEGAL: (
+        ResponseCode.MESSAGE_ILLEGAL,
+        "the message is illegal, maybe msg body or properties length not matched.",
+    ),
+    PutMessageStatus.PROPERTIES_SIZE_EXCEEDED: (
+        ResponseCode.MESSAGE_ILLEGAL,
+        "the message is illegal, maybe msg body or properties length not matched.",
+    ),
+    PutMessageStatus.SERVICE_NOT_AVAILABLE: (
+        ResponseCode.SERVICE_NOT_AVAILABLE,
+        "service not available now. It may be caused by one of the following reasons: "
+        "the broker's disk is full, messages are put to the slave, message store has been "
+        "shut down, etc.",
+    ),
+    PutMessageStatus.OS_PAGECACHE_BUSY: (
+        ResponseCode.SYSTEM_ERROR,
+        "[PC_SYNCHRONIZED]broker busy, start flow control for a while",
+    ),
+    PutMessageStatus.UNKNOWN_ERROR: (ResponseCode.SYSTEM_ERROR, "UNKNOWN_ERROR"),
+}
+
+
+@functools.lru_cache(maxsize=4096)
+def _born_host(peer: str) -> Host:
+    """A peer's ``ip:port`` as a record's BORNHOST (cached: one parse per client)."""
+    host, _, port = peer.rpartition(":")
+    try:
+        return host_of(host.strip("[]"), int(port))
+    except (ValueError, OSError):
+        return _UNKNOWN_HOST
+
+
+def _batch_flag(ext: dict[str, str], key: str) -> bool:
+    return ext.get(key, "").strip().lower() in ("true", "1")
+
+
+class SendProcessor:
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        config = broker.config
+        self._cluster = config.broker_cluster_name
+        self._region = config.region_id
+        self._trace_on = "true" if config.trace_on else "false"
+
+    async def handle(self, conn: Connection, request: RemotingCommand) -> RemotingCommand | None:
+        ext = request.ext_fields
+        if request.code == RequestCode.SEND_MESSAGE:
+            header = SendMessageRequestHeader.from_ext_fields(ext)
+            batch = _batch_flag(ext, "batch")
+        else:
+            header = SendMessageRequestHeader.from_v2(ext)
+            batch = _batch_flag(ext, "m")
+        refused = self._check(conn, request, header)
+        if refused is not None:
+            return refused
+        queue_id = header.queue_id
+        if queue_id < 0:
+            tc = self.broker.topics.get(header.topic)
+            assert tc is not None  # _check made sure
+            queue_id = random.randrange(max(1, tc.write_queue_nums))  # noqa: S311 - load spread
+        props_text = header.properties or ""
+        props = decode_properties(props_text)
+        wait = props.pop("WAIT", "true").lower() != "false"
+        born_host = _born_host(conn.peer)
+        store_host = self.broker.store_host
+        body = request.body if request.body is not None else b""
+        store = self.broker.store
+        if batch:
+            # The batch-level properties go to every inner message (the store joins them).
+            props["CLUSTER"] = self._cluster
+            put = await store.put_messages(
+                MessageBatch(
+                    topic=header.topic,
+                    queue_id=queue_id,
+                    body=body,
+                    properties=encode_properties(props),
+                    sys_flag=header.sys_flag,
+                    born_timestamp=header.born_timestamp,
+                    born_host=born_host,
+                    store_host=store_host,
+                    wait_store_msg_ok=wait,
+                )
+            )
+        else:
+            props["CLUSTER"] = self._cluster
+            put = await store.put_message(
+                MessageInner(
+                    topic=header.topic,
+                    queue_id=queue_id,
+                    body=body,
+                    properties=encode_properties(props),
+                    flag=header.flag,
+                    sys_flag=header.sys_flag,
+                    born_timestamp=header.born_timestamp,
+                    born_host=born_host,
+                    store_host=store_host,
+                    reconsume_times=header.reconsume_times or 0,
+                    wait_store_msg_ok=wait,
+                )
+            )
+        return self._response(request, put, queue_id)
+
+    def _check(
+        self, conn: Connection, request: RemotingCommand, header: SendMessageRequestHeader
+    ) -> RemotingCommand | None:
+        broker = self.broker
+        topic = header.topic
+        if not broker.config.broker_permission & PERM_WRITE:
+            return response_to(
+                request,
+                ResponseCode.NO_PERMISSION,
+                f"the broker[{broker.address}] sending message is forbidden",
+            )
+        why = check_topic_name(topic)
+        if why is not None:
+            return response_to(request, ResponseCode.SYSTEM_ERROR, why)
+        if topic in NOT_ALLOWED_SEND_TOPICS:
+            return response_to(
+                request,
+                ResponseCode.NO_PERMISSION,
+                f"Sending message to topic[{topic}] is forbidden.",
+            )
+        tc = broker.topics.get(topic)
+        if tc is None:
+            sys_flag = 1 if header.unit_mode else 0
+            tc = broker.topics.create_for_send(
+                topic, header.default_topic, header.default_topic_queue_nums, sys_flag
+            )
+            if tc is None and topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+                tc = broker.topics.create_internal(topic, 1, PERM_READ | PERM_WRITE, sys_flag)
+            if tc is None:
+                return response_to(
+                    request,
+                    ResponseCode.TOPIC_NOT_EXIST,
+                    f"topic[{topic}] not exist, apply first please!{_FAQ}",
+                )
+        if not tc.perm & PERM_WRITE:
+            return response_to(
+                request,
+                ResponseCode.NO_PERMISSION,
+                f"the topic[{topic}] sending message is forbidden",
+            )
+        limit = max(tc.write_queue_nums, tc.read_queue_nums)
+        if header.queue_id >= limit:
+            return response_to(
+                request,
+                ResponseCode.SYSTEM_ERROR,
+                f"request queueId[{header.queue_id}] is illegal, topic:[{topic}] "
+                f"topicConfig.writeQueueNums:[{tc.write_queue_nums}] consumer:[{conn.peer}]",
+            )
+        return None
+
+    def _response(self, request: RemotingCommand, put: PutResult, queue_id: int) -> RemotingCommand:
+        code, remark = _STATUS_CODES[put.status]
+        append = put.append
+        if append is None or not put.status.stored:
+            if put.remark:
+                remark = f"{remark} {put.remark}" if remark else put.remark
+            log.info("send_refused", status=put.status.name, remark=put.remark)
+            return response_to(request, code, remark)
+        self.broker.stats.on_put(append.msg_num)
+        return response_to(
+            request,
+            code,
+            remark,
+            {
+                "msgId": append.msg_id,
+                "queueId": str(queue_id),
+                "queueOffset": str(append.queue_offset),
+                "MSG_REGION": self._region,
+                "TRACE_ON": self._trace_on,
+            },
+        )

@@ -1,0 +1,256 @@
+"""``TopicTable``: the broker's topics, persisted to ``config/topics.json``.
+
+RocketMQ counterpart: ``TopicConfigManager`` (system topics at start, auto-creation through the
+``TBW102`` template on first send, retry and dead-letter topics on demand, a DataVersion bumped
+on each change) and ``TopicValidator`` (name rules, reserved and forbidden topics;
+protocol.md §9.6). ``on_change`` runs after every change; the broker re-registers with its
+name servers there.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import structlog
+
+from broker.persist import read_json, write_json
+from remoting.bodies import (
+    PERM_INHERIT,
+    PERM_READ,
+    PERM_WRITE,
+    DataVersion,
+    TopicConfig,
+    TopicConfigWrapper,
+)
+
+log = structlog.get_logger(__name__)
+
+AUTO_CREATE_TOPIC_KEY_TOPIC = "TBW102"
+SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
+BENCHMARK_TOPIC = "BenchmarkTest"
+SELF_TEST_TOPIC = "SELF_TEST_TOPIC"
+OFFSET_MOVED_EVENT = "OFFSET_MOVED_EVENT"
+TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
+TRANS_OP_HALF_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
+TRANS_CHECK_MAX_TIME_TOPIC = "TRANS_CHECK_MAX_TIME_TOPIC"
+TRACE_TOPIC = "RMQ_SYS_TRACE_TOPIC"
+RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
+DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
+SYSTEM_TOPIC_PREFIX = "rmq_sys_"
+
+TOPIC_MAX_LENGTH = 127
+_VALID_NAME = re.compile(r"^[%|a-zA-Z0-9_-]+$")
+
+# Sending to these is refused with NO_PERMISSION (TopicValidator.NOT_ALLOWED_SEND_TOPIC_SET).
+NOT_ALLOWED_SEND_TOPICS = frozenset(
+    {
+        SCHEDULE_TOPIC,
+        TRANS_HALF_TOPIC,
+        TRANS_OP_HALF_TOPIC,
+        TRANS_CHECK_MAX_TIME_TOPIC,
+        SELF_TEST_TOPIC,
+        OFFSET_MOVED_EVENT,
+    }
+)
+_SYSTEM_TOPICS = frozenset(
+    {
+        AUTO_CREATE_TOPIC_KEY_TOPIC,
+        SCHEDULE_TOPIC,
+        BENCHMARK_TOPIC,
+        TRANS_HALF_TOPIC,
+        TRANS_OP_HALF_TOPIC,
+        TRANS_CHECK_MAX_TIME_TOPIC,
+        SELF_TEST_TOPIC,
+        OFFSET_MOVED_EVENT,
+        TRACE_TOPIC,
+    }
+)
+
+
+def check_topic_name(topic: str) -> str | None:
+    """Why ``topic`` is not a valid name (TopicValidator.validateTopic), or None."""
+    if not topic or not topic.strip():
+        return "The specified topic is blank."
+    if not _VALID_NAME.match(topic):
+        return (
+            f"The specified topic[{topic}] contains illegal characters, "
+            "allowing only ^[%|a-zA-Z0-9_-]+$"
+        )
+    if len(topic) > TOPIC_MAX_LENGTH:
+        return "The specified topic is longer than topic max length."
+    return None
+
+
+def retry_topic(group: str) -> str:
+    return RETRY_GROUP_TOPIC_PREFIX + group
+
+
+def dlq_topic(group: str) -> str:
+    return DLQ_GROUP_TOPIC_PREFIX + group
+
+
+class TopicTable:
+    """Topic name → TopicConfig for one broker.
+
+    Args:
+        path: ``config/topics.json``.
+        on_change: called after a topic is created, updated or deleted.
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        *,
+        cluster: str,
+        broker_name: str,
+        broker_permission: int,
+        auto_create_topic_enable: bool,
+        default_topic_queue_nums: int,
+        delay_level_count: int,
+    ) -> None:
+        self.path = path
+        self.cluster = cluster
+        self.broker_name = broker_name
+        self.auto_create_topic_enable = auto_create_topic_enable
+        self.table: dict[str, TopicConfig] = {}
+        self.data_version = DataVersion()
+        self.on_change: Callable[[], None] | None = None
+        self._system: set[str] = set(_SYSTEM_TOPICS) | {
+            cluster,
+            broker_name,
+            f"{cluster}_REPLY_TOPIC",
+        }
+        # System topics exist before anything is loaded, as in TopicConfigManager's
+        # constructor; a loaded file may override their settings.
+        builtins = [
+            TopicConfig(SELF_TEST_TOPIC, 1, 1),
+            TopicConfig(BENCHMARK_TOPIC, 1024, 1024),
+            TopicConfig(cluster, 16, 16, broker_permission | PERM_INHERIT),
+            TopicConfig(broker_name, 1, 1, broker_permission | PERM_INHERIT),
+            TopicConfig(OFFSET_MOVED_EVENT, 1, 1),
+            TopicConfig(SCHEDULE_TOPIC, delay_level_count, delay_level_count),
+            TopicConfig(f"{cluster}_REPLY_TOPIC", 1, 1),
+        ]
+        if auto_create_topic_enable:
+            builtins.insert(
+                0,
+                TopicConfig(
+                    AUTO_CREATE_TOPIC_KEY_TOPIC,
+                    default_topic_queue_nums,
+                    default_topic_queue_nums,
+                    PERM_INHERIT | PERM_READ | PERM_WRITE,
+                ),
+            )
+        for tc in builtins:
+            self.table[tc.topic_name] = tc
+
+    # ------------------------------------------------------------------ persistence
+
+    def load(self) -> None:
+        doc = read_json(self.path)
+        if doc is None:
+            return
+        wrapper = TopicConfigWrapper.from_json(doc)
+        self.table.update(wrapper.topic_config_table)
+        if not self.auto_create_topic_enable:
+            # A TBW102 left in the file by an earlier run must not keep auto-creation on.
+            tbw = self.table.get(AUTO_CREATE_TOPIC_KEY_TOPIC)
+            if tbw is not None:
+                tbw.perm &= ~PERM_INHERIT
+        self.data_version = wrapper.data_version
+        log.info("topics_loaded", path=str(self.path), topics=len(self.table))
+
+    def persist(self) -> None:
+        write_json(self.path, self.wrapper().to_json())
+
+    def wrapper(self) -> TopicConfigWrapper:
+        return TopicConfigWrapper(dict(self.table), self.data_version)
+
+    def _changed(self) -> None:
+        self.data_version.bump(int(time.time() * 1000))
+        self.persist()
+        if self.on_change is not None:
+            self.on_change()
+
+    # ----------------------------------------------------------------------- lookups
+
+    def get(self, topic: str) -> TopicConfig | None:
+        return self.table.get(topic)
+
+    def is_system_topic(self, topic: str) -> bool:
+        return topic in self._system or topic.startswith(SYSTEM_TOPIC_PREFIX)
+
+    # ---------------------------------------------------------------------- creation
+
+    def create_for_send(
+        self, topic: str, default_topic: str, client_queue_nums: int, topic_sys_flag: int
+    ) -> TopicConfig | None:
+        """``createTopicInSendMessageMethod``: create ``topic`` from its template, if allowed."""
+        existing = self.table.get(topic)
+        if existing is not None:
+            return existing
+        template = self.table.get(default_topic)
+        if template is None:
+            log.warning(
+                "topic_not_created", topic=topic, reason="template missing", template=default_topic
+            )
+            return None
+        perm = template.perm
+        if default_topic == AUTO_CREATE_TOPIC_KEY_TOPIC and not self.auto_create_topic_enable:
+            perm = PERM_READ | PERM_WRITE
+        if not perm & PERM_INHERIT:
+            log.warning(
+                "topic_not_created",
+                topic=topic,
+                reason="template not inheritable",
+                template=default_topic,
+            )
+            return None
+        queue_nums = max(0, min(client_queue_nums, template.write_queue_nums))
+        tc = TopicConfig(
+            topic,
+            queue_nums,
+            queue_nums,
+            perm & ~PERM_INHERIT,
+            topic_sys_flag=topic_sys_flag,
+        )
+        self.table[topic] = tc
+        log.info("topic_auto_created", topic=topic, queue_nums=queue_nums, template=default_topic)
+        self._changed()
+        return tc
+
+    def create_internal(
+        self, topic: str, queue_nums: int, perm: int, topic_sys_flag: int = 0
+    ) -> TopicConfig:
+        """``createTopicInSendMessageBackMethod``: retry and dead-letter topics."""
+        existing = self.table.get(topic)
+        if existing is not None:
+            return existing
+        tc = TopicConfig(topic, queue_nums, queue_nums, perm, topic_sys_flag=topic_sys_flag)
+        self.table[topic] = tc
+        log.info("topic_created", topic=topic, queue_nums=queue_nums)
+        self._changed()
+        return tc
+
+    def update(self, tc: TopicConfig) -> None:
+        """UPDATE_AND_CREATE_TOPIC: create or replace."""
+        old = self.table.get(tc.topic_name)
+        self.table[tc.topic_name] = tc
+        log.info(
+            "topic_updated" if old is not None else "topic_created",
+            topic=tc.topic_name,
+            read_queue_nums=tc.read_queue_nums,
+            write_queue_nums=tc.write_queue_nums,
+            perm=tc.perm,
+        )
+        self._changed()
+
+    def delete(self, topic: str) -> bool:
+        if self.table.pop(topic, None) is None:
+            return False
+        log.info("topic_deleted", topic=topic)
+        self._changed()
+        return True

@@ -1,0 +1,598 @@
+"""JSON request and response bodies other than routes.
+
+RocketMQ counterpart: the ``RemotingSerializable`` bodies of
+``org.apache.rocketmq.common.protocol.body`` and ``...protocol.heartbeat``: ``HeartbeatData``,
+``TopicConfigSerializeWrapper``, ``RegisterBrokerBody``, ``ClusterInfo``, ``TopicList``,
+``KVTable``, ``LockBatchRequestBody``, ``ConsumeStats``, ``TopicStatsTable``,
+``SubscriptionGroupConfig`` and friends (protocol.md §8).
+
+Readers are lenient where real clients differ: the C++ client sends enums as ordinals,
+numbers as strings and leaves out empty arrays and defaulted fields (§8.5). Writers emit what
+fastjson emits, in standard JSON, except for maps keyed by a ``MessageQueue``: fastjson
+writes the queue object itself as the key, and Java tools expect exactly that, so
+``encode_queue_map`` does too and ``decode_queue_map`` reads it back.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import struct
+import zlib
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, TypeVar
+
+from remoting.route import MessageQueue, dumps, loads
+
+# ============================================================================== enums
+
+
+class ConsumeType(Enum):
+    CONSUME_ACTIVELY = 0  # pull consumers
+    CONSUME_PASSIVELY = 1  # push consumers
+
+
+class MessageModel(Enum):
+    BROADCASTING = 0
+    CLUSTERING = 1
+
+
+class ConsumeFromWhere(Enum):
+    CONSUME_FROM_LAST_OFFSET = 0
+    CONSUME_FROM_LAST_OFFSET_AND_FROM_MIN_WHEN_BOOT_FIRST = 1
+    CONSUME_FROM_MIN_OFFSET = 2
+    CONSUME_FROM_MAX_OFFSET = 3
+    CONSUME_FROM_FIRST_OFFSET = 4
+    CONSUME_FROM_TIMESTAMP = 5
+
+
+_E = TypeVar("_E", bound=Enum)
+
+
+def _enum(cls: type[_E], value: Any, default: _E) -> _E:
+    """Java writes enum names, C++ their ordinals (as numbers or strings)."""
+    if value is None or value == "":
+        return default
+    if isinstance(value, str) and not value.lstrip("-").isdigit():
+        try:
+            return cls[value]
+        except KeyError:
+            raise ValueError(f"unknown {cls.__name__} {value!r}") from None
+    return cls(int(value))
+
+
+def _bool(value: Any, default: bool = False) -> bool:
+    if value is None:
+        return default
+    if isinstance(value, str):
+        return value.lower() in ("true", "1")
+    return bool(value)
+
+
+def _int(value: Any, default: int = 0) -> int:
+    if value is None or value == "":
+        return default
+    return int(value)
+
+
+# ======================================================================== data version
+
+
+@dataclass(slots=True)
+class DataVersion:
+    """A counter and a timestamp, bumped on every change of a broker table."""
+
+    timestamp: int = 0
+    counter: int = 0
+
+    def bump(self, now_ms: int) -> None:
+        self.timestamp = now_ms
+        self.counter += 1
+
+    def to_json(self) -> dict[str, Any]:
+        return {"counter": self.counter, "timestamp": self.timestamp}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any] | None) -> DataVersion:
+        d = d or {}
+        return cls(timestamp=_int(d.get("timestamp")), counter=_int(d.get("counter")))
+
+
+# ============================================================================== topics
+
+PERM_PRIORITY = 0x8
+PERM_READ = 0x4
+PERM_WRITE = 0x2
+PERM_INHERIT = 0x1
+
+
+def perm_text(perm: int) -> str:
+    """RocketMQ's ``PermName.perm2String``: ``RW-`` style."""
+    return (
+        ("R" if perm & PERM_READ else "-")
+        + ("W" if perm & PERM_WRITE else "-")
+        + ("X" if perm & PERM_INHERIT else "-")
+    )
+
+
+@dataclass(slots=True)
+class TopicConfig:
+    """One topic on one broker (RocketMQ ``TopicConfig``)."""
+
+    topic_name: str
+    read_queue_nums: int = 16
+    write_queue_nums: int = 16
+    perm: int = PERM_READ | PERM_WRITE
+    topic_filter_type: str = "SINGLE_TAG"
+    topic_sys_flag: int = 0
+    order: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "order": self.order,
+            "perm": self.perm,
+            "readQueueNums": self.read_queue_nums,
+            "topicFilterType": self.topic_filter_type,
+            "topicName": self.topic_name,
+            "topicSysFlag": self.topic_sys_flag,
+            "writeQueueNums": self.write_queue_nums,
+        }
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> TopicConfig:
+        return cls(
+            topic_name=str(d["topicName"]),
+            read_queue_nums=_int(d.get("readQueueNums"), 16),
+            write_queue_nums=_int(d.get("writeQueueNums"), 16),
+            perm=_int(d.get("perm"), PERM_READ | PERM_WRITE),
+            topic_filter_type=str(d.get("topicFilterType") or "SINGLE_TAG"),
+            topic_sys_flag=_int(d.get("topicSysFlag")),
+            order=_bool(d.get("order")),
+        )
+
+    def compact(self) -> str:
+        """``TopicConfig.encode()``: the compressed registration's per-topic text."""
+        return (
+            f"{self.topic_name} {self.read_queue_nums} {self.write_queue_nums} "
+            f"{self.perm} {self.topic_filter_type}"
+        )
+
+    @classmethod
+    def from_compact(cls, text: str) -> TopicConfig:
+        name, read, write, perm, filter_type = text.split(" ")
+        return cls(name, int(read), int(write), int(perm), filter_type)
+
+
+@dataclass(slots=True)
+class TopicConfigWrapper:
+    """``TopicConfigSerializeWrapper``: body of GET_ALL_TOPIC_CONFIG and topics.json."""
+
+    topic_config_table: dict[str, TopicConfig] = field(default_factory=dict)
+    data_version: DataVersion = field(default_factory=DataVersion)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "dataVersion": self.data_version.to_json(),
+            "topicConfigTable": {k: v.to_json() for k, v in self.topic_config_table.items()},
+        }
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> TopicConfigWrapper:
+        table = {
+            str(k): TopicConfig.from_json(v) for k, v in (d.get("topicConfigTable") or {}).items()
+        }
+        return cls(table, DataVersion.from_json(d.get("dataVersion")))
+
+
+_INT = struct.Struct(">i")
+
+
+@dataclass(slots=True)
+class RegisterBrokerBody:
+    """Body of REGISTER_BROKER (103): the broker's topics and filter servers."""
+
+    topic_config: TopicConfigWrapper = field(default_factory=TopicConfigWrapper)
+    filter_server_list: list[str] = field(default_factory=list)
+
+    def encode(self, *, compressed: bool = False) -> bytes:
+        if not compressed:
+            return dumps(
+                {
+                    "filterServerList": self.filter_server_list,
+                    "topicConfigSerializeWrapper": self.topic_config.to_json(),
+                }
+            )
+        parts: list[bytes] = []
+
+        def put(blob: bytes) -> None:
+            parts.append(_INT.pack(len(blob)))
+            parts.append(blob)
+
+        put(dumps(self.topic_config.data_version.to_json()))
+        parts.append(_INT.pack(len(self.topic_config.topic_config_table)))
+        for tc in self.topic_config.topic_config_table.values():
+            put(tc.compact().encode())
+        put(dumps(self.filter_server_list))
+        return zlib.compress(b"".join(parts), 9)
+
+    @classmethod
+    def decode(cls, body: bytes, *, compressed: bool) -> RegisterBrokerBody:
+        """Raises ValueError (or zlib.error, struct.error) when the body is malformed."""
+        if not compressed:
+            d = loads(body) if body else {}
+            return cls(
+                TopicConfigWrapper.from_json(d.get("topicConfigSerializeWrapper") or {}),
+                [str(s) for s in d.get("filterServerList") or []],
+            )
+        raw = zlib.decompress(body)
+        pos = 0
+
+        def take() -> bytes:
+            nonlocal pos
+            (n,) = _INT.unpack_from(raw, pos)
+            if n < 0 or pos + 4 + n > len(raw):
+                raise ValueError("compressed registration body is truncated")
+            pos += 4 + n
+            return raw[pos - n : pos]
+
+        version = DataVersion.from_json(loads(take()))
+        (count,) = _INT.unpack_from(raw, pos)
+        pos += 4
+        table = {}
+        for _ in range(count):
+            tc = TopicConfig.from_compact(take().decode())
+            table[tc.topic_name] = tc
+        filters = [str(s) for s in loads(take())]
+        return cls(TopicConfigWrapper(table, version), filters)
+
+
+# ========================================================================= name server
+
+
+@dataclass(slots=True)
+class TopicList:
+    topic_list: list[str] = field(default_factory=list)
+    broker_addr: str | None = None
+
+    def encode(self) -> bytes:
+        out: dict[str, Any] = {}
+        if self.broker_addr is not None:
+            out["brokerAddr"] = self.broker_addr
+        out["topicList"] = self.topic_list
+        return dumps(out)
+
+    @classmethod
+    def decode(cls, body: bytes | memoryview) -> TopicList:
+        d = loads(body)
+        return cls([str(t) for t in d.get("topicList") or []], d.get("brokerAddr"))
+
+
+@dataclass(slots=True)
+class KVTable:
+    table: dict[str, str] = field(default_factory=dict)
+
+    def encode(self) -> bytes:
+        return dumps({"table": self.table})
+
+    @classmethod
+    def decode(cls, body: bytes | memoryview) -> KVTable:
+        d = loads(body)
+        return cls({str(k): str(v) for k, v in (d.get("table") or {}).items()})
+
+
+# ============================================================================ heartbeat
+
+
+@dataclass(slots=True)
+class SubscriptionData:
+    """One topic a consumer subscribes to, with its TAG (or SQL92) expression."""
+
+    topic: str
+    sub_string: str = "*"
+    tags_set: list[str] = field(default_factory=list)
+    code_set: list[int] = field(default_factory=list)
+    sub_version: int = 0
+    expression_type: str = "TAG"
+    class_filter_mode: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "classFilterMode": self.class_filter_mode,
+            "codeSet": self.code_set,
+            "expressionType": self.expression_type,
+            "subString": self.sub_string,
+            "subVersion": self.sub_version,
+            "tagsSet": self.tags_set,
+            "topic": self.topic,
+        }
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> SubscriptionData:
+        return cls(
+            topic=str(d["topic"]),
+            sub_string=str(d.get("subString") or "*"),
+            tags_set=[str(t) for t in d.get("tagsSet") or []],
+            code_set=[_int(c) for c in d.get("codeSet") or []],
+            sub_version=_int(d.get("subVersion")),
+            expression_type=str(d.get("expressionType") or "TAG"),
+            class_filter_mode=_bool(d.get("classFilterMode")),
+        )
+
+    def same_filter(self, other: SubscriptionData) -> bool:
+        return (
+            self.sub_string == other.sub_string
+            and self.expression_type == other.expression_type
+            and self.tags_set == other.tags_set
+        )
+
+
+def parse_tag_expression(expression: str | None) -> tuple[str, list[str]]:
+    """``FilterAPI.buildSubscriptionData`` for TAG: (subString, tags); ``*`` means all."""
+    if expression is None or expression.strip() in ("", "*"):
+        return "*", []
+    tags = [t.strip() for t in expression.split("||")]
+    return expression, [t for t in tags if t]
+
+
+@dataclass(slots=True)
+class ConsumerData:
+    group_name: str
+    consume_type: ConsumeType = ConsumeType.CONSUME_PASSIVELY
+    message_model: MessageModel = MessageModel.CLUSTERING
+    consume_from_where: ConsumeFromWhere = ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET
+    subscription_data_set: list[SubscriptionData] = field(default_factory=list)
+    unit_mode: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "consumeFromWhere": self.consume_from_where.name,
+            "consumeType": self.consume_type.name,
+            "groupName": self.group_name,
+            "messageModel": self.message_model.name,
+            "subscriptionDataSet": [s.to_json() for s in self.subscription_data_set],
+            "unitMode": self.unit_mode,
+        }
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> ConsumerData:
+        return cls(
+            group_name=str(d["groupName"]),
+            consume_type=_enum(ConsumeType, d.get("consumeType"), ConsumeType.CONSUME_PASSIVELY),
+            message_model=_enum(MessageModel, d.get("messageModel"), MessageModel.CLUSTERING),
+            consume_from_where=_enum(
+                ConsumeFromWhere,
+                d.get("consumeFromWhere"),
+                ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
+            ),
+            subscription_data_set=[
+                SubscriptionData.from_json(s) for s in d.get("subscriptionDataSet") or []
+            ],
+            unit_mode=_bool(d.get("unitMode")),
+        )
+
+
+@dataclass(slots=True)
+class HeartbeatData:
+    """Body of HEART_BEAT (34)."""
+
+    client_id: str
+    producer_data_set: list[str] = field(default_factory=list)  # group names
+    consumer_data_set: list[ConsumerData] = field(default_factory=list)
+
+    def encode(self) -> bytes:
+        return dumps(
+            {
+                "clientID": self.client_id,
+                "consumerDataSet": [c.to_json() for c in self.consumer_data_set],
+                "producerDataSet": [{"groupName": g} for g in self.producer_data_set],
+            }
+        )
+
+    @classmethod
+    def decode(cls, body: bytes | memoryview) -> HeartbeatData:
+        """Raises ValueError, KeyError or TypeError when the body is not a heartbeat."""
+        d = loads(body)
+        if not isinstance(d, dict):
+            raise TypeError("heartbeat body is not a JSON object")
+        return cls(
+            client_id=str(d.get("clientID") or ""),
+            producer_data_set=[str(p["groupName"]) for p in d.get("producerDataSet") or []],
+            consumer_data_set=[ConsumerData.from_json(c) for c in d.get("consumerDataSet") or []],
+        )
+
+
+# ================================================================ locks and consumer list
+
+
+@dataclass(slots=True)
+class LockBatchBody:
+    """LOCK_BATCH_MQ / UNLOCK_BATCH_MQ request body."""
+
+    consumer_group: str
+    client_id: str
+    mq_set: list[MessageQueue] = field(default_factory=list)
+    only_this_broker: bool = False
+
+    def encode(self) -> bytes:
+        return dumps(
+            {
+                "clientId": self.client_id,
+                "consumerGroup": self.consumer_group,
+                "mqSet": [mq.to_json() for mq in self.mq_set],
+                "onlyThisBroker": self.only_this_broker,
+            }
+        )
+
+    @classmethod
+    def decode(cls, body: bytes | memoryview) -> LockBatchBody:
+        d = loads(body)
+        return cls(
+            consumer_group=str(d["consumerGroup"]),
+            client_id=str(d["clientId"]),
+            mq_set=[MessageQueue.from_json(q) for q in d.get("mqSet") or []],
+            only_this_broker=_bool(d.get("onlyThisBroker")),
+        )
+
+
+def encode_lock_ok(queues: list[MessageQueue]) -> bytes:
+    return dumps({"lockOKMQSet": [mq.to_json() for mq in queues]})
+
+
+def decode_lock_ok(body: bytes | memoryview) -> list[MessageQueue]:
+    return [MessageQueue.from_json(q) for q in loads(body).get("lockOKMQSet") or []]
+
+
+def encode_consumer_list(client_ids: list[str]) -> bytes:
+    return dumps({"consumerIdList": client_ids})
+
+
+def decode_consumer_list(body: bytes | memoryview) -> list[str]:
+    return [str(c) for c in loads(body).get("consumerIdList") or []]
+
+
+# ================================================================== queue-keyed maps
+
+_MQ_KEY = re.compile(
+    r'\{"brokerName":("(?:\\.|[^"\\])*"),"queueId":(-?\d+),"topic":("(?:\\.|[^"\\])*")\}:'
+)
+
+
+def encode_queue_map(table: dict[MessageQueue, dict[str, Any]]) -> str:
+    """A ``Map<MessageQueue, …>`` as fastjson writes it: the queue object is the key."""
+    items = [
+        dumps(mq.to_json()).decode() + ":" + dumps(v).decode() for mq, v in sorted(table.items())
+    ]
+    return "{" + ",".join(items) + "}"
+
+
+def decode_queue_map(text: str) -> dict[MessageQueue, dict[str, Any]]:
+    """Read ``encode_queue_map`` output (and fastjson's, which has the same shape)."""
+
+    def key(m: re.Match[str]) -> str:
+        packed = json.dumps([json.loads(m.group(1)), int(m.group(2)), json.loads(m.group(3))])
+        return json.dumps(packed) + ":"
+
+    raw: dict[str, dict[str, Any]] = json.loads(_MQ_KEY.sub(key, text))
+    out = {}
+    for k, v in raw.items():
+        broker_name, queue_id, topic = json.loads(k)
+        out[MessageQueue(topic, broker_name, queue_id)] = v
+    return out
+
+
+@dataclass(slots=True)
+class TopicOffset:
+    min_offset: int
+    max_offset: int
+    last_update_timestamp: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "lastUpdateTimestamp": self.last_update_timestamp,
+            "maxOffset": self.max_offset,
+            "minOffset": self.min_offset,
+        }
+
+
+def encode_topic_stats(table: dict[MessageQueue, TopicOffset]) -> bytes:
+    """GET_TOPIC_STATS_INFO reply: ``{"offsetTable":{MessageQueue: TopicOffset}}``."""
+    inner = encode_queue_map({mq: t.to_json() for mq, t in table.items()})
+    return ('{"offsetTable":' + inner + "}").encode()
+
+
+def decode_topic_stats(body: bytes | memoryview) -> dict[MessageQueue, TopicOffset]:
+    text = bytes(body).decode()
+    inner = text[len('{"offsetTable":') : -1]
+    return {
+        mq: TopicOffset(
+            _int(v.get("minOffset")),
+            _int(v.get("maxOffset")),
+            _int(v.get("lastUpdateTimestamp")),
+        )
+        for mq, v in decode_queue_map(inner).items()
+    }
+
+
+@dataclass(slots=True)
+class OffsetWrapper:
+    """A consumer group's position in one queue (RocketMQ ``OffsetWrapper``)."""
+
+    broker_offset: int
+    consumer_offset: int
+    last_timestamp: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "brokerOffset": self.broker_offset,
+            "consumerOffset": self.consumer_offset,
+            "lastTimestamp": self.last_timestamp,
+        }
+
+
+def encode_consume_stats(table: dict[MessageQueue, OffsetWrapper], consume_tps: float) -> bytes:
+    """GET_CONSUME_STATS reply: ``{"consumeTps":…,"offsetTable":{MessageQueue: …}}``."""
+    inner = encode_queue_map({mq: w.to_json() for mq, w in table.items()})
+    return (
+        '{"consumeTps":' + json.dumps(float(consume_tps)) + ',"offsetTable":' + inner + "}"
+    ).encode()
+
+
+def decode_consume_stats(
+    body: bytes | memoryview,
+) -> tuple[float, dict[MessageQueue, OffsetWrapper]]:
+    text = bytes(body).decode()
+    head, _, rest = text.partition(',"offsetTable":')
+    tps = float(head[len('{"consumeTps":') :])
+    table = {
+        mq: OffsetWrapper(
+            _int(v.get("brokerOffset")), _int(v.get("consumerOffset")), _int(v.get("lastTimestamp"))
+        )
+        for mq, v in decode_queue_map(rest[:-1]).items()
+    }
+    return tps, table
+
+
+# ====================================================================== subscription groups
+
+
+@dataclass(slots=True)
+class SubscriptionGroupConfig:
+    """A consumer group's settings on one broker (RocketMQ ``SubscriptionGroupConfig``)."""
+
+    group_name: str
+    consume_enable: bool = True
+    consume_from_min_enable: bool = True
+    consume_broadcast_enable: bool = True
+    retry_queue_nums: int = 1
+    retry_max_times: int = 16
+    broker_id: int = 0
+    which_broker_when_consume_slowly: int = 1
+    notify_consumer_ids_changed_enable: bool = True
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "brokerId": self.broker_id,
+            "consumeBroadcastEnable": self.consume_broadcast_enable,
+            "consumeEnable": self.consume_enable,
+            "consumeFromMinEnable": self.consume_from_min_enable,
+            "groupName": self.group_name,
+            "notifyConsumerIdsChangedEnable": self.notify_consumer_ids_changed_enable,
+            "retryMaxTimes": self.retry_max_times,
+            "retryQueueNums": self.retry_queue_nums,
+            "whichBrokerWhenConsumeSlowly": self.which_broker_when_consume_slowly,
+        }
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> SubscriptionGroupConfig:
+        return cls(
+            group_name=str(d["groupName"]),
+            consume_enable=_bool(d.get("consumeEnable"), True),
+            consume_from_min_enable=_bool(d.get("consumeFromMinEnable"), True),
+            consume_broadcast_enable=_bool(d.get("consumeBroadcastEnable"), True),
+            retry_queue_nums=_int(d.get("retryQueueNums"), 1),
+            retry_max_times=_int(d.get("retryMaxTimes"), 16),
+            broker_id=_int(d.get("brokerId")),
+            which_broker_when_consume_slowly=_int(d.get("whichBrokerWhenConsumeSlowly"), 1),
+            notify_consumer_ids_changed_enable=_bool(d.get("notifyConsumerIdsChangedEnable"), True),
+        )
