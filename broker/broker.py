@@ -81,8 +81,20 @@ class Broker:
         self.store_host: Host = host_of("127.0.0.1", 0)
 
         self.processors = ProcessorTable()
-        self.send_lane = Lane("send", workers=64, capacity=config.send_lane_capacity)
-        self.pull_lane = Lane("pull", workers=1, capacity=config.pull_lane_capacity)
+        # 64 workers so sends waiting for a SYNC_FLUSH share flush rounds; under ASYNC_FLUSH
+        # a send never suspends and one worker does all the work.
+        self.send_lane = Lane(
+            "send",
+            workers=64,
+            capacity=config.send_lane_capacity,
+            max_wait_ms=config.wait_time_mills_in_send_queue,
+        )
+        self.pull_lane = Lane(
+            "pull",
+            workers=1,
+            capacity=config.pull_lane_capacity,
+            max_wait_ms=config.wait_time_mills_in_pull_queue,
+        )
         self.pull = PullProcessor(self)
         check_s = (
             config.long_polling_check_interval_ms

@@ -83,8 +83,8 @@ class BrokerConfig:
     rebalance_lock_max_live_ms: int = 60_000  # rocketmq.broker.rebalance.lockMaxLiveTime
     send_lane_capacity: int = 10_000  # sendThreadPoolQueueCapacity
     pull_lane_capacity: int = 100_000  # pullThreadPoolQueueCapacity
-    os_page_cache_busy_timeout_ms: int = 1_000  # osPageCacheBusyTimeOutMills
-    reject_transaction_message: bool = False  # rejectTransactionMessage
+    wait_time_mills_in_send_queue: int = 200  # waitTimeMillsInSendQueue
+    wait_time_mills_in_pull_queue: int = 5_000  # waitTimeMillsInPullQueue
     store: StoreConfig = field(default_factory=StoreConfig)
 
     def __post_init__(self) -> None:
@@ -106,7 +106,8 @@ class BrokerConfig:
             "rebalance_lock_max_live_ms",
             "send_lane_capacity",
             "pull_lane_capacity",
-            "os_page_cache_busy_timeout_ms",
+            "wait_time_mills_in_send_queue",
+            "wait_time_mills_in_pull_queue",
         ):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive")
@@ -159,8 +160,8 @@ BROKER_KEYS: dict[str, tuple[str, str]] = {
     "rebalanceLockMaxLiveTime": ("", "rebalance_lock_max_live_ms"),
     "sendThreadPoolQueueCapacity": ("", "send_lane_capacity"),
     "pullThreadPoolQueueCapacity": ("", "pull_lane_capacity"),
-    "osPageCacheBusyTimeOutMills": ("", "os_page_cache_busy_timeout_ms"),
-    "rejectTransactionMessage": ("", "reject_transaction_message"),
+    "waitTimeMillsInSendQueue": ("", "wait_time_mills_in_send_queue"),
+    "waitTimeMillsInPullQueue": ("", "wait_time_mills_in_pull_queue"),
     "storePathRootDir": ("store", "root_dir"),
     "mappedFileSizeCommitLog": ("store", "commit_log_file_bytes"),
     "mappedFileSizeConsumeQueue": ("store", "consume_queue_file_bytes"),

@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
+import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -43,6 +44,10 @@ Handler = AsyncHandler | SyncHandler
 # Java's remarks, kept so operators and clients see the familiar text.
 REMARK_OVERLOAD = "[OVERLOAD]system busy, start flow control for a while"
 REMARK_REJECT = "[REJECTREQUEST]system busy, start flow control for a while"
+REMARK_TIMEOUT = (
+    "[TIMEOUT_CLEAN_QUEUE]broker busy, start flow control for a while, "
+    "period in queue: {waited}ms, size of queue: {depth}"
+)
 
 
 class RPCHook(Protocol):
@@ -79,9 +84,20 @@ class Lane:
         capacity: queued requests beyond which new ones get SYSTEM_BUSY.
         threads: 0 runs ``async`` handlers on the event loop; N > 0 runs plain functions on
             a private pool of N threads (``workers`` is then N as well).
+        max_wait_ms: a request that waited longer than this for a worker is answered
+            SYSTEM_BUSY instead of run (RocketMQ's ``waitTimeMillsInSendQueue``, 200 ms for
+            sends): its client has likely given up, and running it only delays the others.
     """
 
-    def __init__(self, name: str, *, workers: int = 1, capacity: int = 10_000, threads: int = 0):
+    def __init__(
+        self,
+        name: str,
+        *,
+        workers: int = 1,
+        capacity: int = 10_000,
+        threads: int = 0,
+        max_wait_ms: int | None = None,
+    ):
         if workers < 1 or capacity < 1 or threads < 0:
             raise ValueError(f"lane {name}: workers and capacity must be >= 1, threads >= 0")
         self.name = name
@@ -89,7 +105,12 @@ class Lane:
         self.workers = threads or workers
         self.capacity = capacity
         self.rejected = 0  # SYSTEM_BUSY answers given, for metrics
-        self._queue: deque[tuple[ProcessorTable, Connection, RemotingCommand, _Entry]] = deque()
+        self.max_wait_s = max_wait_ms / 1000 if max_wait_ms is not None else None
+        self.expired = 0  # requests answered SYSTEM_BUSY for waiting too long
+        self._now = time.monotonic
+        self._queue: deque[tuple[ProcessorTable, Connection, RemotingCommand, _Entry, float]] = (
+            deque()
+        )
         self._idle: deque[asyncio.Future[None]] = deque()
         self._tasks: list[asyncio.Task[None]] = []
         self._pool: ThreadPoolExecutor | None = None
@@ -118,7 +139,7 @@ class Lane:
         if self._closing or len(self._queue) >= self.capacity:
             self.rejected += 1
             return False
-        self._queue.append((table, conn, request, entry))
+        self._queue.append((table, conn, request, entry, self._now()))
         while self._idle:
             waiter = self._idle.popleft()
             if not waiter.done():
@@ -143,13 +164,33 @@ class Lane:
                 self._idle.append(waiter)
                 await waiter
                 continue
-            table, conn, request, entry = queue.popleft()
+            table, conn, request, entry, queued_at = queue.popleft()
+            if self.max_wait_s is not None:
+                waited = self._now() - queued_at
+                if waited > self.max_wait_s:
+                    self._expire(table, conn, request, waited)
+                    continue
             if conn.write_paused:
                 conn.hold(request)  # dispatched again once the peer drains our writes
                 continue
             await table.run(conn, request, entry, self._pool)
             if not answered or answered[-1] is not conn:
                 answered.append(conn)
+
+    def _expire(
+        self, table: ProcessorTable, conn: Connection, request: RemotingCommand, waited: float
+    ) -> None:
+        self.expired += 1
+        if self.expired % 1000 == 1:
+            log.warning(
+                "lane_wait_expired",
+                lane=self.name,
+                waited_ms=int(waited * 1000),
+                depth=len(self._queue),
+                expired=self.expired,
+            )
+        remark = REMARK_TIMEOUT.format(waited=int(waited * 1000), depth=len(self._queue))
+        send_response(conn, request, response_to(request, ResponseCode.SYSTEM_BUSY, remark))
 
     async def shutdown(self, grace_s: float) -> None:
         """Stop taking requests, let queued ones finish for up to ``grace_s``, then cancel."""

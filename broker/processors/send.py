@@ -216,7 +216,7 @@ class SendProcessor:
         if append is None or not put.status.stored:
             if put.remark:
                 remark = f"{remark} {put.remark}" if remark else put.remark
-            log.info("send_refused", status=put.status.name, remark=put.remark)
+            log.debug("send_refused", status=put.status.name, remark=put.remark)
             return response_to(request, code, remark)
         self.broker.stats.on_put(append.msg_num)
         return response_to(
