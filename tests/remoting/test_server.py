@@ -266,6 +266,40 @@ async def test_full_lane_answers_system_busy_at_once(
     assert (response.code, response.ext_fields) == (0, {"i": "x"})
 
 
+async def test_request_that_waited_too_long_answers_timeout_clean_queue(
+    start_server: ServerFactory, client: RemotingClient
+) -> None:
+    gate = asyncio.Event()
+    ran: list[str] = []
+
+    async def blocked(conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        ran.append(request.ext_fields["i"])
+        await gate.wait()
+        return response_to(request, ResponseCode.SUCCESS, ext_fields=dict(request.ext_fields))
+
+    lane = Lane("send", workers=1, capacity=100, max_wait_ms=50)
+    table = ProcessorTable()
+    table.register(BLOCKED, blocked, lane)
+    server = await start_server(table)
+    requests = [RemotingCommand.request(BLOCKED, {"i": str(i)}) for i in range(3)]
+    tasks = [asyncio.create_task(client.invoke(server.address, r, timeout_s=5.0)) for r in requests]
+    await wait_until(lambda: ran == ["0"] and lane.depth == 2, "one running, two queued")
+    await asyncio.sleep(0.1)  # the queued two now exceed max_wait_ms
+    gate.set()
+    first, *late = await asyncio.gather(*tasks)
+
+    assert (first.code, first.ext_fields) == (ResponseCode.SUCCESS, {"i": "0"})
+    for response in late:
+        assert response.code == ResponseCode.SYSTEM_BUSY
+        assert response.remark is not None
+        assert response.remark.startswith("[TIMEOUT_CLEAN_QUEUE]broker busy")
+    assert ran == ["0"]  # expired requests are answered, never run
+    assert lane.expired == 2
+    # Fresh requests run again.
+    response = await client.invoke(server.address, RemotingCommand.request(BLOCKED, {"i": "x"}))
+    assert (response.code, response.ext_fields) == (0, {"i": "x"})
+
+
 async def test_reject_hook_answers_rejectrequest(
     start_server: ServerFactory, client: RemotingClient
 ) -> None:
