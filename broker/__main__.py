@@ -91,7 +91,12 @@ def _broker_config(args: argparse.Namespace) -> BrokerConfig:
         overrides["listenPort"] = str(args.listen_port)
     if getattr(args, "namesrv", None):
         overrides["namesrvAddr"] = args.namesrv
-    return load_config(BrokerConfig, args.config, overrides)
+    config = load_config(BrokerConfig, args.config, overrides)
+    env_namesrv = os.environ.get("NAMESRV_ADDR")
+    if args.command == "broker" and config.namesrv_addr is None and env_namesrv:
+        # RocketMQ's convention: the environment names the name servers when nothing else does.
+        config = with_changes(config, namesrv_addr=env_namesrv)
+    return config
 
 
 def _namesrv_config(args: argparse.Namespace) -> NamesrvConfig:

@@ -12,16 +12,18 @@ from pathlib import Path
 import pytest
 
 from remoting.client import RemotingClient
-from remoting.codes import ResponseCode
+from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
+from remoting.route import TopicRouteData
 
 
-def _start(*args: str) -> subprocess.Popen[str]:
+def _start(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-m", "broker", *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        env=env,
     )
 
 
@@ -142,3 +144,43 @@ def test_port_in_use_is_a_clear_error(tmp_path: Path) -> None:
     assert proc.returncode == 1
     assert "ready" not in proc.stdout
     assert "address already in use" in proc.stderr.lower()
+
+
+async def test_broker_finds_namesrv_in_env_and_reads_properties_file(tmp_path: Path) -> None:
+    """``aerolite broker -c broker.conf`` with NAMESRV_ADDR: it registers under its conf name."""
+    namesrv = _start("namesrv", "--port", "0", "--set", f"kvConfigPath={tmp_path / 'kv.json'}")
+    broker: subprocess.Popen[str] | None = None
+    try:
+        assert namesrv.stdout is not None
+        ns_addr = _addresses(namesrv.stdout.readline())["namesrv"]
+        conf = tmp_path / "broker.conf"
+        conf.write_text(
+            "# a RocketMQ broker.conf\nbrokerClusterName=TestCluster\nbrokerName=broker-x\n"
+            f"storePathRootDir={tmp_path / 'store'}\nlistenPort=0\n"
+        )
+        broker = _start("broker", "-c", str(conf), env={**os.environ, "NAMESRV_ADDR": ns_addr})
+        assert broker.stdout is not None
+        broker_addr = _addresses(broker.stdout.readline())["broker"]
+        async with RemotingClient() as client:
+            request = RemotingCommand.request(
+                RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "TBW102"}
+            )
+            response = await client.invoke(ns_addr, request, timeout_s=5)
+            assert response.code == ResponseCode.SUCCESS
+            route = TopicRouteData.decode(response.body_bytes)
+            assert [(b.cluster, b.broker_name, b.broker_addrs) for b in route.broker_datas] == [
+                ("TestCluster", "broker-x", {0: broker_addr})
+            ]
+        os.kill(broker.pid, signal.SIGTERM)
+        assert broker.wait(timeout=15) == 0
+        # A clean stop unregisters: the route is gone.
+        async with RemotingClient() as client:
+            request = RemotingCommand.request(
+                RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "TBW102"}
+            )
+            response = await client.invoke(ns_addr, request, timeout_s=5)
+            assert response.code == ResponseCode.TOPIC_NOT_EXIST
+    finally:
+        if broker is not None:
+            _stop(broker)
+        _stop(namesrv)
