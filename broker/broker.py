@@ -114,6 +114,7 @@ class Broker:
             name="broker",
         )
         self.server.add_close_listener(self._on_close)
+        self.vip_server: RemotingServer | None = None
         self.client = RemotingClient()
         self.registration = Registration(
             self.client,
@@ -218,6 +219,7 @@ class Broker:
         await self.store.start()
         self.store.add_arrival_listener(self.pull_hold.on_arrival)
         await self.server.start()
+        await self._start_vip_server()
         host = self.config.broker_ip1 or self.config.bind_address
         self.store_host = host_of(host, self.server.port)
         await self.client.start()
@@ -245,6 +247,34 @@ class Broker:
             namesrv=self.config.namesrv_addr,
             store=str(self.config.store.root_dir),
         )
+
+    async def _start_vip_server(self) -> None:
+        """The "VIP channel" on listenPort - 2, serving the same processors.
+
+        Java clients up to 4.4.0 send most requests there by default
+        (``com.rocketmq.sendMessageWithVIPChannel``). A port that cannot be bound is logged
+        and skipped: every newer client uses the main port.
+        """
+        port = self.server.port - 2
+        if port <= 0:
+            return
+        vip = RemotingServer(
+            ServerConfig(
+                host=self.config.bind_address,
+                port=port,
+                idle_timeout_s=self.config.server_channel_max_idle_s,
+            ),
+            self.processors,
+            name="broker-vip",
+        )
+        vip.add_close_listener(self._on_close)
+        try:
+            await vip.start()
+        except OSError as exc:
+            # Not vip.shutdown(): that would drain the lanes the main server shares.
+            log.warning("vip_port_unavailable", port=port, error=exc.strerror or str(exc))
+            return
+        self.vip_server = vip
 
     @staticmethod
     async def _every(interval_s: float, fn: Callable[[], object]) -> None:
@@ -289,6 +319,8 @@ class Broker:
         self._tasks = []
         await self.registration.shutdown()
         await self.pull_hold.shutdown()
+        if self.vip_server is not None:
+            await self.vip_server.shutdown()
         await self.server.shutdown()
         await self.client.shutdown()
         self.offsets.persist()
@@ -312,6 +344,9 @@ class Broker:
             task.cancel()
         with contextlib.suppress(Exception):
             await self.pull_hold.shutdown()
+        if self.vip_server is not None:
+            with contextlib.suppress(Exception):
+                await self.vip_server.shutdown()
         with contextlib.suppress(Exception):
             await self.server.shutdown()
         with contextlib.suppress(Exception):

@@ -188,7 +188,7 @@ class AdminProcessor:
             tc = broker.topics.get(topic)
             if tc is None:
                 continue
-            for qid in range(tc.write_queue_nums):
+            for qid in range(tc.read_queue_nums):
                 broker_offset = store.get_max_offset(topic, qid)
                 consumer_offset = max(0, broker.offsets.query(h.consumer_group, topic, qid))
                 last = (
@@ -266,8 +266,8 @@ class AdminProcessor:
         self, conn: Connection, request: RemotingCommand
     ) -> RemotingCommand:
         h = GroupNameRequestHeader.from_ext_fields(request.ext_fields)
+        # The group's offsets stay, as in RocketMQ 4.9: re-creating the group resumes them.
         self.broker.subscription_groups.delete(h.group_name)
-        self.broker.offsets.remove_group(h.group_name)
         return _ok(request)
 
     # ------------------------------------------------------------------------- locks

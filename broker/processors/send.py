@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 
+from broker.config import BrokerRole
 from broker.topics import (
     NOT_ALLOWED_SEND_TOPICS,
     RETRY_GROUP_TOPIC_PREFIX,
@@ -32,6 +33,7 @@ from remoting.command import RemotingCommand, response_to
 from remoting.connection import Connection
 from remoting.headers import SendMessageRequestHeader
 from store.message_codec import (
+    MULTI_TAGS_FLAG,
     Host,
     MessageBatch,
     MessageInner,
@@ -125,6 +127,10 @@ class SendProcessor:
         store_host = self.broker.store_host
         body = request.body if request.body is not None else b""
         store = self.broker.store
+        sys_flag = header.sys_flag
+        tc = self.broker.topics.get(header.topic)
+        if tc is not None and tc.topic_filter_type == "MULTI_TAG":
+            sys_flag |= MULTI_TAGS_FLAG
         if batch:
             # The batch-level properties go to every inner message (the store joins them).
             props["CLUSTER"] = self._cluster
@@ -134,7 +140,7 @@ class SendProcessor:
                     queue_id=queue_id,
                     body=body,
                     properties=encode_properties(props),
-                    sys_flag=header.sys_flag,
+                    sys_flag=sys_flag,
                     born_timestamp=header.born_timestamp,
                     born_host=born_host,
                     store_host=store_host,
@@ -150,7 +156,7 @@ class SendProcessor:
                     body=body,
                     properties=encode_properties(props),
                     flag=header.flag,
-                    sys_flag=header.sys_flag,
+                    sys_flag=sys_flag,
                     born_timestamp=header.born_timestamp,
                     born_host=born_host,
                     store_host=store_host,
@@ -165,6 +171,13 @@ class SendProcessor:
     ) -> RemotingCommand | None:
         broker = self.broker
         topic = header.topic
+        if broker.config.broker_role is BrokerRole.SLAVE:
+            return response_to(
+                request,
+                ResponseCode.SERVICE_NOT_AVAILABLE,
+                "service not available now. It may be caused by one of the following reasons: "
+                "messages are put to the slave.",
+            )
         if not broker.config.broker_permission & PERM_WRITE:
             return response_to(
                 request,
