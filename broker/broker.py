@@ -45,7 +45,6 @@ from store.message_store import MessageStore
 
 log = structlog.get_logger(__name__)
 
-CLIENT_SCAN_INTERVAL_S = 10.0
 # Dispatch this far behind the commit log means consume queues cannot keep up: refuse sends
 # with SYSTEM_BUSY until it catches up rather than let the gap grow.
 DISPATCH_BEHIND_BUSY_BYTES = 64 << 20
@@ -233,7 +232,8 @@ class Broker:
                 name="broker-offsets",
             ),
             asyncio.create_task(
-                self._every(CLIENT_SCAN_INTERVAL_S, self._scan_clients), name="broker-clients"
+                self._every(self.config.client_scan_interval_ms / 1000, self._scan_clients),
+                name="broker-clients",
             ),
             asyncio.create_task(
                 self._every(SAMPLE_INTERVAL_S, self._sample_stats), name="broker-stats"
@@ -318,10 +318,14 @@ class Broker:
                 await task
         self._tasks = []
         await self.registration.shutdown()
+        # Both listeners stop accepting before the lanes they share are drained.
+        self.server.stop_accepting()
+        if self.vip_server is not None:
+            self.vip_server.stop_accepting()
         await self.pull_hold.shutdown()
+        await self.server.shutdown()
         if self.vip_server is not None:
             await self.vip_server.shutdown()
-        await self.server.shutdown()
         await self.client.shutdown()
         self.offsets.persist()
         self.subscription_groups.persist()

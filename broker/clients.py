@@ -82,6 +82,8 @@ class ConsumerGroupInfo:
         return old is None or old.client_id != info.client_id
 
     def update_subscriptions(self, subs: Iterable[SubscriptionData]) -> bool:
+        """RocketMQ's rules: a newer subVersion replaces a subscription; only added or
+        removed topics count as a change (and so notify the group)."""
         changed = False
         seen = set()
         for sub in subs:
@@ -90,9 +92,7 @@ class ConsumerGroupInfo:
             if old is None:
                 self.subscriptions[sub.topic] = sub
                 changed = True
-            elif sub.sub_version > old.sub_version or not old.same_filter(sub):
-                if not old.same_filter(sub):
-                    changed = True
+            elif sub.sub_version > old.sub_version:
                 self.subscriptions[sub.topic] = sub
         for topic in [t for t in self.subscriptions if t not in seen]:
             del self.subscriptions[topic]

@@ -78,6 +78,7 @@ class BrokerConfig:
     register_name_server_period_ms: int = 30_000  # registerNameServerPeriod (10 s..60 s)
     flush_consumer_offset_interval_ms: int = 5_000  # flushConsumerOffsetInterval
     channel_expired_ms: int = 120_000  # a client without heartbeat this long is dropped
+    client_scan_interval_ms: int = 10_000  # how often idle client channels are looked for
     long_polling_check_interval_ms: int = 5_000  # re-check of held pulls (RocketMQ: 5 s)
     short_polling_time_ms: int = 1_000  # shortPollingTimeMills
     rebalance_lock_max_live_ms: int = 60_000  # rocketmq.broker.rebalance.lockMaxLiveTime
@@ -101,6 +102,7 @@ class BrokerConfig:
         for name in (
             "flush_consumer_offset_interval_ms",
             "channel_expired_ms",
+            "client_scan_interval_ms",
             "long_polling_check_interval_ms",
             "short_polling_time_ms",
             "rebalance_lock_max_live_ms",
@@ -155,6 +157,7 @@ BROKER_KEYS: dict[str, tuple[str, str]] = {
     "registerNameServerPeriod": ("", "register_name_server_period_ms"),
     "flushConsumerOffsetInterval": ("", "flush_consumer_offset_interval_ms"),
     "channelExpiredTime": ("", "channel_expired_ms"),
+    "clientScanInterval": ("", "client_scan_interval_ms"),
     "longPollingCheckInterval": ("", "long_polling_check_interval_ms"),
     "shortPollingTimeMills": ("", "short_polling_time_ms"),
     "rebalanceLockMaxLiveTime": ("", "rebalance_lock_max_live_ms"),

@@ -319,13 +319,6 @@ class SubscriptionData:
             class_filter_mode=_bool(d.get("classFilterMode")),
         )
 
-    def same_filter(self, other: SubscriptionData) -> bool:
-        return (
-            self.sub_string == other.sub_string
-            and self.expression_type == other.expression_type
-            and self.tags_set == other.tags_set
-        )
-
 
 def parse_tag_expression(expression: str | None) -> tuple[str, list[str]]:
     """``FilterAPI.buildSubscriptionData`` for TAG: (subString, tags); ``*`` means all."""

@@ -138,9 +138,13 @@ class RemotingServer:
         finally:
             self._stopping.set_result(None)
 
-    async def _shutdown(self) -> None:
+    def stop_accepting(self) -> None:
+        """Close the listening socket; connections already open keep being served."""
         if self._server is not None:
             self._server.close()
+
+    async def _shutdown(self) -> None:
+        self.stop_accepting()
         await self.processors.shutdown(self.config.shutdown_grace_s)
         if self._sweeper is not None:
             self._sweeper.cancel()

@@ -34,6 +34,8 @@ from remoting.connection import Connection
 from remoting.headers import SendMessageRequestHeader
 from store.message_codec import (
     MULTI_TAGS_FLAG,
+    TRANSACTION_PREPARED_TYPE,
+    TRANSACTION_TYPE_MASK,
     Host,
     MessageBatch,
     MessageInner,
@@ -122,6 +124,18 @@ class SendProcessor:
             queue_id = random.randrange(max(1, tc.write_queue_nums))  # noqa: S311 - load spread
         props_text = header.properties or ""
         props = decode_properties(props_text)
+        if not batch and (
+            header.sys_flag & TRANSACTION_TYPE_MASK == TRANSACTION_PREPARED_TYPE
+            or props.get("TRAN_MSG", "").lower() == "true"
+        ):
+            # Half messages need the transaction service (check-back, commit/rollback); until
+            # the broker has it, refuse them as RocketMQ does with rejectTransactionMessage
+            # rather than store a message no consumer would ever see.
+            return response_to(
+                request,
+                ResponseCode.NO_PERMISSION,
+                f"the broker[{self.broker.address}] sending transaction message is forbidden",
+            )
         wait = props.pop("WAIT", "true").lower() != "false"
         born_host = _born_host(conn.peer)
         store_host = self.broker.store_host
