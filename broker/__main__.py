@@ -159,6 +159,9 @@ async def _serve(args: argparse.Namespace) -> int:
 
 
 def _run(main: Coroutine[None, None, int]) -> int:
+    # AEROLITE_LOOP=asyncio runs on the stdlib loop (CI runs the suite once that way).
+    if os.environ.get("AEROLITE_LOOP") == "asyncio":
+        return asyncio.run(main)
     try:
         import uvloop  # noqa: PLC0415 - absent on Windows, where the stdlib loop serves
     except ImportError:
