@@ -327,6 +327,8 @@ class Broker:
         if self.vip_server is not None:
             await self.vip_server.shutdown()
         await self.client.shutdown()
+        await self.topics.file.flush()
+        await self.subscription_groups.file.flush()
         self.offsets.persist()
         self.subscription_groups.persist()
         self.topics.persist()

@@ -8,6 +8,7 @@ file, fsync it and rename, so a reader never sees half a file.
 
 from __future__ import annotations
 
+import asyncio
 import os
 from pathlib import Path
 from typing import Any
@@ -46,3 +47,45 @@ def read_json(path: Path) -> Any | None:
         except (ValueError, UnicodeDecodeError) as exc:
             log.warning("config_file_unreadable", path=str(candidate), error=str(exc))
     return None
+
+
+class JsonFile:
+    """A table file whose writes leave the event loop.
+
+    ``save_soon`` hands the newest document to a writer task (fsync runs in a thread; a burst
+    of changes writes the last one once more at most); ``save_now`` writes synchronously, for
+    start-up and the final persist at shutdown.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._pending: Any | None = None
+        self._writer: asyncio.Task[None] | None = None
+
+    def save_now(self, doc: Any) -> None:
+        self._pending = None
+        write_json(self.path, doc)
+
+    def save_soon(self, doc: Any) -> None:
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            self.save_now(doc)
+            return
+        self._pending = doc
+        if self._writer is None or self._writer.done():
+            self._writer = asyncio.create_task(self._drain(), name=f"persist-{self.path.name}")
+
+    async def _drain(self) -> None:
+        while self._pending is not None:
+            doc, self._pending = self._pending, None
+            try:
+                await asyncio.to_thread(write_json, self.path, doc)
+            except OSError:
+                log.exception("config_file_write_failed", path=str(self.path))
+
+    async def flush(self) -> None:
+        """Wait for a write in progress (shutdown calls this before ``save_now``)."""
+        if self._writer is not None:
+            await self._writer
+            self._writer = None

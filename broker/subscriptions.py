@@ -13,7 +13,7 @@ from typing import Any
 
 import structlog
 
-from broker.persist import read_json, write_json
+from broker.persist import JsonFile, read_json
 from remoting.bodies import DataVersion, SubscriptionGroupConfig
 
 log = structlog.get_logger(__name__)
@@ -37,6 +37,7 @@ _BUILTIN_GROUPS = (
 class SubscriptionGroupTable:
     def __init__(self, path: Path, *, auto_create: bool) -> None:
         self.path = path
+        self.file = JsonFile(path)
         self.auto_create = auto_create
         self.table: dict[str, SubscriptionGroupConfig] = {
             g: SubscriptionGroupConfig(g) for g in _BUILTIN_GROUPS
@@ -60,11 +61,11 @@ class SubscriptionGroupTable:
         }
 
     def persist(self) -> None:
-        write_json(self.path, self.to_json())
+        self.file.save_now(self.to_json())
 
     def _changed(self) -> None:
         self.data_version.bump(int(time.time() * 1000))
-        self.persist()
+        self.file.save_soon(self.to_json())
 
     def find(self, group: str) -> SubscriptionGroupConfig | None:
         """The group's settings; created with defaults when auto-creation is on."""

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import structlog
 
-from broker.persist import read_json, write_json
+from broker.persist import JsonFile, read_json
 from remoting.bodies import (
     PERM_INHERIT,
     PERM_READ,
@@ -112,6 +112,7 @@ class TopicTable:
         delay_level_count: int,
     ) -> None:
         self.path = path
+        self.file = JsonFile(path)
         self.cluster = cluster
         self.broker_name = broker_name
         self.auto_create_topic_enable = auto_create_topic_enable
@@ -164,14 +165,16 @@ class TopicTable:
         log.info("topics_loaded", path=str(self.path), topics=len(self.table))
 
     def persist(self) -> None:
-        write_json(self.path, self.wrapper().to_json())
+        self.file.save_now(self.wrapper().to_json())
 
     def wrapper(self) -> TopicConfigWrapper:
         return TopicConfigWrapper(dict(self.table), self.data_version)
 
     def _changed(self) -> None:
         self.data_version.bump(int(time.time() * 1000))
-        self.persist()
+        # Off the event loop: a topic created on first send must not stall every other send
+        # for an fsync.
+        self.file.save_soon(self.wrapper().to_json())
         if self.on_change is not None:
             self.on_change()
 
