@@ -13,10 +13,15 @@ PACKAGES := broker remoting store client
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml tests/e2e/js/package-lock.json
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[dev]'
+	@# ali-ons for tests/e2e (they skip without node); npm ci reinstalls from the lock file.
+	@if command -v npm >/dev/null 2>&1; then \
+		echo "npm ci (tests/e2e/js)"; \
+		(cd tests/e2e/js && npm ci --no-audit --no-fund --loglevel=error); \
+	fi
 	@touch $(STAMP)
 
 install: $(STAMP)  ## create .venv and install the project with its dev extras
@@ -41,7 +46,13 @@ test-asyncio: install  ## the suite once more on stdlib asyncio in debug mode
 
 check: test test-asyncio  ## everything CI checks before interop
 
-bench: install  ## benchmarks: figures as ratios to baselines measured in the same run
+BENCH_STAMP := $(VENV)/.installed-bench
+
+$(BENCH_STAMP): $(STAMP) pyproject.toml
+	$(PY) -m pip install --quiet -e '.[dev,bench]'
+	@touch $(BENCH_STAMP)
+
+bench: install $(BENCH_STAMP)  ## benchmarks: figures as ratios to baselines measured in the same run
 	$(PY) -m tests.bench
 
 run: install  ## the standalone broker (name server + broker in one process)

@@ -20,12 +20,13 @@ from pathlib import Path
 
 import structlog
 
-from tests.bench import remoting_bench, store_bench
+from tests.bench import broker_bench, remoting_bench, store_bench
 from tests.bench.report import REPO_ROOT, Report
 
 BENCHMARKS: dict[str, Callable[[bool], Report]] = {
     remoting_bench.NAME: lambda quick: remoting_bench.run(quick=quick),
     store_bench.NAME: lambda quick: store_bench.run(quick=quick),
+    broker_bench.NAME: lambda quick: broker_bench.run(quick=quick),
 }
 
 DEFAULT_RESULTS_DIR = REPO_ROOT / "bench-results"
@@ -89,7 +90,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         out = args.results_dir / f"{name}.json"
         out.write_text(json.dumps(report.results, indent=2, ensure_ascii=False) + "\n")
         print(f"wrote {out}", flush=True)
-        if docs is not None:
+        if docs is not None and report.markdown:  # empty: nothing measured, keep the old
             update_docs(docs, name, report.markdown)
             print(f"updated {docs}", flush=True)
     return 0

@@ -16,6 +16,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.bench.__main__ import update_docs
 from tests.bench.report import REPO_ROOT
 
@@ -174,3 +176,55 @@ def test_update_docs_appends_a_missing_section(tmp_path: Path) -> None:
     assert "first" not in text
     assert text.count("second") == 1
     assert text.endswith("<!-- remoting:end -->\n")
+
+
+def test_quick_broker_run_writes_sane_results(tmp_path: Path) -> None:
+    """The broker benchmark end to end with tiny counts: Aerolite under the official client
+    (skipped without it), and Redis/NATS where they are installed."""
+    import importlib.util
+
+    if importlib.util.find_spec("rocketmq") is None:
+        pytest.skip("the official RocketMQ client (PyPI rocketmq) is not installed")
+    docs = tmp_path / "benchmarks.md"
+    docs.write_text(
+        "# Benchmarks\n\nintro stays\n\n<!-- broker:begin -->\nSTALE-SECTION\n<!-- broker:end -->\n"
+    )
+    proc = _run_quick("broker", tmp_path, docs)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+    results = json.loads((tmp_path / "results" / "broker.json").read_text())
+    assert results["quick"] is True
+    assert not (REPO_ROOT / results["config"]["work_dir"]).exists()  # stores cleaned up
+    assert results["notes"] == [], results["notes"]
+    systems = results["systems"]
+    threads = [str(n) for n in results["config"]["threads"]]
+    for key in ("aerolite_async", "aerolite_sync"):
+        assert systems[key]["exit_code"] == 0  # SIGTERM stops the broker cleanly
+        for n in threads:
+            row = systems[key]["produce"][n]
+            assert row["ok"] > 0
+            assert _positive(row["messages_per_s"])
+            assert _positive(row["mb_per_s"])
+            assert row["stall_probe"]["probes"] > 0
+    consume = systems["aerolite_async"]["consume"]
+    expect = results["config"]["consume_messages"]
+    for kind in ("push", "pull"):
+        assert consume[kind]["received"] >= expect
+        assert _positive(consume[kind]["messages_per_s"])
+    for n in threads:
+        assert _positive(results["echo"]["produce"][n]["messages_per_s"])
+        assert _positive(results["ratios"]["produce"]["async"][n]["vs_echo"])
+    for peer, info in results["peers"].items():
+        if info["available"]:
+            for n in threads:
+                assert _positive(systems[f"{peer}_async"]["produce"][n]["messages_per_s"])
+                assert _positive(results["ratios"]["produce"]["async"][n][f"vs_{peer}"])
+            for kind in ("push", "pull"):
+                assert systems[f"{peer}_async"]["consume"][kind]["received"] >= expect
+
+    text = docs.read_text()
+    assert "intro stays" in text
+    assert "STALE-SECTION" not in text
+    assert text.count("<!-- broker:begin -->") == 1
+    assert "Aerolite msg/s" in text
+    assert "echo ceiling" in proc.stdout

@@ -1,0 +1,1302 @@
+"""Broker benchmark: the standalone broker under a real RocketMQ client, next to Redis Streams
+and NATS JetStream driven the same way, and the raw uvloop echo ceiling.
+
+What is measured, over loopback TCP with 1 KiB bodies, every client in a driver process of its
+own (``tests.bench.drivers``; the C++ RocketMQ client cannot be unloaded), every server in its
+own process with its data in a temporary directory under ``bench-results/``:
+
+- **Produce.** One client process, N threads (1, 4, 8), each sending one message and waiting
+  for its acknowledgement before the next: the official Python client's
+  ``Producer.send_sync`` (PyPI ``rocketmq`` 0.4.4, the C++ client 1.2.x) against Aerolite's
+  ``python -m broker standalone``; a blocking ``XADD`` per thread (redis-py with hiredis, one
+  connection per thread) against ``redis-server``; N asyncio tasks each awaiting
+  ``js.publish`` (nats-py on uvloop, one connection) against ``nats-server -js``. Up to
+  ``produce_messages`` or ``produce_max_s`` per run, after ``warmup_messages`` on one thread.
+  Once with asynchronous flushing (Aerolite ASYNC_FLUSH, Redis ``appendfsync everysec``,
+  JetStream's default) and once with a flush per acknowledgement (Aerolite SYNC_FLUSH, Redis
+  ``appendfsync always``, JetStream ``sync_interval: always`` where the server knows it).
+- **Consume.** ``consume_messages`` preloaded (not timed), then read whole twice: by a
+  consumer whose progress the server keeps (RocketMQ ``PushConsumer`` in a new group; Redis
+  ``XREADGROUP`` + ``XACK`` per batch; a durable JetStream pull consumer acking each batch)
+  and by a reader from the first message that keeps no state on the server (RocketMQ
+  ``PullConsumer`` over every queue from offset 0; ``XREAD``; an ephemeral JetStream pull
+  consumer without acks), ``pull_batch`` messages per request. The rate runs from the first
+  message received to the last.
+- **Echo ceiling.** The raw uvloop echo server of the remoting benchmark (``echo_server``),
+  driven by its load generator with the same number of requests in flight as each client
+  shape (N for N producer threads, one per queue for the push consumer, one for the pull
+  reader) and the same payload per request (1 KiB, or ``pull_batch`` KiB for consumers): the
+  most any Python server on uvloop could answer.
+- **Stalls.** During every run a ``StallProbe`` (``peers``) sends the server its cheapest
+  request every 20 ms over a connection of its own: a probe that waits long means the server
+  did not run, whatever the client saw. The same probe on Redis and NATS is the control for
+  the machine's own hiccups. Failed sends, the C++ client's log and the servers' warnings are
+  counted and reported.
+
+Figures are ratios measured in the same run: Aerolite / Redis, Aerolite / NATS, Aerolite / echo
+ceiling. With two or more CPUs, every server is pinned to CPU 1 and every client (driver or
+load generator) to CPU 0, so no system gets more than one core. One run per figure (no
+rounds): the numbers carry the noise of one run. Peers that are not installed are reported as
+such and skipped. Nothing here asserts speed.
+
+``python -m tests.bench.broker_bench --profile`` is not part of the benchmark: it samples the
+broker with py-spy under the produce load and prints the functions with the most self time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from remoting import ClientConfig, RemotingClient, RemotingCommand, RequestCode, ResponseCode
+from remoting.bodies import KVTable
+from remoting.headers import CreateTopicRequestHeader
+from tests.bench import loadgen
+from tests.bench.peers import (
+    AeroliteBroker,
+    DriverResult,
+    NatsServer,
+    Peer,
+    RedisServer,
+    Service,
+    StallProbe,
+    cpp_client_log,
+    dist_version,
+    find_peers,
+    run_driver,
+)
+from tests.bench.processes import ServerProcess
+from tests.bench.remoting_server import ECHO_CODE
+from tests.bench.report import (
+    REPO_ROOT,
+    Report,
+    machine_info,
+    machine_line,
+    markdown_table,
+    text_table,
+)
+
+NAME = "broker"
+LOADGEN_CPU = 0  # every client
+SERVER_CPU = 1  # every server
+ROCKETMQ_DRIVER = "tests.bench.drivers.rocketmq_client"
+REDIS_DRIVER = "tests.bench.drivers.redis_client"
+NATS_DRIVER = "tests.bench.drivers.nats_client"
+PRODUCE_TOPIC = "BenchProduce"
+CONSUME_TOPIC = "BenchConsume"
+MB = 1_000_000
+# The C++ client 1.2.x zips a batch whose body passes 4 KiB, which no broker can split
+# (rocketmq-client-cpp #186); batches for the preload stay below that.
+CPP_BATCH_LIMIT_BYTES = 4000
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BrokerBenchConfig:
+    """Counts and time budgets; every loop stops at whichever limit comes first."""
+
+    body_bytes: int = 1024
+    threads: tuple[int, ...] = (1, 4, 8)
+    produce_messages: int = 30_000  # per run
+    produce_max_s: float = 15.0  # per run
+    warmup_messages: int = 200  # per run, one thread, before the timed part
+    sync_flush: bool = True  # the produce runs once more with a flush per acknowledgement
+    consume_messages: int = 50_000
+    consume_max_s: float = 30.0
+    pull_batch: int = 32  # messages per pull request (RocketMQ's maxTransferCountOnMessageInMemory)
+    queues: int = 8  # per topic (writeQueueNums = readQueueNums)
+    echo_requests: int = 200_000  # per echo run
+    echo_max_s: float = 1.0  # per echo run
+    peers: bool = True
+    pin_cpus: bool = True
+    broker_settings: tuple[tuple[str, str], ...] = ()
+
+
+FULL = BrokerBenchConfig()
+QUICK = replace(
+    FULL,
+    threads=(2,),
+    produce_messages=300,
+    produce_max_s=5.0,
+    warmup_messages=20,
+    consume_messages=300,
+    consume_max_s=10.0,
+    queues=2,
+    echo_requests=2_000,
+    echo_max_s=0.2,
+    broker_settings=(
+        ("mappedFileSizeCommitLog", str(16 << 20)),
+        ("maxHashSlotNum", "10000"),
+        ("maxIndexNum", "40000"),
+    ),
+)
+
+
+def rocketmq_available() -> bool:
+    """Whether the official client (PyPI ``rocketmq``) can be imported; it is loaded only in
+    driver processes, so this checks for the package without loading the C++ library."""
+    import importlib.util
+
+    return importlib.util.find_spec("rocketmq") is not None
+
+
+# ----------------------------------------------------------------------------- helpers
+
+
+@contextlib.contextmanager
+def _pinned(cpu: int | None) -> Iterator[None]:
+    """Pin this process to ``cpu`` for the duration (no-op for ``None``)."""
+    if cpu is None:
+        yield
+        return
+    before = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {cpu})
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, before)
+
+
+def _rate_row(done: dict[str, Any], body_bytes: int, messages_key: str) -> dict[str, Any]:
+    """A driver's ``done`` line plus what every table shows: MB/s, CPU per message."""
+    rate = float(done.get("messages_per_s") or 0.0)
+    messages = int(done.get(messages_key) or 0)
+    row = dict(done)
+    row["mb_per_s"] = round(rate * body_bytes / MB, 2)
+    server_cpu = done.get("server_cpu_s")
+    row["server_cpu_us_per_msg"] = (
+        round(server_cpu / messages * 1e6, 1) if server_cpu is not None and messages else None
+    )
+    window = done.get("cpu_window_s") or 0.0
+    row["client_cpu_pct"] = round(100 * done["client_cpu_s"] / window) if window else None
+    row["server_cpu_pct"] = (
+        round(100 * server_cpu / window) if window and server_cpu is not None else None
+    )
+    return row
+
+
+def _attempt(label: str, fn: Callable[[], dict[str, Any]], notes: list[str]) -> dict[str, Any]:
+    """Run one measurement; a failure becomes ``{"error": ...}`` and a note, not a crash."""
+    try:
+        return fn()
+    except Exception as exc:  # one measurement that fails is reported, the rest go on
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        notes.append(f"{label}: {first}")
+        print(f"  {label}: FAILED: {exc}", file=sys.stderr, flush=True)
+        return {"error": first}
+
+
+def _progress(text: str) -> None:
+    print(f"  {text}", file=sys.stderr, flush=True)
+
+
+# ----------------------------------------------------------------------- echo ceiling
+
+
+async def _echo_run(port: int, body_bytes: int, window: int, cfg: BrokerBenchConfig) -> float:
+    """Requests per second with ``window`` in flight, after a short warm-up."""
+    ring = loadgen.FrameRing.echo_requests(ECHO_CODE, b"x" * body_bytes, max(64, window * 4))
+    proto = await loadgen.connect(port, short_frame_bytes=body_bytes)
+    try:
+        await loadgen.run_pipelined(
+            proto, ring, max_requests=max(window * 50, 500), window=window, max_s=2.0
+        )
+        run = await loadgen.run_pipelined(
+            proto, ring, max_requests=cfg.echo_requests, window=window, max_s=cfg.echo_max_s
+        )
+    finally:
+        await loadgen.close(proto)
+    if proto.short_frames:
+        raise RuntimeError("echo server: responses without the echoed body")
+    return run.requests_per_s
+
+
+async def _echo_shapes(port: int, cfg: BrokerBenchConfig) -> dict[str, Any]:
+    batch_bytes = cfg.pull_batch * cfg.body_bytes
+    out: dict[str, Any] = {"produce": {}, "consume": {}}
+    for n in cfg.threads:
+        rps = await _echo_run(port, cfg.body_bytes, n, cfg)
+        out["produce"][str(n)] = {
+            "window": n,
+            "request_bytes": cfg.body_bytes,
+            "requests_per_s": round(rps),
+            "messages_per_s": round(rps),
+            "mb_per_s": round(rps * cfg.body_bytes / MB, 1),
+        }
+    for kind, window in (("push", cfg.queues), ("pull", 1)):
+        rps = await _echo_run(port, batch_bytes, window, cfg)
+        out["consume"][kind] = {
+            "window": window,
+            "request_bytes": batch_bytes,
+            "requests_per_s": round(rps),
+            "messages_per_s": round(rps * cfg.pull_batch),
+            "mb_per_s": round(rps * batch_bytes / MB, 1),
+        }
+    return out
+
+
+def echo_ceiling(cfg: BrokerBenchConfig, pin: bool) -> dict[str, Any]:
+    """The raw uvloop echo server, in its own process, under each client shape."""
+    import uvloop
+
+    with ServerProcess(
+        "raw uvloop echo", "tests.bench.echo_server", cpu=SERVER_CPU if pin else None
+    ) as server:
+        port = server.wait_ready()
+        with (
+            _pinned(LOADGEN_CPU if pin else None),
+            asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner,
+        ):
+            return runner.run(_echo_shapes(port, cfg))
+
+
+# ---------------------------------------------------------------------------- Aerolite
+
+
+async def _admin(broker: AeroliteBroker, topic: str, queues: int) -> None:
+    """Create ``topic`` with ``queues`` queues, then wait for its route on the name server."""
+    client = RemotingClient(ClientConfig(request_timeout_s=10.0))
+    await client.start()
+    try:
+        header = CreateTopicRequestHeader(
+            topic=topic,
+            default_topic="TBW102",
+            read_queue_nums=queues,
+            write_queue_nums=queues,
+            perm=6,
+            topic_filter_type="SINGLE_TAG",
+            topic_sys_flag=0,
+            order=False,
+        ).to_ext_fields()
+        response = await client.invoke(
+            broker.address, RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC, header)
+        )
+        if response.code != ResponseCode.SUCCESS:
+            raise RuntimeError(f"creating {topic}: {response.code} {response.remark}")
+        deadline = time.monotonic() + 15.0
+        while True:
+            route = await client.invoke(
+                broker.namesrv,
+                RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}),
+            )
+            if route.code == ResponseCode.SUCCESS:
+                return
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"no route for {topic} on the name server after 15 s")
+            await asyncio.sleep(0.1)
+    finally:
+        await client.shutdown()
+
+
+async def _runtime(broker: AeroliteBroker) -> dict[str, str]:
+    client = RemotingClient(ClientConfig(request_timeout_s=10.0))
+    await client.start()
+    try:
+        response = await client.invoke(
+            broker.address, RemotingCommand.request(RequestCode.GET_BROKER_RUNTIME_INFO)
+        )
+    finally:
+        await client.shutdown()
+    table = KVTable.decode(response.body_bytes).table
+    keys = ("msgPutTotalTodayNow", "msgGetTotalTodayNow", "dispatchBehindBytes")
+    return {k: table[k] for k in keys if k in table}
+
+
+class _Run:
+    """Shared arguments of one system's measurements."""
+
+    def __init__(
+        self, cfg: BrokerBenchConfig, home: Path, server: Service, pin: bool, notes: list[str]
+    ) -> None:
+        self.cfg = cfg
+        self.home = home
+        self.server = server
+        self.notes = notes
+        self.client_cpu = LOADGEN_CPU if pin else None
+
+    def args(self, **extra: Any) -> dict[str, Any]:
+        return {
+            "body_bytes": self.cfg.body_bytes,
+            "server_pid": self.server.pid,
+            "cpu": self.client_cpu,
+            **extra,
+        }
+
+    def driver(self, module: str, command: str, timeout_s: float, **extra: Any) -> DriverResult:
+        """Run a driver with a ``StallProbe`` on the server; the probe's summary goes into
+        the ``done`` line as ``stall_probe``."""
+        with StallProbe(self.server) as probe:
+            result = run_driver(
+                module, command, self.args(**extra), home=self.home, timeout_s=timeout_s + 60.0
+            )
+        result.done["stall_probe"] = probe.summary()
+        return result
+
+
+def _aerolite_produce(run: _Run, broker: AeroliteBroker, threads: int) -> dict[str, Any]:
+    cfg = run.cfg
+    result = run.driver(
+        ROCKETMQ_DRIVER,
+        "produce",
+        cfg.produce_max_s,
+        namesrv=broker.namesrv,
+        topic=PRODUCE_TOPIC,
+        threads=threads,
+        count=cfg.produce_messages,
+        max_s=cfg.produce_max_s,
+        warmup=cfg.warmup_messages,
+    )
+    row = _rate_row(result.done, cfg.body_bytes, "ok")
+    row["client_log"] = cpp_client_log(run.home, result.pid)
+    return row
+
+
+def _aerolite_preload(run: _Run, broker: AeroliteBroker) -> dict[str, Any]:
+    """``consume_messages`` into CONSUME_TOPIC through ``send_batch`` (the driver retries
+    batches that fail: the C++ client drops a few sends under contention)."""
+    cfg = run.cfg
+    batch = max(1, CPP_BATCH_LIMIT_BYTES // (cfg.body_bytes + 200))
+    stored = failed = 0
+    started = time.perf_counter()
+    # Whole batches only, so that exactly consume_messages are stored.
+    full, rest = divmod(cfg.consume_messages, batch)
+    for count, size in ((full * batch, batch), (rest, rest)):
+        if count <= 0:
+            continue
+        done = run.driver(
+            ROCKETMQ_DRIVER,
+            "preload",
+            cfg.consume_max_s,
+            namesrv=broker.namesrv,
+            topic=CONSUME_TOPIC,
+            count=count,
+            batch=size,
+            threads=4,
+            max_s=cfg.consume_max_s,
+        ).done
+        stored += int(done["ok"])
+        failed += int(done["failed_batches"])
+    if stored != cfg.consume_messages:
+        raise RuntimeError(f"preload stored {stored} of {cfg.consume_messages} messages")
+    return {
+        "messages": stored,
+        "batch": batch,
+        "failed_batches": failed,
+        "seconds": round(time.perf_counter() - started, 2),
+    }
+
+
+def _aerolite_consume(run: _Run, broker: AeroliteBroker, kind: str) -> dict[str, Any]:
+    cfg = run.cfg
+    extra: dict[str, Any] = {"group": f"bench_{kind}_{uuid.uuid4().hex[:8]}"}
+    if kind == "pull":
+        extra["max_num"] = cfg.pull_batch
+    result = run.driver(
+        ROCKETMQ_DRIVER,
+        kind,
+        cfg.consume_max_s,
+        namesrv=broker.namesrv,
+        topic=CONSUME_TOPIC,
+        expect=cfg.consume_messages,
+        max_s=cfg.consume_max_s,
+        **extra,
+    )
+    row = _rate_row(result.done, cfg.body_bytes, "received")
+    row["client_log"] = cpp_client_log(run.home, result.pid)
+    return row
+
+
+def aerolite_phase(
+    cfg: BrokerBenchConfig, work: Path, pin: bool, *, sync: bool, notes: list[str]
+) -> dict[str, Any]:
+    """One broker (ASYNC_FLUSH or SYNC_FLUSH): the produce runs, and with ASYNC_FLUSH the
+    consume runs."""
+    flush = "SYNC_FLUSH" if sync else "ASYNC_FLUSH"
+    settings = {"flushDiskType": flush, **dict(cfg.broker_settings)}
+    tag = f"Aerolite {flush}"
+    out: dict[str, Any] = {"settings": settings, "produce": {}, "consume": {}}
+    broker = AeroliteBroker(
+        work / f"aerolite-{flush.lower()}", SERVER_CPU if pin else None, settings
+    )
+    home = work / f"home-aerolite-{flush.lower()}"
+    try:
+        with broker:
+            run = _Run(cfg, home, broker, pin, notes)
+            asyncio.run(_admin(broker, PRODUCE_TOPIC, cfg.queues))
+            for n in cfg.threads:
+                _progress(f"{tag}: produce, {n} thread(s)")
+                out["produce"][str(n)] = _attempt(
+                    f"{tag} produce x{n}",
+                    functools.partial(_aerolite_produce, run, broker, n),
+                    notes,
+                )
+            if not sync:
+                asyncio.run(_admin(broker, CONSUME_TOPIC, cfg.queues))
+                _progress(f"{tag}: preload {cfg.consume_messages:,} messages")
+                out["preload"] = _attempt(
+                    f"{tag} preload", lambda: _aerolite_preload(run, broker), notes
+                )
+                if "error" not in out["preload"]:
+                    for kind in ("push", "pull"):
+                        _progress(f"{tag}: consume, {kind}")
+                        out["consume"][kind] = _attempt(
+                            f"{tag} {kind}",
+                            functools.partial(_aerolite_consume, run, broker, kind),
+                            notes,
+                        )
+            with contextlib.suppress(Exception):
+                out["runtime"] = asyncio.run(_runtime(broker))
+    except Exception as exc:  # a system that fails is reported, the benchmark goes on
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        notes.append(f"{tag}: {first}")
+        out["error"] = first
+    out["log"] = broker.warnings()
+    out["exit_code"] = broker.exit_code
+    if broker.exit_code not in (0, None):
+        notes.append(f"{tag}: the broker exited with {broker.exit_code} on SIGTERM")
+    return out
+
+
+# ------------------------------------------------------------------------------- peers
+
+
+def _peer_produce(run: _Run, module: str, threads: int, **where: Any) -> dict[str, Any]:
+    cfg = run.cfg
+    result = run.driver(
+        module,
+        "produce",
+        cfg.produce_max_s,
+        threads=threads,
+        count=cfg.produce_messages,
+        max_s=cfg.produce_max_s,
+        warmup=cfg.warmup_messages,
+        **where,
+    )
+    return _rate_row(result.done, cfg.body_bytes, "ok")
+
+
+def _peer_consume(run: _Run, module: str, command: str, **where: Any) -> dict[str, Any]:
+    cfg = run.cfg
+    result = run.driver(
+        module,
+        command,
+        cfg.consume_max_s,
+        expect=cfg.consume_messages,
+        max_s=cfg.consume_max_s,
+        max_num=cfg.pull_batch,
+        **where,
+    )
+    row = _rate_row(result.done, cfg.body_bytes, "received")
+    row["command"] = command
+    return row
+
+
+@dataclass(frozen=True, slots=True)
+class PeerSpec:
+    key: str
+    module: str
+    consume_commands: tuple[str, str]  # (push counterpart, pull counterpart)
+
+    def server(self, work: Path, cpu: int | None, sync: bool) -> Service:
+        if self.key == "redis":
+            return RedisServer(work, cpu, "always" if sync else "everysec")
+        return NatsServer(work, cpu, sync_always=sync)
+
+    def where(self, server: Service, name: str) -> dict[str, Any]:
+        port = server.port if isinstance(server, RedisServer | NatsServer) else 0
+        if self.key == "redis":
+            return {"port": port, "stream": name}
+        return {"port": port, "stream": name.upper(), "subject": name.lower()}
+
+
+PEER_SPECS = (
+    PeerSpec("redis", REDIS_DRIVER, ("group", "read")),
+    PeerSpec("nats", NATS_DRIVER, ("durable", "ephemeral")),
+)
+
+
+def peer_phase(
+    spec: PeerSpec,
+    label: str,
+    cfg: BrokerBenchConfig,
+    work: Path,
+    pin: bool,
+    *,
+    sync: bool,
+    notes: list[str],
+) -> dict[str, Any]:
+    mode = "sync" if sync else "async"
+    tag = f"{label} ({mode})"
+    out: dict[str, Any] = {"produce": {}, "consume": {}}
+    server = spec.server(work / f"{spec.key}-{mode}", SERVER_CPU if pin else None, sync)
+    try:
+        with server:
+            run = _Run(cfg, work / f"home-{spec.key}-{mode}", server, pin, notes)
+            produce_at = spec.where(server, "produce")
+            for n in cfg.threads:
+                _progress(f"{tag}: produce, {n} thread(s)")
+                out["produce"][str(n)] = _attempt(
+                    f"{tag} produce x{n}",
+                    functools.partial(_peer_produce, run, spec.module, n, **produce_at),
+                    notes,
+                )
+            if not sync:
+                consume_at = spec.where(server, "consume")
+                _progress(f"{tag}: preload {cfg.consume_messages:,} messages")
+                out["preload"] = _attempt(
+                    f"{tag} preload",
+                    lambda: (
+                        run.driver(
+                            spec.module,
+                            "preload",
+                            cfg.consume_max_s,
+                            count=cfg.consume_messages,
+                            **consume_at,
+                        ).done
+                    ),
+                    notes,
+                )
+                if "error" not in out["preload"]:
+                    for kind, command in zip(("push", "pull"), spec.consume_commands, strict=True):
+                        _progress(f"{tag}: consume, {command}")
+                        out["consume"][kind] = _attempt(
+                            f"{tag} {command}",
+                            functools.partial(
+                                _peer_consume, run, spec.module, command, **consume_at
+                            ),
+                            notes,
+                        )
+    except Exception as exc:  # a peer that fails is reported, the benchmark goes on
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        if sync and spec.key == "nats" and "unknown field" in str(exc):
+            out["skipped"] = (
+                "this nats-server has no `sync_interval: always` (JetStream fsyncs every "
+                "write only from nats-server 2.10 on)"
+            )
+        else:
+            notes.append(f"{tag}: {first}")
+            out["error"] = first
+    out["log"] = server.warnings()
+    return out
+
+
+# ---------------------------------------------------------------------------- ratios
+
+
+def _ratio(a: Any, b: Any) -> float | None:
+    if not isinstance(a, int | float) or not isinstance(b, int | float) or not b or not a:
+        return None
+    return round(a / b, 2)
+
+
+def _rate(row: dict[str, Any] | None) -> float | None:
+    if not row or "error" in row or "skipped" in row:
+        return None
+    rate = row.get("messages_per_s")
+    return float(rate) if isinstance(rate, int | float) and rate > 0 else None
+
+
+def compute_ratios(results: dict[str, Any]) -> dict[str, Any]:
+    systems = results["systems"]
+    echo = results.get("echo") or {}
+    out: dict[str, Any] = {"produce": {}, "consume": {}}
+    for mode in ("async", "sync"):
+        aero = systems.get(f"aerolite_{mode}") or {}
+        per_level: dict[str, Any] = {}
+        for n, row in (aero.get("produce") or {}).items():
+            mine = _rate(row)
+            per_level[n] = {
+                "vs_redis": _ratio(
+                    mine, _rate((systems.get(f"redis_{mode}") or {}).get("produce", {}).get(n))
+                ),
+                "vs_nats": _ratio(
+                    mine, _rate((systems.get(f"nats_{mode}") or {}).get("produce", {}).get(n))
+                ),
+                "vs_echo": _ratio(mine, _rate(echo.get("produce", {}).get(n))),
+            }
+            if mode == "sync":
+                async_row = (systems.get("aerolite_async") or {}).get("produce", {}).get(n)
+                per_level[n]["vs_async"] = _ratio(mine, _rate(async_row))
+        out["produce"][mode] = per_level
+    aero = systems.get("aerolite_async") or {}
+    for kind in ("push", "pull"):
+        mine = _rate((aero.get("consume") or {}).get(kind))
+        out["consume"][kind] = {
+            "vs_redis": _ratio(
+                mine, _rate((systems.get("redis_async") or {}).get("consume", {}).get(kind))
+            ),
+            "vs_nats": _ratio(
+                mine, _rate((systems.get("nats_async") or {}).get("consume", {}).get(kind))
+            ),
+            "vs_echo": _ratio(mine, _rate(echo.get("consume", {}).get(kind))),
+        }
+    return out
+
+
+# ------------------------------------------------------------------------------- run
+
+
+def run(quick: bool = False, config: BrokerBenchConfig | None = None) -> Report:
+    """Run the whole broker benchmark and return its report."""
+    cfg = config or (QUICK if quick else FULL)
+    started = time.perf_counter()
+    machine = machine_info()  # before our own load shows in the load average
+    pin = (
+        cfg.pin_cpus
+        and hasattr(os, "sched_getaffinity")
+        and {LOADGEN_CPU, SERVER_CPU} <= os.sched_getaffinity(0)
+    )
+    notes: list[str] = []
+    peers = find_peers() if cfg.peers else {}
+    results: dict[str, Any] = {
+        "benchmark": NAME,
+        "quick": quick,
+        "machine": machine,
+        "config": {**asdict(cfg), "pinned": pin},
+        "peers": {k: asdict(p) for k, p in peers.items()},
+        "client": f"rocketmq {dist_version('rocketmq') or '?'} (PyPI, the C++ client 1.2.x)",
+        "systems": {},
+        "notes": notes,
+    }
+    if not rocketmq_available():
+        notes.append(
+            "the official RocketMQ client (PyPI rocketmq==0.4.4) is not installed: "
+            "pip install -e '.[bench]'; nothing measured"
+        )
+        results["ratios"] = compute_ratios(results)
+        results["seconds"] = round(time.perf_counter() - started, 1)
+        # No markdown: the docs keep the last section that measured something.
+        return Report(NAME, results, render_console(results), "", notes)
+
+    base = REPO_ROOT / "bench-results"
+    base.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="broker-bench-", dir=base))
+    results["config"]["work_dir"] = str(work.relative_to(REPO_ROOT))
+    systems = results["systems"]
+    try:
+        _progress("echo ceiling")
+        results["echo"] = _attempt("echo ceiling", lambda: echo_ceiling(cfg, pin), notes)
+        systems["aerolite_async"] = aerolite_phase(cfg, work, pin, sync=False, notes=notes)
+        if cfg.sync_flush:
+            systems["aerolite_sync"] = aerolite_phase(cfg, work, pin, sync=True, notes=notes)
+        for spec in PEER_SPECS:
+            peer: Peer | None = peers.get(spec.key)
+            if peer is None or not peer.available:
+                continue
+            for sync in (False, True) if cfg.sync_flush else (False,):
+                key = f"{spec.key}_{'sync' if sync else 'async'}"
+                systems[key] = peer_phase(spec, peer.label, cfg, work, pin, sync=sync, notes=notes)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    results["ratios"] = compute_ratios(results)
+    results["seconds"] = round(time.perf_counter() - started, 1)
+    return Report(NAME, results, render_console(results), render_markdown(results), notes)
+
+
+# ---------------------------------------------------------------------------- render
+
+
+def _f(value: Any, fmt: str) -> str:
+    return "—" if not isinstance(value, int | float) else format(value, fmt)
+
+
+def _n(value: Any) -> str:
+    return "—" if not isinstance(value, int | float) or value <= 0 else f"{value:,.0f}"
+
+
+def _cell_rate(row: dict[str, Any] | None) -> str:
+    if not row:
+        return "—"
+    if "error" in row:
+        return "failed"
+    if "skipped" in row:
+        return "n/a"
+    return _n(row.get("messages_per_s"))
+
+
+def _ms(us: Any) -> str:
+    return "—" if not isinstance(us, int | float) else f"{us / 1e3:.2f}"
+
+
+def _failures(row: dict[str, Any]) -> str:
+    failed = int(row.get("errors") or 0) + int(row.get("not_ok") or 0)
+    return str(failed) if failed else "0"
+
+
+def _produce_rows(results: dict[str, Any], mode: str) -> list[list[str]]:
+    systems, ratios = results["systems"], results["ratios"]["produce"].get(mode, {})
+    echo = (results.get("echo") or {}).get("produce", {})
+    aero = (systems.get(f"aerolite_{mode}") or {}).get("produce", {})
+    rows = []
+    for n in results["config"]["threads"]:
+        key = str(n)
+        row = aero.get(key) or {}
+        r = ratios.get(key, {})
+        redis_row = (systems.get(f"redis_{mode}") or {}).get("produce", {}).get(key)
+        nats_row = (systems.get(f"nats_{mode}") or {}).get("produce", {}).get(key)
+        nats_sys = systems.get(f"nats_{mode}") or {}
+        rows.append(
+            [
+                key,
+                _cell_rate(row),
+                _f(row.get("mb_per_s"), ".1f"),
+                _cell_rate(redis_row),
+                "n/a" if "skipped" in nats_sys else _cell_rate(nats_row),
+                _cell_rate(echo.get(key)),
+                _f(r.get("vs_redis"), ".2f"),
+                _f(r.get("vs_nats"), ".2f"),
+                _f(r.get("vs_echo"), ".3f"),
+            ]
+        )
+    return rows
+
+
+_PRODUCE_HEADERS = (
+    "threads",
+    "Aerolite msg/s",
+    "MB/s",
+    "Redis msg/s",
+    "NATS msg/s",
+    "echo ceiling",
+    "vs Redis",
+    "vs NATS",
+    "vs echo",
+)
+
+CONSUME_LABELS = {
+    "push": "group consumer: PushConsumer | XREADGROUP+XACK | durable pull, ack per batch",
+    "pull": "reader from 0: PullConsumer | XREAD | ephemeral pull, no acks",
+}
+CONSUME_SHORT = {"push": "group consumer (PushConsumer)", "pull": "reader from 0 (PullConsumer)"}
+
+
+def _consume_rows(results: dict[str, Any], short: bool) -> list[list[str]]:
+    systems, ratios = results["systems"], results["ratios"]["consume"]
+    echo = (results.get("echo") or {}).get("consume", {})
+    aero = (systems.get("aerolite_async") or {}).get("consume", {})
+    rows = []
+    for kind in ("push", "pull"):
+        row = aero.get(kind) or {}
+        r = ratios.get(kind, {})
+        rows.append(
+            [
+                (CONSUME_SHORT if short else CONSUME_LABELS)[kind],
+                _cell_rate(row),
+                _f(row.get("mb_per_s"), ".1f"),
+                _cell_rate((systems.get("redis_async") or {}).get("consume", {}).get(kind)),
+                _cell_rate((systems.get("nats_async") or {}).get("consume", {}).get(kind)),
+                _cell_rate(echo.get(kind)),
+                _f(r.get("vs_redis"), ".2f"),
+                _f(r.get("vs_nats"), ".2f"),
+                _f(r.get("vs_echo"), ".3f"),
+            ]
+        )
+    return rows
+
+
+_CONSUME_HEADERS = (
+    "consumer",
+    "Aerolite msg/s",
+    "MB/s",
+    "Redis msg/s",
+    "NATS msg/s",
+    "echo ceiling",
+    "vs Redis",
+    "vs NATS",
+    "vs echo",
+)
+
+SYSTEM_LABELS = {
+    "aerolite_async": "Aerolite, ASYNC_FLUSH",
+    "aerolite_sync": "Aerolite, SYNC_FLUSH",
+    "redis_async": "Redis, appendfsync everysec",
+    "redis_sync": "Redis, appendfsync always",
+    "nats_async": "NATS JetStream (default sync)",
+    "nats_sync": "NATS JetStream, sync_interval always",
+}
+
+_DETAIL_HEADERS = (
+    "system",
+    "run",
+    "msg/s",
+    "p50 ms",
+    "p99 ms",
+    "max ms",
+    "server CPU µs/msg",
+    "server CPU %",
+    "client CPU %",
+    "probe p99 ms",
+    "probe max ms",
+    "failed",
+)
+
+
+def _detail_rows(results: dict[str, Any]) -> list[list[str]]:
+    rows: list[list[str]] = []
+    for key, system in results["systems"].items():
+        label = SYSTEM_LABELS.get(key, key)
+        if "skipped" in system or ("error" in system and not system.get("produce")):
+            rows.append([label, "—", "n/a" if "skipped" in system else "failed", *[""] * 9])
+            continue
+        entries = [(f"produce x{n}", r) for n, r in system.get("produce", {}).items()]
+        entries += [
+            (f"consume {r.get('command', kind)}" if "command" in r else f"consume {kind}", r)
+            for kind, r in system.get("consume", {}).items()
+        ]
+        for what, row in entries:
+            if "error" in row:
+                rows.append([label, what, "failed", *[""] * 9])
+                continue
+            probe = row.get("stall_probe") or {}
+            rows.append(
+                [
+                    label,
+                    what,
+                    _n(row.get("messages_per_s")),
+                    _ms(row.get("p50_us")),
+                    _ms(row.get("p99_us")),
+                    _ms(row.get("max_us")),
+                    _f(row.get("server_cpu_us_per_msg"), ".1f"),
+                    _f(row.get("server_cpu_pct"), ".0f"),
+                    _f(row.get("client_cpu_pct"), ".0f"),
+                    _f(probe.get("p99_ms"), ".1f"),
+                    _f(probe.get("max_ms"), ".0f"),
+                    _failures(row),
+                ]
+            )
+    return rows
+
+
+def _peer_lines(results: dict[str, Any]) -> list[str]:
+    lines = [f"Aerolite: driven by {results.get('client', 'rocketmq')}"]
+    for peer in results["peers"].values():
+        if peer["available"]:
+            lines.append(f"{peer['label']}: {peer['version']}")
+        else:
+            lines.append(f"{peer['label']}: not measured, {peer['reason']}")
+    nats_sync = results["systems"].get("nats_sync") or {}
+    if "skipped" in nats_sync:
+        lines.append(
+            f"NATS JetStream, flush per acknowledgement: not measured, {nats_sync['skipped']}"
+        )
+    return lines
+
+
+# Failures of the C++ client that are its own (they happen against any broker): the
+# explanation goes into the report once when a run's client log shows the pattern.
+KNOWN_CLIENT_ISSUES = {
+    "get timed_mutex timeout": (
+        "`GetTransport ... get timed_mutex timeout` is the C++ client's own: concurrent sends "
+        "share one connection table lock whose `try_lock_for` gives up at once under "
+        "contention (apache/rocketmq-client-cpp#224, #456); the send fails without reaching "
+        "the broker and, retries spent, surfaces as `No route info of this topic`."
+    ),
+    "TIMEOUT_CLEAN_QUEUE": (
+        "`[TIMEOUT_CLEAN_QUEUE]broker busy` is Aerolite's answer (SYSTEM_BUSY) to a send "
+        "that waited longer than waitTimeMillsInSendQueue (200 ms) in the send lane: the "
+        "broker stalled."
+    ),
+}
+
+
+def _odd_lines(results: dict[str, Any]) -> list[str]:
+    """What went wrong or looked odd: failed sends, client and server log warnings."""
+    lines: list[str] = []
+    seen_issues: set[str] = set()
+    for key, system in results["systems"].items():
+        label = SYSTEM_LABELS.get(key, key)
+        runs = [
+            *(("produce x" + n, r) for n, r in system.get("produce", {}).items()),
+            *(("consume " + k, r) for k, r in system.get("consume", {}).items()),
+        ]
+        for what, row in runs:
+            if what.startswith("consume") and row.get("received", 0) < row.get("expect", 0):
+                lines.append(
+                    f"{label}, {what}: received {row['received']:,} of {row['expect']:,} "
+                    "messages before the time limit"
+                )
+            kinds = {**(row.get("error_kinds") or {}), **(row.get("not_ok_kinds") or {})}
+            if kinds:
+                failed = _failures(row)
+                top = "; ".join(f"{n} x {k[:140]}" for k, n in kinds.items())
+                lines.append(f"{label}, {what}: {failed} sends failed ({top})")
+            probe = row.get("stall_probe") or {}
+            if probe.get("over_100ms"):
+                lines.append(
+                    f"{label}, {what}: {probe['over_100ms']} of {probe['probes']} stall probes "
+                    f"waited over 100 ms (worst {probe['max_ms']:.0f} ms, "
+                    f"{probe['max_at_s']:.1f} s after the driver started)"
+                )
+            client_log = row.get("client_log") or {}
+            if client_log.get("lines"):
+                top = "; ".join(f"{n} x {k[:120]}" for k, n in client_log["kinds"].items())
+                lines.append(f"{label}, {what}: C++ client log, {client_log['lines']} lines: {top}")
+                seen_issues.update(k for k in KNOWN_CLIENT_ISSUES if k in top)
+        log = system.get("log") or {}
+        if log.get("lines"):
+            kinds = log.get("events") or log.get("kinds") or {}
+            top = "; ".join(f"{n} x {k[:120]}" for k, n in kinds.items())
+            lines.append(f"{label}: server log, {log['lines']} warning/error lines: {top}")
+    lines += [KNOWN_CLIENT_ISSUES[k] for k in KNOWN_CLIENT_ISSUES if k in seen_issues]
+    return lines
+
+
+def render_console(results: dict[str, Any]) -> str:
+    cfg = results["config"]
+    lines = [
+        f"broker: {cfg['body_bytes']} B bodies, threads {tuple(cfg['threads'])}, up to "
+        f"{cfg['produce_messages']:,} messages or {cfg['produce_max_s']:g} s per produce run, "
+        f"{cfg['consume_messages']:,} consumed, "
+        f"{'pinned' if cfg['pinned'] else 'not pinned'}"
+        f"{', quick' if results['quick'] else ''}; {machine_line(results['machine'])}",
+        *(f"  {line}" for line in _peer_lines(results)),
+    ]
+    if not results["systems"]:
+        lines += ["", *results["notes"]]
+        return "\n".join(lines)
+    lines += [
+        "",
+        "produce, ASYNC_FLUSH (Redis everysec, NATS default):",
+        text_table(_PRODUCE_HEADERS, _produce_rows(results, "async")),
+    ]
+    if "aerolite_sync" in results["systems"]:
+        lines += [
+            "",
+            "produce, SYNC_FLUSH (Redis appendfsync always, NATS sync_interval always):",
+            text_table(_PRODUCE_HEADERS, _produce_rows(results, "sync")),
+        ]
+    lines += [
+        "",
+        f"consume {cfg['consume_messages']:,} preloaded messages:",
+        text_table(_CONSUME_HEADERS, _consume_rows(results, short=False)),
+        "",
+        text_table(_DETAIL_HEADERS, _detail_rows(results)),
+    ]
+    reading = _reading(results)
+    if reading:
+        lines += ["", reading.replace("**", "")]
+    odd = _odd_lines(results)
+    if odd or results["notes"]:
+        lines += ["", *results["notes"], *odd]
+    lines += ["", f"({results['seconds']} s)"]
+    return "\n".join(lines)
+
+
+def _row(results: dict[str, Any], system: str, phase: str, key: str) -> dict[str, Any]:
+    row = ((results["systems"].get(system) or {}).get(phase) or {}).get(key) or {}
+    return {} if "error" in row else row
+
+
+def _reading(results: dict[str, Any]) -> str:
+    """What the figures say, computed from them: where the CPU went, who was the limit."""
+    top = str(max(results["config"]["threads"]))
+    mine = _row(results, "aerolite_async", "produce", top)
+    if not mine.get("server_cpu_us_per_msg"):
+        return ""
+    cpu = mine["server_cpu_us_per_msg"]
+    text = (
+        f"**Reading.** With {top} producer threads Aerolite's process was on CPU "
+        f"{_f(mine.get('server_cpu_pct'), '.0f')} % of the time, {cpu:.1f} µs per message"
+    )
+    others = []
+    client_bound = []
+    for key, name in (("redis_async", "Redis"), ("nats_async", "NATS")):
+        row = _row(results, key, "produce", top)
+        if row.get("server_cpu_us_per_msg"):
+            others.append(
+                f"{cpu / row['server_cpu_us_per_msg']:.1f}x {name}'s "
+                f"{row['server_cpu_us_per_msg']:.1f} µs (on CPU "
+                f"{_f(row.get('server_cpu_pct'), '.0f')} %)"
+            )
+            if (row.get("client_cpu_pct") or 0) >= 90:
+                client_bound.append(f"{name}'s ({row['client_cpu_pct']} % of a CPU)")
+    text += (": " + " and ".join(others) + ". " if others else ". ") + (
+        f"The C++ client used {_f(mine.get('client_cpu_pct'), '.0f')} % of its CPU"
+    )
+    if client_bound:
+        text += (
+            f"; the Python client was the limit for {' and '.join(client_bound)}, so those "
+            "rates, and Aerolite's ratios to them, understate the servers' difference"
+        )
+    text += ". "
+    sync = _row(results, "aerolite_sync", "produce", top)
+    if sync.get("messages_per_s") and mine.get("messages_per_s"):
+        text += (
+            f"SYNC_FLUSH kept {sync['messages_per_s'] / mine['messages_per_s']:.2f}x of the "
+            f"ASYNC_FLUSH rate at {top} threads ({sync['p50_us'] / 1e3:.2f} ms p50 per send "
+            f"against {mine['p50_us'] / 1e3:.2f} ms). "
+        )
+    pull = _row(results, "aerolite_async", "consume", "pull")
+    if pull.get("p50_us"):
+        text += (
+            f"A pull of {results['config']['pull_batch']} messages took "
+            f"{pull['p50_us'] / 1e3:.2f} ms (p50) end to end, at "
+            f"{_f(pull.get('server_cpu_us_per_msg'), '.1f')} µs of broker CPU per message."
+        )
+    return text
+
+
+def _busy_note(results: dict[str, Any]) -> str:
+    machine = results["machine"]
+    load, cpus = machine.get("loadavg"), machine.get("cpus") or 1
+    if not load or load[0] < 0.5 * cpus:
+        return ""
+    return (
+        f" Other work was running on the machine (load average {load[0]:.2f} on {cpus} CPUs "
+        "before the run, not pinned away from ours): each figure comes from one run and "
+        "carries its noise."
+    )
+
+
+def render_markdown(results: dict[str, Any]) -> str:
+    cfg = results["config"]
+    pinned = (
+        f"every server pinned to CPU {SERVER_CPU}, every client to CPU {LOADGEN_CPU}"
+        if cfg["pinned"]
+        else "no CPU pinning"
+    )
+    parts = [
+        "## Broker: produce and consume with a real RocketMQ client, next to Redis and NATS",
+        "",
+        f"Measured {machine_line(results['machine'])}; {pinned}; "
+        f"the run took {results['seconds']} s.{_busy_note(results)}",
+        "",
+        *(f"- {line}" for line in _peer_lines(results)),
+    ]
+    if not results["systems"]:
+        return "\n".join([*parts, "", *results["notes"]])
+    parts += [
+        "",
+        f"Aerolite is `python -m broker standalone` (name server and broker in one process, "
+        f"topics of {cfg['queues']} queues) driven by the official Python client, PyPI "
+        "`rocketmq` 0.4.4 (the C++ client 1.2.x), in a process of its own. Produce: one "
+        "client process with N threads, each calling `send_sync` in a loop (one message in "
+        f"flight per thread), {cfg['body_bytes']} B bodies, up to "
+        f"{cfg['produce_messages']:,} messages or {cfg['produce_max_s']:g} s per run after "
+        f"{cfg['warmup_messages']} warm-up sends. Redis Streams gets the same shape from "
+        "redis-py (with hiredis): N threads, one connection each, a blocking `XADD` at a "
+        "time. NATS JetStream gets N asyncio tasks (nats-py on uvloop, one connection), each "
+        "awaiting its `PubAck`. MB/s counts message bodies. The echo ceiling is the raw "
+        "uvloop echo server of the remoting benchmark answering 1 KiB requests with N in "
+        "flight, driven by its raw load generator: the most a Python server on uvloop could "
+        "answer in that shape. Ratios are Aerolite's rate over the other's, from the same "
+        "run (one run per figure, no rounds).",
+        "",
+        "**Produce, asynchronous flush** (Aerolite ASYNC_FLUSH, Redis `appendonly yes` + "
+        "`appendfsync everysec`, JetStream file storage with its default sync):",
+        "",
+        markdown_table(_PRODUCE_HEADERS, _produce_rows(results, "async")),
+    ]
+    if "aerolite_sync" in results["systems"]:
+        parts += [
+            "",
+            "**Produce, a flush per acknowledgement** (Aerolite SYNC_FLUSH, Redis "
+            "`appendfsync always`, JetStream `sync_interval: always` where the server "
+            "knows it):",
+            "",
+            markdown_table(_PRODUCE_HEADERS, _produce_rows(results, "sync")),
+        ]
+    parts += [
+        "",
+        f"**Consume.** {cfg['consume_messages']:,} messages preloaded (not timed), then read "
+        "whole twice. Group consumer: a RocketMQ `PushConsumer` in a new group (the broker "
+        "keeps its offsets); Redis `XREADGROUP COUNT "
+        f"{cfg['pull_batch']}` and an `XACK` of each batch; a durable JetStream pull consumer "
+        f"(`fetch({cfg['pull_batch']})`, `AckPolicy.ALL`, one ack per batch). Reader from "
+        "the start, no state kept on the server: a RocketMQ `PullConsumer` reading every "
+        f"queue from offset 0, {cfg['pull_batch']} messages per pull, one pull at a time; "
+        "Redis `XREAD` from ID 0; an ephemeral JetStream pull consumer without acks. Rates "
+        "run from the first message received to the last. The echo ceiling answers "
+        f"{cfg['pull_batch']} KiB requests, one per queue in flight for the group consumer "
+        "(the C++ push consumer keeps one pull per queue) and one at a time for the reader.",
+        "",
+        markdown_table(_CONSUME_HEADERS, _consume_rows(results, short=True)),
+        "",
+        "Every run: latency is per send (p50/p99 over all sends of the run); server CPU is "
+        "the server process's on-CPU time per message over the timed part; client CPU is the "
+        "driver process's share of its CPU (near 100 %, the client is the limit, not the "
+        "server).",
+        "",
+        markdown_table(_DETAIL_HEADERS, _detail_rows(results)),
+    ]
+    reading = _reading(results)
+    if reading:
+        parts += ["", reading]
+    odd = _odd_lines(results)
+    if odd or results["notes"]:
+        parts += ["", "**Failures and log warnings in this run:**", ""]
+        parts += [f"- {line}" for line in [*results["notes"], *odd]]
+    return "\n".join(parts)
+
+
+# --------------------------------------------------------------------------- profile
+
+
+def _speedscope_top(path: Path, top: int) -> list[dict[str, Any]]:
+    """Functions by self time (and total time), all lines of a function together, from a
+    py-spy speedscope file, over every thread."""
+    doc = json.loads(path.read_text())
+    frames = doc["shared"]["frames"]
+    # A frame is a (function, file, line); a function is its (name, file).
+    function_of = [(f.get("name", "?"), f.get("file", "?")) for f in frames]
+    self_w: dict[tuple[str, str], float] = {}
+    total_w: dict[tuple[str, str], float] = {}
+    grand = 0.0
+    for profile in doc["profiles"]:
+        for stack, weight in zip(profile["samples"], profile["weights"], strict=True):
+            grand += weight
+            if stack:
+                leaf = function_of[stack[-1]]
+                self_w[leaf] = self_w.get(leaf, 0.0) + weight
+            for fn in {function_of[i] for i in stack}:
+                total_w[fn] = total_w.get(fn, 0.0) + weight
+    ordered = sorted(self_w.items(), key=lambda kv: kv[1], reverse=True)[:top]
+    return [
+        {
+            "function": name,
+            "file": file.replace(str(REPO_ROOT) + "/", ""),
+            "self_pct": round(100 * weight / grand, 1) if grand else 0.0,
+            "total_pct": round(100 * total_w.get((name, file), 0.0) / grand, 1) if grand else 0.0,
+        }
+        for (name, file), weight in ordered
+    ]
+
+
+def profile_broker(
+    *,
+    seconds: float,
+    threads: int,
+    out: Path,
+    sync: bool = False,
+    native: bool = False,
+    top: int = 10,
+) -> dict[str, Any]:
+    """py-spy the broker for ``seconds`` while one client process produces with ``threads``
+    threads (not a figure: the sampler slows the broker down)."""
+    py_spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
+    if not Path(py_spy).exists():
+        raise RuntimeError("py-spy is not installed")
+    cfg = FULL
+    pin = hasattr(os, "sched_getaffinity") and {LOADGEN_CPU, SERVER_CPU} <= os.sched_getaffinity(0)
+    base = REPO_ROOT / "bench-results"
+    base.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="broker-profile-", dir=base))
+    settings = {"flushDiskType": "SYNC_FLUSH" if sync else "ASYNC_FLUSH"}
+    try:
+        with AeroliteBroker(work / "aerolite", SERVER_CPU if pin else None, settings) as broker:
+            asyncio.run(_admin(broker, PRODUCE_TOPIC, cfg.queues))
+            run = _Run(cfg, work / "home", broker, pin, [])
+            args = run.args(
+                namesrv=broker.namesrv,
+                topic=PRODUCE_TOPIC,
+                threads=threads,
+                count=10_000_000,
+                max_s=seconds + 4.0,
+                warmup=cfg.warmup_messages,
+            )
+            env = {**os.environ, "HOME": str(work / "home")}
+            (work / "home").mkdir(parents=True, exist_ok=True)
+            driver = subprocess.Popen(  # our own driver module, fixed arguments
+                [sys.executable, "-m", ROCKETMQ_DRIVER, "produce"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                cwd=REPO_ROOT,
+                env=env,
+                text=True,
+            )
+            try:
+                assert driver.stdin is not None and driver.stdout is not None
+                driver.stdin.write(json.dumps(args) + "\n")
+                driver.stdin.close()
+                driver.stdout.readline()  # the "warm" line: the timed part begins
+                time.sleep(1.0)
+                spy = subprocess.run(  # py-spy from the venv, fixed arguments, our broker's PID
+                    [
+                        py_spy,
+                        "record",
+                        "-p",
+                        str(broker.pid),
+                        "-d",
+                        str(int(seconds)),
+                        "-f",
+                        "speedscope",
+                        "-o",
+                        str(out),
+                        # --native needs to stop the process for each sample.
+                        *(["--native"] if native else ["--nonblocking"]),
+                    ],
+                    check=False,
+                    capture_output=True,
+                    text=True,
+                    timeout=seconds + 60,
+                )
+                if spy.returncode != 0:
+                    raise RuntimeError(f"py-spy failed ({spy.returncode}): {spy.stderr.strip()}")
+                done = json.loads(driver.stdout.readline() or "{}")
+            finally:
+                if driver.poll() is None:
+                    driver.wait(seconds + 30)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return {
+        "threads": threads,
+        "flush": settings["flushDiskType"],
+        "messages_per_s_while_sampled": done.get("messages_per_s"),
+        "speedscope": str(out),
+        "top_self": _speedscope_top(out, top),
+    }
+
+
+def main() -> None:
+    """``python -m tests.bench.broker_bench --profile``: a py-spy profile of the broker under
+    the produce load (the benchmark itself runs from ``python -m tests.bench --only broker``)."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m tests.bench.broker_bench")
+    parser.add_argument("--profile", action="store_true", help="py-spy the broker under load")
+    parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--threads", type=int, default=8)
+    parser.add_argument("--sync", action="store_true", help="SYNC_FLUSH instead of ASYNC_FLUSH")
+    parser.add_argument("--native", action="store_true", help="C frames too (py-spy --native)")
+    parser.add_argument(
+        "--out", type=Path, default=REPO_ROOT / "bench-results" / "broker-profile.speedscope.json"
+    )
+    args = parser.parse_args()
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(30))
+    if not args.profile:
+        parser.error("nothing to do: the benchmark runs from `python -m tests.bench --only broker`")
+    summary = profile_broker(
+        seconds=args.seconds, threads=args.threads, out=args.out, sync=args.sync, native=args.native
+    )
+    args.out.with_name(args.out.name.replace(".speedscope", "")).write_text(
+        json.dumps(summary, indent=2) + "\n"
+    )
+    print(
+        f"py-spy, {args.seconds:g} s, "
+        f"{summary['threads']} producer threads, {summary['flush']}, "
+        f"{summary['messages_per_s_while_sampled']} msg/s while sampled; {summary['speedscope']}"
+    )
+    rows = [
+        [f"{r['function']} ({r['file']})", f"{r['self_pct']:.1f}", f"{r['total_pct']:.1f}"]
+        for r in summary["top_self"]
+    ]
+    print(text_table(("function", "self %", "total %"), rows))
+
+
+if __name__ == "__main__":
+    main()
