@@ -2,4 +2,46 @@
 
 RocketMQ counterpart: ``rocketmq-client``. Imports ``remoting`` only; ``client.spark`` is the
 optional PySpark connector.
+
+::
+
+    async with Producer("demo-producer", namesrv="127.0.0.1:9876") as producer:
+        result = await producer.send(Message("orders", b"hello", tags="TagA"))
 """
+
+from client.errors import (
+    BrokerError,
+    ClientError,
+    ClientStateError,
+    InvalidMessageError,
+    NoRouteError,
+    RemotingError,
+    RocketMQError,
+)
+from client.message import ConsumeResult, Message, MessageView, SendResult, SendStatus
+from client.producer import Producer
+from client.pull_consumer import PullConsumer
+from client.push_consumer import PushConsumer
+from remoting.bodies import ConsumeFromWhere, MessageModel
+from remoting.route import MessageQueue
+
+__all__ = [
+    "BrokerError",
+    "ClientError",
+    "ClientStateError",
+    "ConsumeFromWhere",
+    "ConsumeResult",
+    "InvalidMessageError",
+    "Message",
+    "MessageModel",
+    "MessageQueue",
+    "MessageView",
+    "NoRouteError",
+    "Producer",
+    "PullConsumer",
+    "PushConsumer",
+    "RemotingError",
+    "RocketMQError",
+    "SendResult",
+    "SendStatus",
+]

@@ -1,0 +1,191 @@
+"""A blocking facade over the asyncio SDK, for code that is not async.
+
+No RocketMQ counterpart (the Java client is blocking already). The asyncio clients run on
+one event loop in a daemon thread per process; each blocking call submits a coroutine there
+and waits for it. Listeners of a blocking ``PushConsumer`` are plain functions, run in a
+worker thread so they may block.
+
+Usage (a script, a Flask view)::
+
+    from client.blocking import Producer
+    from client import Message
+
+    with Producer("demo-producer", namesrv="127.0.0.1:9876") as producer:
+        producer.send(Message("orders", b"hello"))
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import threading
+from collections.abc import Callable, Coroutine, Sequence
+from concurrent.futures import Future
+from types import TracebackType
+from typing import Any, Self, TypeVar
+
+from client.message import ConsumeResult, Message, MessageView, SendResult
+from client.producer import Producer as AsyncProducer
+from client.producer import QueueSelector
+from client.pull_consumer import PullConsumer as AsyncPullConsumer
+from client.push_consumer import PushConsumer as AsyncPushConsumer
+from remoting.route import MessageQueue
+
+T = TypeVar("T")
+BlockingListener = Callable[[MessageView], ConsumeResult | None]
+
+
+class _LoopThread:
+    """One event loop in a daemon thread, started on first use."""
+
+    _lock = threading.Lock()
+    _loop: asyncio.AbstractEventLoop | None = None
+
+    @classmethod
+    def loop(cls) -> asyncio.AbstractEventLoop:
+        with cls._lock:
+            if cls._loop is None:
+                try:
+                    import uvloop  # noqa: PLC0415 - optional, absent on Windows
+
+                    loop: asyncio.AbstractEventLoop = uvloop.new_event_loop()
+                except ImportError:
+                    loop = asyncio.new_event_loop()
+                thread = threading.Thread(
+                    target=loop.run_forever, name="aerolite-client-loop", daemon=True
+                )
+                thread.start()
+                cls._loop = loop
+                atexit.register(loop.call_soon_threadsafe, loop.stop)
+            return cls._loop
+
+
+def _run(coro: Coroutine[Any, Any, T], timeout_s: float | None = None) -> T:
+    loop = _LoopThread.loop()
+    future: Future[T] = asyncio.run_coroutine_threadsafe(coro, loop)
+    return future.result(timeout_s)
+
+
+class Producer:
+    """``client.Producer`` with blocking methods; same arguments."""
+
+    def __init__(self, group: str, namesrv: str | None = None, **kwargs: Any) -> None:
+        self._producer = AsyncProducer(group, namesrv, **kwargs)
+
+    def start(self) -> None:
+        _run(self._producer.start())
+
+    def shutdown(self) -> None:
+        _run(self._producer.shutdown())
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.shutdown()
+
+    def send(self, msg: Message, *, timeout_s: float | None = None) -> SendResult:
+        return _run(self._producer.send(msg, timeout_s=timeout_s))
+
+    def send_oneway(self, msg: Message) -> None:
+        _run(self._producer.send_oneway(msg))
+
+    def send_batch(self, msgs: Sequence[Message], *, timeout_s: float | None = None) -> SendResult:
+        return _run(self._producer.send_batch(msgs, timeout_s=timeout_s))
+
+    def send_orderly(
+        self,
+        msg: Message,
+        sharding_key: str | None = None,
+        *,
+        selector: QueueSelector | None = None,
+        arg: object = None,
+        timeout_s: float | None = None,
+    ) -> SendResult:
+        return _run(
+            self._producer.send_orderly(
+                msg, sharding_key, selector=selector, arg=arg, timeout_s=timeout_s
+            )
+        )
+
+
+class PushConsumer:
+    """``client.PushConsumer`` with blocking start/shutdown and plain-function listeners."""
+
+    def __init__(self, group: str, namesrv: str | None = None, **kwargs: Any) -> None:
+        self._consumer = AsyncPushConsumer(group, namesrv, **kwargs)
+
+    def subscribe(
+        self, topic: str, expression: str = "*"
+    ) -> Callable[[BlockingListener], BlockingListener]:
+        register = self._consumer.subscribe(topic, expression)
+
+        def decorate(listener: BlockingListener) -> BlockingListener:
+            register(listener)  # plain functions run in a worker thread
+            return listener
+
+        return decorate
+
+    def start(self) -> None:
+        _run(self._consumer.start())
+
+    def shutdown(self) -> None:
+        _run(self._consumer.shutdown())
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.shutdown()
+
+
+class PullConsumer:
+    """``client.pull_consumer.PullConsumer`` with blocking methods."""
+
+    def __init__(self, group: str, namesrv: str | None = None, **kwargs: Any) -> None:
+        self._consumer = AsyncPullConsumer(group, namesrv, **kwargs)
+
+    def subscribe(self, topic: str, expression: str = "*") -> None:
+        self._consumer.subscribe(topic, expression)
+
+    def assign(self, queues: list[MessageQueue]) -> None:
+        self._consumer.assign(queues)
+
+    def start(self) -> None:
+        _run(self._consumer.start())
+
+    def shutdown(self) -> None:
+        _run(self._consumer.shutdown())
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.shutdown()
+
+    def poll(self, timeout_s: float = 5.0) -> list[MessageView]:
+        return _run(self._consumer.poll(timeout_s))
+
+    def commit(self) -> None:
+        _run(self._consumer.commit())
+
+    def seek(self, mq: MessageQueue, offset: int) -> None:
+        _run(self._consumer.seek(mq, offset))

@@ -1,0 +1,348 @@
+"""``ClientInstance``: what producers and consumers of one process share.
+
+RocketMQ counterpart: ``MQClientInstance`` with ``MQClientAPIImpl``. One instance per name
+server list (and instance name) in a process: one connection per broker, the route cache
+(refreshed every 30 s and on demand), heartbeats to every broker every 30 s, and the
+housekeeping of its consumers (offset persistence every 5 s, rebalance every 20 s and when a
+broker sends NOTIFY_CONSUMER_IDS_CHANGED). It unregisters its groups from every broker when
+the last producer or consumer using it shuts down.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import socket
+import time
+from collections.abc import Awaitable, Callable
+from typing import ClassVar, Protocol
+
+import structlog
+
+from client.errors import ClientError, NoRouteError
+from remoting.bodies import ConsumerData, HeartbeatData, decode_consumer_list
+from remoting.client import ClientConfig, RemotingClient
+from remoting.codes import RequestCode, ResponseCode
+from remoting.command import RemotingCommand
+from remoting.connection import Connection
+from remoting.dispatch import Lane, ProcessorTable
+from remoting.errors import BrokerError, RemotingError
+from remoting.headers import (
+    ConsumerGroupRequestHeader,
+    GetRouteInfoRequestHeader,
+    UnregisterClientRequestHeader,
+)
+from remoting.route import MASTER_ID, TopicRouteData
+
+log = structlog.get_logger(__name__)
+
+ROUTE_REFRESH_S = 30.0  # pollNameServerInterval
+HEARTBEAT_S = 30.0  # heartbeatBrokerInterval
+PERSIST_OFFSETS_S = 5.0  # persistConsumerOffsetInterval
+REBALANCE_S = 20.0
+NAMESRV_TIMEOUT_S = 3.0
+DEFAULT_TOPIC = "TBW102"
+
+
+def _local_ip() -> str:
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.connect(("10.255.255.255", 1))  # picks the interface; sends nothing
+            ip: str = s.getsockname()[0]
+            return ip
+    except OSError:
+        return "127.0.0.1"
+
+
+class ProducerMember(Protocol):
+    group: str
+
+    def route_updated(self, topic: str, route: TopicRouteData) -> None: ...
+
+
+class ConsumerMember(Protocol):
+    group: str
+
+    def consumer_data(self) -> ConsumerData: ...
+
+    def topics(self) -> list[str]: ...
+
+    async def rebalance(self) -> None: ...
+
+    async def persist_offsets(self) -> None: ...
+
+    def route_updated(self, topic: str, route: TopicRouteData) -> None: ...
+
+
+def namesrv_from_env(namesrv: str | None) -> str:
+    """The name server list: the argument, else ``NAMESRV_ADDR`` (RocketMQ's convention).
+
+    Raises:
+        ClientError: neither is set.
+    """
+    addr = namesrv or os.environ.get("NAMESRV_ADDR")
+    if not addr:
+        raise ClientError("no name server address: pass namesrv=… or set NAMESRV_ADDR")
+    return addr
+
+
+class ClientInstance:
+    """Shared transport, routes and heartbeats. Use ``acquire``/``release``."""
+
+    # Keyed by event loop too: an instance's connections and tasks belong to one loop.
+    _instances: ClassVar[dict[tuple[str, str, int], ClientInstance]] = {}
+
+    def __init__(self, namesrv: str, instance_name: str) -> None:
+        self.namesrv_addrs = [a.strip() for a in namesrv.split(";") if a.strip()]
+        if not self.namesrv_addrs:
+            raise ClientError(f"name server list {namesrv!r} has no address")
+        self.instance_name = instance_name
+        self.client_id = f"{_local_ip()}@{instance_name}"
+        table = ProcessorTable()
+        table.register(
+            RequestCode.NOTIFY_CONSUMER_IDS_CHANGED,
+            self._on_ids_changed,
+            Lane("client-callbacks", workers=1, capacity=10_000),
+        )
+        self.remoting = RemotingClient(ClientConfig(), table)
+        self.routes: dict[str, TopicRouteData] = {}
+        self.broker_addrs: dict[str, dict[int, str]] = {}
+        self.producers: dict[str, ProducerMember] = {}
+        self.consumers: dict[str, ConsumerMember] = {}
+        self._namesrv_index = 0
+        self._users = 0
+        self._key: tuple[str, str, int] = ("", "", 0)
+        self._tasks: list[asyncio.Task[None]] = []
+        self._rebalance_now = asyncio.Event()
+        self._started = False
+
+    # ------------------------------------------------------------------ lifecycle
+
+    @classmethod
+    async def acquire(cls, namesrv: str, instance_name: str | None = None) -> ClientInstance:
+        name = instance_name or f"{os.getpid()}#{time.monotonic_ns()}"
+        key = (namesrv, instance_name or "DEFAULT", id(asyncio.get_running_loop()))
+        inst = cls._instances.get(key)
+        if inst is None:
+            inst = cls._instances[key] = cls(namesrv, name)
+            inst._key = key
+        inst._users += 1
+        if not inst._started:
+            await inst._start()
+        return inst
+
+    async def release(self) -> None:
+        self._users -= 1
+        if self._users > 0:
+            return
+        self._instances.pop(self._key, None)
+        await self._shutdown()
+
+    async def _start(self) -> None:
+        self._started = True
+        await self.remoting.start()
+        self._tasks = [
+            asyncio.create_task(self._every(ROUTE_REFRESH_S, self.refresh_routes), name="routes"),
+            asyncio.create_task(self._every(HEARTBEAT_S, self.heartbeat), name="heartbeat"),
+            asyncio.create_task(
+                self._every(PERSIST_OFFSETS_S, self._persist_offsets), name="offsets"
+            ),
+            asyncio.create_task(self._rebalance_loop(), name="rebalance"),
+        ]
+        log.info("client_started", client_id=self.client_id, namesrv=self.namesrv_addrs)
+
+    async def _shutdown(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._tasks = []
+        await self.remoting.shutdown()
+        self._started = False
+        log.info("client_stopped", client_id=self.client_id)
+
+    @staticmethod
+    async def _every(interval_s: float, fn: Callable[[], Awaitable[object]]) -> None:
+        while True:
+            await asyncio.sleep(interval_s)
+            try:
+                await fn()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("client_housekeeping_failed", task=getattr(fn, "__name__", "?"))
+
+    # --------------------------------------------------------------------- members
+
+    def register_producer(self, member: ProducerMember) -> None:
+        if member.group in self.producers:
+            raise ClientError(f"producer group {member.group} is already started in this process")
+        self.producers[member.group] = member
+
+    def register_consumer(self, member: ConsumerMember) -> None:
+        if member.group in self.consumers:
+            raise ClientError(f"consumer group {member.group} is already started in this process")
+        self.consumers[member.group] = member
+
+    async def unregister(
+        self, *, producer_group: str | None = None, consumer_group: str | None = None
+    ) -> None:
+        """Forget a group here and tell every broker (UNREGISTER_CLIENT)."""
+        if producer_group is not None:
+            self.producers.pop(producer_group, None)
+        if consumer_group is not None:
+            self.consumers.pop(consumer_group, None)
+        header = UnregisterClientRequestHeader(
+            client_id=self.client_id,
+            producer_group=producer_group,
+            consumer_group=consumer_group,
+        ).to_ext_fields()
+        for addrs in list(self.broker_addrs.values()):
+            for addr in addrs.values():
+                request = RemotingCommand.request(RequestCode.UNREGISTER_CLIENT, dict(header))
+                try:
+                    await self.remoting.invoke(addr, request, NAMESRV_TIMEOUT_S)
+                except RemotingError as exc:
+                    log.info("unregister_client_failed", broker=addr, error=str(exc))
+
+    # ----------------------------------------------------------------------- routes
+
+    async def invoke_namesrv(self, request: RemotingCommand) -> RemotingCommand:
+        """Send to the current name server, moving on to the next when one fails."""
+        last: Exception | None = None
+        for _ in range(len(self.namesrv_addrs)):
+            addr = self.namesrv_addrs[self._namesrv_index % len(self.namesrv_addrs)]
+            try:
+                return await self.remoting.invoke(addr, request, NAMESRV_TIMEOUT_S)
+            except RemotingError as exc:
+                last = exc
+                self._namesrv_index += 1
+                request = RemotingCommand.request(
+                    request.code, dict(request.ext_fields), request.body
+                )
+        assert last is not None
+        raise last
+
+    async def fetch_route(self, topic: str) -> TopicRouteData | None:
+        """The name server's route for ``topic``; None when it does not know the topic."""
+        request = RemotingCommand.request(
+            RequestCode.GET_ROUTEINFO_BY_TOPIC,
+            GetRouteInfoRequestHeader(topic=topic).to_ext_fields(),
+        )
+        response = await self.invoke_namesrv(request)
+        if response.code == ResponseCode.TOPIC_NOT_EXIST:
+            return None
+        if response.code != ResponseCode.SUCCESS:
+            raise BrokerError.for_code(response.code, response.remark)
+        return TopicRouteData.decode(response.body_bytes)
+
+    async def update_route(self, topic: str) -> TopicRouteData | None:
+        route = await self.fetch_route(topic)
+        if route is None:
+            return None
+        self.routes[topic] = route
+        for bd in route.broker_datas:
+            self.broker_addrs[bd.broker_name] = dict(bd.broker_addrs)
+        for member in (*self.producers.values(), *self.consumers.values()):
+            member.route_updated(topic, route)
+        return route
+
+    async def refresh_routes(self) -> None:
+        topics: set[str] = set(self.routes)
+        for consumer in self.consumers.values():
+            topics.update(consumer.topics())
+        for topic in sorted(topics):
+            try:
+                await self.update_route(topic)
+            except (RemotingError, BrokerError) as exc:
+                log.warning("route_refresh_failed", topic=topic, error=str(exc))
+
+    def master_addr(self, broker_name: str) -> str | None:
+        return self.broker_addrs.get(broker_name, {}).get(MASTER_ID)
+
+    def any_addr(self, broker_name: str) -> str | None:
+        addrs = self.broker_addrs.get(broker_name)
+        if not addrs:
+            return None
+        return addrs.get(MASTER_ID) or addrs[min(addrs)]
+
+    async def find_broker_for_topic(self, topic: str) -> str:
+        """A master address serving ``topic`` (for consumer-list and offset calls)."""
+        route = self.routes.get(topic) or await self.update_route(topic)
+        if route is not None:
+            for bd in route.broker_datas:
+                if bd.master_addr:
+                    return bd.master_addr
+        raise NoRouteError(topic, "no master broker serves it")
+
+    # -------------------------------------------------------------------- heartbeat
+
+    def heartbeat_data(self) -> HeartbeatData:
+        return HeartbeatData(
+            client_id=self.client_id,
+            producer_data_set=[*self.producers, "CLIENT_INNER_PRODUCER"] if self.producers else [],
+            consumer_data_set=[c.consumer_data() for c in self.consumers.values()],
+        )
+
+    async def heartbeat(self) -> None:
+        """HEART_BEAT to every broker: masters always, slaves too when consumers exist."""
+        if not self.producers and not self.consumers:
+            return
+        body = self.heartbeat_data().encode()
+        for addrs in list(self.broker_addrs.values()):
+            for broker_id, addr in addrs.items():
+                if broker_id != MASTER_ID and not self.consumers:
+                    continue
+                request = RemotingCommand.request(RequestCode.HEART_BEAT, {}, body)
+                try:
+                    response = await self.remoting.invoke(addr, request, NAMESRV_TIMEOUT_S)
+                except RemotingError as exc:
+                    log.info("heartbeat_failed", broker=addr, error=str(exc))
+                    continue
+                if response.code != ResponseCode.SUCCESS:
+                    log.warning("heartbeat_refused", broker=addr, remark=response.remark)
+
+    # ------------------------------------------------------------------- consumers
+
+    async def consumer_ids(self, group: str, topic: str) -> list[str]:
+        """GET_CONSUMER_LIST_BY_GROUP from one broker of ``topic``."""
+        addr = await self.find_broker_for_topic(topic)
+        request = RemotingCommand.request(
+            RequestCode.GET_CONSUMER_LIST_BY_GROUP,
+            ConsumerGroupRequestHeader(consumer_group=group).to_ext_fields(),
+        )
+        response = await self.remoting.invoke(addr, request, NAMESRV_TIMEOUT_S)
+        if response.code != ResponseCode.SUCCESS:
+            return []
+        return decode_consumer_list(response.body_bytes)
+
+    def rebalance_soon(self) -> None:
+        self._rebalance_now.set()
+
+    async def _rebalance_loop(self) -> None:
+        while True:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(REBALANCE_S):
+                    await self._rebalance_now.wait()
+            self._rebalance_now.clear()
+            for consumer in list(self.consumers.values()):
+                try:
+                    await consumer.rebalance()
+                except asyncio.CancelledError:
+                    raise
+                except Exception:
+                    log.exception("rebalance_failed", group=consumer.group)
+
+    async def _persist_offsets(self) -> None:
+        for consumer in list(self.consumers.values()):
+            await consumer.persist_offsets()
+
+    async def _on_ids_changed(self, conn: Connection, request: RemotingCommand) -> None:
+        log.info(
+            "consumer_ids_changed",
+            group=request.ext_fields.get("consumerGroup"),
+            broker=conn.peer,
+        )
+        self.rebalance_soon()

@@ -1,0 +1,471 @@
+"""Messages as users see them, and their wire forms.
+
+RocketMQ counterpart: ``Message``, ``MessageExt`` (here ``MessageView``, RocketMQ 5's name),
+``SendResult``/``SendStatus``, ``ConsumeConcurrentlyStatus`` (here ``ConsumeResult``),
+``MessageDecoder`` (the stored-record layout of pull bodies, store-format.md §2, decoded on
+the client side because ``client`` imports only ``remoting``), ``MessageClientIDSetter``
+(UNIQ_KEY ids) and ``Validators`` (topic and body checks before anything is sent).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import struct
+import threading
+import time
+import zlib
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import Enum
+from typing import Final
+
+from client.errors import InvalidMessageError
+from remoting.route import MessageQueue
+
+# ----------------------------------------------------------------------- property keys
+
+PROPERTY_KEYS: Final = "KEYS"
+PROPERTY_TAGS: Final = "TAGS"
+PROPERTY_WAIT: Final = "WAIT"
+PROPERTY_DELAY: Final = "DELAY"
+PROPERTY_UNIQ_KEY: Final = "UNIQ_KEY"
+PROPERTY_RETRY_TOPIC: Final = "RETRY_TOPIC"
+PROPERTY_MAX_RECONSUME_TIMES: Final = "MAX_RECONSUME_TIMES"
+PROPERTY_RECONSUME_TIME: Final = "RECONSUME_TIME"
+PROPERTY_MIN_OFFSET: Final = "MIN_OFFSET"
+PROPERTY_MAX_OFFSET: Final = "MAX_OFFSET"
+PROPERTY_ORIGIN_MESSAGE_ID: Final = "ORIGIN_MESSAGE_ID"
+PROPERTY_CONSUME_START_TIME: Final = "CONSUME_START_TIME"
+# Set by the SDK or the broker: users may not set them through ``properties``.
+RESERVED_PROPERTIES: Final = frozenset(
+    {
+        PROPERTY_KEYS,
+        PROPERTY_TAGS,
+        PROPERTY_WAIT,
+        PROPERTY_DELAY,
+        PROPERTY_UNIQ_KEY,
+        PROPERTY_RETRY_TOPIC,
+        "REAL_TOPIC",
+        "REAL_QID",
+        "TRAN_MSG",
+        "PGROUP",
+        PROPERTY_MIN_OFFSET,
+        PROPERTY_MAX_OFFSET,
+        "CLUSTER",
+        PROPERTY_RECONSUME_TIME,
+        PROPERTY_MAX_RECONSUME_TIMES,
+        PROPERTY_ORIGIN_MESSAGE_ID,
+    }
+)
+
+NAME_VALUE_SEPARATOR: Final = "\x01"
+PROPERTY_SEPARATOR: Final = "\x02"
+
+# ----------------------------------------------------------------------------- limits
+
+TOPIC_MAX_LENGTH: Final = 127
+DEFAULT_MAX_MESSAGE_BYTES: Final = 4 * 1024 * 1024
+COMPRESS_OVER_BYTES: Final = 4096  # compressMsgBodyOverHowmuch
+MAX_DELAY_LEVEL: Final = 18
+_VALID_NAME = re.compile(r"^[%|a-zA-Z0-9_-]+$")
+_NOT_ALLOWED_SEND = frozenset(
+    {
+        "SCHEDULE_TOPIC_XXXX",
+        "RMQ_SYS_TRANS_HALF_TOPIC",
+        "RMQ_SYS_TRANS_OP_HALF_TOPIC",
+        "TRANS_CHECK_MAX_TIME_TOPIC",
+        "SELF_TEST_TOPIC",
+        "OFFSET_MOVED_EVENT",
+    }
+)
+
+# sysFlag bits (protocol.md §9.3)
+FLAG_COMPRESSED: Final = 0x1
+FLAG_BORNHOST_V6: Final = 0x10
+FLAG_STOREHOST_V6: Final = 0x20
+COMPRESSION_ZLIB: Final = 0x300  # compression type 3 in bits 8-10, as Java 4.9.8 sends
+_COMPRESSION_MASK = 0x700
+
+
+def check_topic(topic: str) -> None:
+    """``Validators.checkTopic`` plus the forbidden topics.
+
+    Raises:
+        InvalidMessageError: blank, illegal characters, too long, or a system topic.
+    """
+    if not isinstance(topic, str) or not topic.strip():
+        raise InvalidMessageError("the specified topic is blank")
+    if not _VALID_NAME.match(topic):
+        raise InvalidMessageError(
+            f"the specified topic[{topic}] contains illegal characters, "
+            "allowing only ^[%|a-zA-Z0-9_-]+$"
+        )
+    if len(topic) > TOPIC_MAX_LENGTH:
+        raise InvalidMessageError(
+            f"the specified topic is longer than topic max length {TOPIC_MAX_LENGTH}"
+        )
+    if topic in _NOT_ALLOWED_SEND:
+        raise InvalidMessageError(f"sending message to topic[{topic}] is forbidden")
+
+
+def check_group(group: str) -> None:
+    """``Validators.checkGroup``.
+
+    Raises:
+        InvalidMessageError: blank, illegal characters or too long.
+    """
+    if not isinstance(group, str) or not group.strip():
+        raise InvalidMessageError("the specified group is blank")
+    if not _VALID_NAME.match(group):
+        raise InvalidMessageError(
+            f"the specified group[{group}] contains illegal characters, "
+            "allowing only ^[%|a-zA-Z0-9_-]+$"
+        )
+    if len(group) > 255:
+        raise InvalidMessageError("the specified group is longer than group max length 255")
+
+
+# ---------------------------------------------------------------------------- message
+
+
+@dataclass(slots=True)
+class Message:
+    """A message to send.
+
+    Args:
+        topic: the topic; created on first send when the broker allows auto-creation.
+        body: the payload (non-empty, at most the producer's ``max_message_bytes``).
+        tags: one tag, used by consumers' filter expressions.
+        keys: business keys, indexed by the broker for queries.
+        properties: user properties (string to string).
+        delay_level: 1..18 delays delivery by the broker's ``messageDelayLevel`` entry.
+        flag: an int stored with the message and handed back to consumers unchanged.
+    """
+
+    topic: str
+    body: bytes
+    tags: str | None = None
+    keys: list[str] | str | None = None
+    properties: dict[str, str] = field(default_factory=dict)
+    delay_level: int = 0
+    flag: int = 0
+
+    @property
+    def key_list(self) -> list[str]:
+        if self.keys is None:
+            return []
+        if isinstance(self.keys, str):
+            return [k for k in self.keys.split(" ") if k]
+        return list(self.keys)
+
+    def validate(self, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> None:
+        """``Validators.checkMessage``: everything a broker would refuse, caught before sending.
+
+        Raises:
+            InvalidMessageError: names the problem.
+        """
+        check_topic(self.topic)
+        if not isinstance(self.body, bytes | bytearray | memoryview):
+            raise InvalidMessageError(
+                f"the message body must be bytes, not {type(self.body).__name__}"
+            )
+        if len(self.body) == 0:
+            raise InvalidMessageError("the message body length is zero")
+        if len(self.body) > max_message_bytes:
+            raise InvalidMessageError(
+                f"the message body size {len(self.body)} is over the max value {max_message_bytes}"
+            )
+        if self.tags is not None and (
+            not isinstance(self.tags, str) or "||" in self.tags or not self.tags.strip()
+        ):
+            raise InvalidMessageError(f"tags {self.tags!r} must be one non-blank tag without ||")
+        for key in self.key_list:
+            if not isinstance(key, str) or not key or " " in key:
+                raise InvalidMessageError(f"key {key!r} must be a non-empty string without spaces")
+        if not 0 <= self.delay_level <= MAX_DELAY_LEVEL:
+            raise InvalidMessageError(
+                f"delay_level {self.delay_level} is not within 0..{MAX_DELAY_LEVEL}"
+            )
+        for name, value in self.properties.items():
+            if not isinstance(name, str) or not isinstance(value, str) or not name or not value:
+                raise InvalidMessageError(
+                    f"property {name!r}={value!r}: names and values must be non-empty strings"
+                )
+            if name in RESERVED_PROPERTIES:
+                raise InvalidMessageError(f"property {name!r} is reserved by RocketMQ")
+            if any(c in name + value for c in (NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR)):
+                raise InvalidMessageError(
+                    f"property {name!r} contains the \\x01 or \\x02 separator characters"
+                )
+
+    def wire_properties(self, uniq_key: str, *, wait: bool = True) -> dict[str, str]:
+        """The properties as they travel (TAGS, KEYS, DELAY, UNIQ_KEY, WAIT added)."""
+        props = dict(self.properties)
+        if self.tags:
+            props[PROPERTY_TAGS] = self.tags
+        keys = self.key_list
+        if keys:
+            props[PROPERTY_KEYS] = " ".join(keys)
+        if self.delay_level:
+            props[PROPERTY_DELAY] = str(self.delay_level)
+        props[PROPERTY_UNIQ_KEY] = uniq_key
+        props[PROPERTY_WAIT] = "true" if wait else "false"
+        return props
+
+
+def encode_properties(props: dict[str, str]) -> str:
+    """``name\\x01value`` pairs joined by ``\\x02`` (Java 4.9.1+ writes no trailing one)."""
+    return PROPERTY_SEPARATOR.join(f"{k}{NAME_VALUE_SEPARATOR}{v}" for k, v in props.items())
+
+
+def decode_properties(text: str) -> dict[str, str]:
+    """Parse as Java does: skip empty segments, pairs without ``\\x01``, empty names/values."""
+    out: dict[str, str] = {}
+    for item in text.split(PROPERTY_SEPARATOR):
+        name, sep, value = item.partition(NAME_VALUE_SEPARATOR)
+        if sep and name and value:
+            out[name] = value
+    return out
+
+
+# ----------------------------------------------------------------------------- results
+
+
+class SendStatus(Enum):
+    SEND_OK = "SEND_OK"
+    FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"  # stored, not yet durable
+    FLUSH_SLAVE_TIMEOUT = "FLUSH_SLAVE_TIMEOUT"  # stored, not yet replicated
+    SLAVE_NOT_AVAILABLE = "SLAVE_NOT_AVAILABLE"  # stored, no slave to replicate to
+
+
+@dataclass(frozen=True, slots=True)
+class SendResult:
+    """Where a sent message landed.
+
+    ``msg_id`` is the client-generated UNIQ_KEY (comma-joined for a batch), what consumers
+    see as the message id; ``offset_msg_id`` is the broker's id (store host + commit-log
+    offset) used to look the message up.
+    """
+
+    status: SendStatus
+    msg_id: str
+    offset_msg_id: str
+    message_queue: MessageQueue
+    queue_offset: int
+    region_id: str | None = None
+    trace_on: bool = True
+
+
+class ConsumeResult(Enum):
+    SUCCESS = "CONSUME_SUCCESS"
+    RECONSUME_LATER = "RECONSUME_LATER"  # redelivered later, with backoff
+
+
+# ------------------------------------------------------------------------ message view
+
+
+@dataclass(frozen=True, slots=True)
+class MessageView:
+    """A received message (RocketMQ ``MessageExt``)."""
+
+    topic: str
+    body: bytes
+    tags: str | None
+    keys: list[str]
+    properties: dict[str, str]
+    msg_id: str
+    offset_msg_id: str
+    queue_id: int
+    queue_offset: int
+    commit_log_offset: int
+    born_timestamp: int
+    store_timestamp: int
+    born_host: str
+    store_host: str
+    reconsume_times: int
+    sys_flag: int
+    flag: int
+    broker_name: str
+    body_crc: int
+
+    @property
+    def message_queue(self) -> MessageQueue:
+        return MessageQueue(self.topic, self.broker_name, self.queue_id)
+
+    @property
+    def size(self) -> int:
+        return len(self.body)
+
+
+_HEAD = struct.Struct(">iiiiiqqiq")  # TOTALSIZE .. BORNTIMESTAMP (48 bytes)
+_INT = struct.Struct(">i")
+_LONG = struct.Struct(">q")
+_SHORT = struct.Struct(">h")
+_TAIL = struct.Struct(">iq")  # RECONSUMETIMES, PREPAREDTRANSACTIONOFFSET
+assert _HEAD.size == 48 and _TAIL.size == 12
+
+
+class MessageDecodeError(ValueError):
+    """A pull or query body is not a sequence of stored records."""
+
+
+def _host(buf: memoryview, pos: int, v6: bool) -> tuple[str, int, bytes]:
+    size = 16 if v6 else 4
+    raw = bytes(buf[pos : pos + size])
+    (port,) = _INT.unpack_from(buf, pos + size)
+    ip = socket.inet_ntop(socket.AF_INET6 if v6 else socket.AF_INET, raw)
+    return (f"[{ip}]:{port}" if v6 else f"{ip}:{port}"), pos + size + 4, raw + _INT.pack(port)
+
+
+def decode_messages(body: bytes | memoryview, broker_name: str) -> list[MessageView]:
+    """The records of a pull (or query) reply, bodies inflated.
+
+    Raises:
+        MessageDecodeError: the body is truncated or not in the record layout.
+    """
+    buf = memoryview(body)
+    out: list[MessageView] = []
+    pos = 0
+    end = len(buf)
+    while pos < end:
+        if end - pos < _HEAD.size:
+            raise MessageDecodeError(f"truncated record header at byte {pos}")
+        (
+            total,
+            _magic,
+            body_crc,
+            queue_id,
+            flag,
+            queue_offset,
+            commit_log_offset,
+            sys_flag,
+            born_ts,
+        ) = _HEAD.unpack_from(buf, pos)
+        if total < _HEAD.size or pos + total > end:
+            raise MessageDecodeError(f"record at byte {pos} claims {total} bytes")
+        p = pos + _HEAD.size
+        born_host, p, _ = _host(buf, p, bool(sys_flag & FLAG_BORNHOST_V6))
+        (store_ts,) = _LONG.unpack_from(buf, p)
+        p += 8
+        store_host, p, store_raw = _host(buf, p, bool(sys_flag & FLAG_STOREHOST_V6))
+        reconsume_times, _prepared = _TAIL.unpack_from(buf, p)
+        p += _TAIL.size
+        (body_len,) = _INT.unpack_from(buf, p)
+        p += 4
+        payload = bytes(buf[p : p + body_len])
+        p += body_len
+        topic_len = buf[p]
+        topic = bytes(buf[p + 1 : p + 1 + topic_len]).decode("utf-8", "replace")
+        p += 1 + topic_len
+        (props_len,) = _SHORT.unpack_from(buf, p)
+        p += 2
+        props = decode_properties(bytes(buf[p : p + props_len]).decode("utf-8", "replace"))
+        if sys_flag & FLAG_COMPRESSED:
+            payload = _inflate(payload, sys_flag)
+        offset_id = (store_raw + _LONG.pack(commit_log_offset)).hex().upper()
+        keys = props.get(PROPERTY_KEYS)
+        out.append(
+            MessageView(
+                topic=topic,
+                body=payload,
+                tags=props.get(PROPERTY_TAGS),
+                keys=[k for k in keys.split(" ") if k] if keys else [],
+                properties=props,
+                msg_id=props.get(PROPERTY_UNIQ_KEY) or offset_id,
+                offset_msg_id=offset_id,
+                queue_id=queue_id,
+                queue_offset=queue_offset,
+                commit_log_offset=commit_log_offset,
+                born_timestamp=born_ts,
+                store_timestamp=store_ts,
+                born_host=born_host,
+                store_host=store_host,
+                reconsume_times=reconsume_times,
+                sys_flag=sys_flag,
+                flag=flag,
+                broker_name=broker_name,
+                body_crc=body_crc,
+            )
+        )
+        pos += total
+    return out
+
+
+def _inflate(payload: bytes, sys_flag: int) -> bytes:
+    kind = sys_flag & _COMPRESSION_MASK
+    if kind not in (0, COMPRESSION_ZLIB):
+        # LZ4/ZSTD (types 1 and 2) come from RocketMQ 5 clients; hand the bytes over as
+        # stored rather than drop the message.
+        return payload
+    try:
+        return zlib.decompress(payload)
+    except zlib.error:
+        return payload
+
+
+def compress_body(body: bytes, level: int = 5) -> bytes:
+    return zlib.compress(body, level)
+
+
+# ------------------------------------------------------------------------- java hash
+
+
+def java_hash(text: str) -> int:
+    """Java ``String.hashCode`` (UTF-16 code units), as a signed 32-bit int."""
+    h = 0
+    data = text.encode("utf-16-be")
+    for i in range(0, len(data), 2):
+        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h >= 1 << 31 else h
+
+
+# ----------------------------------------------------------------------- UNIQ_KEY ids
+
+
+def _local_ipv4() -> bytes:
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            # No packet is sent: connect() on UDP only picks the outgoing interface.
+            s.connect(("10.255.255.255", 1))
+            return socket.inet_aton(s.getsockname()[0])
+    except OSError:
+        return socket.inet_aton("127.0.0.1")
+
+
+class UniqIdGenerator:
+    """``MessageClientIDSetter``: 32 hex chars = IPv4 + pid + a per-process hash (the fixed
+    prefix) + milliseconds since the start of the month + a 16-bit counter."""
+
+    def __init__(self) -> None:
+        prefix = _local_ipv4() + struct.pack(">h", os.getpid() & 0x7FFF) + os.urandom(4)
+        self._prefix = prefix.hex().upper()
+        self._counter = 0
+        self._lock = threading.Lock()  # the blocking facade may call from other threads
+        self._month_start_ms = 0
+        self._next_month_ms = 0
+
+    def _set_month(self, now_ms: int) -> None:
+        now = datetime.fromtimestamp(now_ms / 1000)
+        start = now.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+        nxt = (
+            start.replace(year=start.year + 1, month=1)
+            if start.month == 12
+            else start.replace(month=start.month + 1)
+        )
+        self._month_start_ms = int(start.timestamp() * 1000)
+        self._next_month_ms = int(nxt.timestamp() * 1000)
+
+    def next_id(self) -> str:
+        now_ms = int(time.time() * 1000)
+        with self._lock:
+            if now_ms >= self._next_month_ms:
+                self._set_month(now_ms)
+            counter = self._counter
+            self._counter = (counter + 1) & 0xFFFF
+        tail = struct.pack(">iH", (now_ms - self._month_start_ms) & 0x7FFFFFFF, counter)
+        return self._prefix + tail.hex().upper()
+
+
+UNIQ_IDS = UniqIdGenerator()

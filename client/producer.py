@@ -1,0 +1,431 @@
+"""``Producer``: send messages to a topic's queues.
+
+RocketMQ counterpart: ``DefaultMQProducer`` / ``DefaultMQProducerImpl.sendDefaultImpl``: find
+the topic's route (falling back to the ``TBW102`` template so the broker auto-creates the
+topic), pick a queue with the fault strategy, send SEND_MESSAGE_V2 (310) or
+SEND_BATCH_MESSAGE (320), and retry on another broker when a send fails
+(``retry_times_when_send_failed``, default 2; never beyond the send timeout). Bodies of
+4 KiB or more are zlib-compressed; every message gets a UNIQ_KEY id.
+
+Usage::
+
+    async with Producer("demo-producer", namesrv="127.0.0.1:9876") as producer:
+        result = await producer.send(Message("orders", b"hello", tags="TagA"))
+"""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Self
+
+import structlog
+
+from client.errors import ClientError, ClientStateError, InvalidMessageError, NoRouteError
+from client.fault import FaultStrategy, TopicPublishInfo
+from client.instance import DEFAULT_TOPIC, ClientInstance, namesrv_from_env
+from client.message import (
+    COMPRESS_OVER_BYTES,
+    COMPRESSION_ZLIB,
+    DEFAULT_MAX_MESSAGE_BYTES,
+    FLAG_COMPRESSED,
+    UNIQ_IDS,
+    Message,
+    SendResult,
+    SendStatus,
+    check_group,
+    compress_body,
+    encode_properties,
+    java_hash,
+)
+from remoting.codes import RequestCode, ResponseCode
+from remoting.command import RemotingCommand
+from remoting.errors import BrokerError, RemotingError
+from remoting.headers import SendMessageRequestHeader
+from remoting.route import MessageQueue, TopicRouteData
+
+log = structlog.get_logger(__name__)
+
+QueueSelector = Callable[[list[MessageQueue], Message, object], MessageQueue]
+SendCallback = Callable[[SendResult | None, BaseException | None], None]
+
+_STATUS = {
+    ResponseCode.SUCCESS: SendStatus.SEND_OK,
+    ResponseCode.FLUSH_DISK_TIMEOUT: SendStatus.FLUSH_DISK_TIMEOUT,
+    ResponseCode.FLUSH_SLAVE_TIMEOUT: SendStatus.FLUSH_SLAVE_TIMEOUT,
+    ResponseCode.SLAVE_NOT_AVAILABLE: SendStatus.SLAVE_NOT_AVAILABLE,
+}
+# Broker answers after which Java tries another broker (DefaultMQProducerImpl).
+_RETRY_CODES = frozenset(
+    {
+        ResponseCode.TOPIC_NOT_EXIST,
+        ResponseCode.SERVICE_NOT_AVAILABLE,
+        ResponseCode.SYSTEM_ERROR,
+        ResponseCode.NO_PERMISSION,
+        ResponseCode.NO_BUYER_ID,
+        ResponseCode.NOT_IN_CURRENT_UNIT,
+        ResponseCode.SYSTEM_BUSY,
+    }
+)
+_BATCH_ENTRY_HEAD = struct.Struct(">iiiii")  # TOTALSIZE, MAGICCODE, BODYCRC, FLAG, BODYLEN
+_SHORT = struct.Struct(">h")
+
+
+@dataclass(slots=True, frozen=True)
+class _Outgoing:
+    """An encoded send: what every attempt of it puts on the wire."""
+
+    code: int
+    body: bytes
+    sys_flag: int
+    properties: str
+    flag: int
+    msg_id: str  # UNIQ_KEY, comma-joined for a batch
+    batch: bool
+
+
+def select_by_hash(queues: list[MessageQueue], _msg: Message, arg: object) -> MessageQueue:
+    """``SelectMessageQueueByHash``: Java's String.hashCode of the key, so a key lands on the
+    same queue whichever language's producer sends it."""
+    code = java_hash(str(arg))
+    return queues[abs(code % len(queues)) if code >= 0 else abs(code) % len(queues)]
+
+
+class Producer:
+    """Sends messages; ``async with`` starts and shuts it down.
+
+    Args:
+        group: the producer group (used by transactions and for broker bookkeeping).
+        namesrv: ``host:port[;host:port]``; default ``NAMESRV_ADDR``.
+        send_timeout_s: the whole budget of one send, retries included.
+        retry_times_when_send_failed: extra attempts, each on another broker when possible.
+        send_latency_fault_enable: avoid brokers that were slow or failed for a while
+            (RocketMQ's default is off; on here, so a dead broker costs one timeout, not one
+            per send).
+        max_message_bytes: refuse larger bodies before sending.
+        compress_over_bytes: compress bodies of at least this size.
+    """
+
+    def __init__(
+        self,
+        group: str,
+        namesrv: str | None = None,
+        *,
+        send_timeout_s: float = 3.0,
+        retry_times_when_send_failed: int = 2,
+        send_latency_fault_enable: bool = True,
+        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+        compress_over_bytes: int = COMPRESS_OVER_BYTES,
+        compress_level: int = 5,
+        default_topic_queue_nums: int = 4,
+        instance_name: str | None = None,
+    ) -> None:
+        check_group(group)
+        if send_timeout_s <= 0 or retry_times_when_send_failed < 0:
+            raise InvalidMessageError("send_timeout_s must be > 0, retries >= 0")
+        self.group = group
+        self.namesrv = namesrv_from_env(namesrv)
+        self.send_timeout_s = send_timeout_s
+        self.retry_times_when_send_failed = retry_times_when_send_failed
+        self.max_message_bytes = max_message_bytes
+        self.compress_over_bytes = compress_over_bytes
+        self.compress_level = compress_level
+        self.default_topic_queue_nums = default_topic_queue_nums
+        self.instance_name = instance_name
+        self.fault = FaultStrategy(enabled=send_latency_fault_enable)
+        self.publish_info: dict[str, TopicPublishInfo] = {}
+        self._instance: ClientInstance | None = None
+
+    # -------------------------------------------------------------------- lifecycle
+
+    async def start(self) -> None:
+        if self._instance is not None:
+            return
+        instance = await ClientInstance.acquire(self.namesrv, self.instance_name)
+        try:
+            instance.register_producer(self)
+        except ClientError:
+            await instance.release()
+            raise
+        self._instance = instance
+        log.info("producer_started", group=self.group, client_id=instance.client_id)
+
+    async def shutdown(self) -> None:
+        instance, self._instance = self._instance, None
+        if instance is None:
+            return
+        await instance.unregister(producer_group=self.group)
+        await instance.release()
+        log.info("producer_stopped", group=self.group)
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.shutdown()
+
+    def _running(self) -> ClientInstance:
+        if self._instance is None:
+            raise ClientStateError(f"producer {self.group} is not started")
+        return self._instance
+
+    # ------------------------------------------------------------------ ClientInstance
+
+    def route_updated(self, topic: str, route: TopicRouteData) -> None:
+        if topic in self.publish_info:
+            self.publish_info[topic] = TopicPublishInfo.from_route(topic, route)
+
+    def topics(self) -> list[str]:
+        return list(self.publish_info)
+
+    async def _publish_info(self, topic: str) -> TopicPublishInfo:
+        info = self.publish_info.get(topic)
+        if info is not None and info.ok:
+            return info
+        instance = self._running()
+        self.publish_info.setdefault(topic, TopicPublishInfo())
+        route = await instance.update_route(topic)
+        if route is not None:
+            info = self.publish_info[topic] = TopicPublishInfo.from_route(topic, route)
+            if info.ok:
+                return info
+        # Unknown topic: use the template's queues; the broker creates the topic on the
+        # first send (autoCreateTopicEnable), and the next route refresh finds it.
+        template = await instance.fetch_route(DEFAULT_TOPIC)
+        if template is not None:
+            for qd in template.queue_datas:
+                n = min(self.default_topic_queue_nums, qd.read_queue_nums)
+                qd.read_queue_nums = qd.write_queue_nums = n
+            for bd in template.broker_datas:
+                instance.broker_addrs[bd.broker_name] = dict(bd.broker_addrs)
+            info = TopicPublishInfo.from_route(topic, template)
+            if info.ok:
+                self.publish_info[topic] = info
+                return info
+        raise NoRouteError(
+            topic, "the name server does not know it and auto-creation (TBW102) is not offered"
+        )
+
+    # ------------------------------------------------------------------------ encode
+
+    def _prepare(self, msg: Message, *, wait: bool = True) -> tuple[bytes, int, str, str]:
+        """(body, sysFlag, properties, UNIQ_KEY) for one message."""
+        msg.validate(self.max_message_bytes)
+        uniq = UNIQ_IDS.next_id()
+        body = bytes(msg.body)
+        sys_flag = 0
+        if len(body) >= self.compress_over_bytes:
+            body = compress_body(body, self.compress_level)
+            sys_flag |= FLAG_COMPRESSED | COMPRESSION_ZLIB
+        props = encode_properties(msg.wire_properties(uniq, wait=wait))
+        return body, sys_flag, props, uniq
+
+    def _header(
+        self, topic: str, queue_id: int, sys_flag: int, props: str, flag: int, *, batch: bool
+    ) -> dict[str, str]:
+        return SendMessageRequestHeader(
+            producer_group=self.group,
+            topic=topic,
+            default_topic=DEFAULT_TOPIC,
+            default_topic_queue_nums=self.default_topic_queue_nums,
+            queue_id=queue_id,
+            sys_flag=sys_flag,
+            born_timestamp=int(time.time() * 1000),
+            flag=flag,
+            properties=props,
+            reconsume_times=0,
+            unit_mode=False,
+            batch=batch,
+        ).to_v2()
+
+    def _batch(self, msgs: Sequence[Message]) -> tuple[bytes, list[str], str]:
+        """The SEND_BATCH_MESSAGE body (protocol.md §10), the ids, and the topic."""
+        if not msgs:
+            raise InvalidMessageError("a batch needs at least one message")
+        topic = msgs[0].topic
+        parts: list[bytes] = []
+        ids: list[str] = []
+        for msg in msgs:
+            if msg.topic != topic:
+                raise InvalidMessageError(
+                    f"a batch goes to one topic: {msg.topic!r} differs from {topic!r}"
+                )
+            if msg.delay_level:
+                raise InvalidMessageError("messages of a batch cannot have a delay level")
+            msg.validate(self.max_message_bytes)
+            uniq = UNIQ_IDS.next_id()
+            ids.append(uniq)
+            props = encode_properties(msg.wire_properties(uniq)).encode()
+            body = bytes(msg.body)
+            total = _BATCH_ENTRY_HEAD.size + len(body) + 2 + len(props)
+            parts += [
+                _BATCH_ENTRY_HEAD.pack(total, 0, 0, msg.flag, len(body)),
+                body,
+                _SHORT.pack(len(props)),
+                props,
+            ]
+        blob = b"".join(parts)
+        if len(blob) > self.max_message_bytes:
+            raise InvalidMessageError(
+                f"the batch of {len(blob)} bytes is over the max value {self.max_message_bytes}"
+            )
+        return blob, ids, topic
+
+    # -------------------------------------------------------------------------- send
+
+    async def send(self, msg: Message, *, timeout_s: float | None = None) -> SendResult:
+        """Send and wait for the broker's answer, retrying on another broker on failure.
+
+        Raises:
+            InvalidMessageError: the message fails validation (nothing is sent).
+            NoRouteError: no route for the topic.
+            BrokerError: the broker refused the message (e.g. MessageIllegalError).
+            RemotingError: no broker answered within the timeout.
+        """
+        body, sys_flag, props, uniq = self._prepare(msg)
+        out = _Outgoing(RequestCode.SEND_MESSAGE_V2, body, sys_flag, props, msg.flag, uniq, False)
+        return await self._send_with_retries(msg.topic, out, timeout_s or self.send_timeout_s)
+
+    async def send_batch(
+        self, msgs: Sequence[Message], *, timeout_s: float | None = None
+    ) -> SendResult:
+        """Send several messages of one topic in one request; they land in one queue with
+        consecutive offsets. ``msg_id`` is the ids joined by commas."""
+        body, ids, topic = self._batch(msgs)
+        out = _Outgoing(RequestCode.SEND_BATCH_MESSAGE, body, 0, "", 0, ",".join(ids), True)
+        return await self._send_with_retries(topic, out, timeout_s or self.send_timeout_s)
+
+    async def send_oneway(self, msg: Message) -> None:
+        """Send without waiting for (or getting) an answer; no retries."""
+        body, sys_flag, props, _uniq = self._prepare(msg)
+        info = await self._publish_info(msg.topic)
+        mq = self.fault.select(info, None)
+        addr = self._broker_addr(mq)
+        request = RemotingCommand.request(
+            RequestCode.SEND_MESSAGE_V2,
+            self._header(msg.topic, mq.queue_id, sys_flag, props, msg.flag, batch=False),
+            body,
+        )
+        await self._running().remoting.invoke_oneway(addr, request, self.send_timeout_s)
+
+    def send_async(
+        self, msg: Message, callback: SendCallback, *, timeout_s: float | None = None
+    ) -> asyncio.Task[None]:
+        """Callback style: ``callback(result, None)`` or ``callback(None, error)`` later.
+
+        Validation errors raise here, at once.
+        """
+        msg.validate(self.max_message_bytes)
+
+        async def run() -> None:
+            try:
+                result = await self.send(msg, timeout_s=timeout_s)
+            except Exception as exc:  # handed to the callback, which decides
+                callback(None, exc)
+                return
+            callback(result, None)
+
+        return asyncio.create_task(run(), name=f"send-async-{msg.topic}")
+
+    async def send_orderly(
+        self,
+        msg: Message,
+        sharding_key: str | None = None,
+        *,
+        selector: QueueSelector | None = None,
+        arg: object = None,
+        timeout_s: float | None = None,
+    ) -> SendResult:
+        """Send to the queue chosen from ``sharding_key`` (Java's hash selector), or by
+        ``selector(queues, msg, arg)``: messages with one key keep their order."""
+        if (sharding_key is None) == (selector is None):
+            raise InvalidMessageError("send_orderly needs a sharding_key or a selector")
+        body, sys_flag, props, uniq = self._prepare(msg)
+        info = await self._publish_info(msg.topic)
+        if selector is None:
+            mq = select_by_hash(info.queues, msg, sharding_key)
+        else:
+            mq = selector(list(info.queues), msg, arg)
+            if mq not in info.queues:
+                raise InvalidMessageError(f"the selector chose {mq}, not a queue of {msg.topic}")
+        out = _Outgoing(RequestCode.SEND_MESSAGE_V2, body, sys_flag, props, msg.flag, uniq, False)
+        return await self._send_once(mq, out, timeout_s or self.send_timeout_s)
+
+    # ---------------------------------------------------------------------- internals
+
+    def _broker_addr(self, mq: MessageQueue) -> str:
+        addr = self._running().master_addr(mq.broker_name)
+        if addr is None:
+            raise NoRouteError(mq.topic, f"broker {mq.broker_name} has no master address")
+        return addr
+
+    async def _send_with_retries(self, topic: str, out: _Outgoing, timeout_s: float) -> SendResult:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        info = await self._publish_info(topic)
+        attempts = 1 + self.retry_times_when_send_failed
+        last_broker: str | None = None
+        last_error: BaseException | None = None
+        for attempt in range(attempts):
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                break
+            mq = self.fault.select(info, last_broker)
+            last_broker = mq.broker_name
+            started = loop.time()
+            try:
+                return await self._send_once(mq, out, remaining)
+            except BrokerError as exc:
+                self.fault.update(mq.broker_name, (loop.time() - started) * 1000, isolation=True)
+                if exc.code not in _RETRY_CODES:
+                    raise
+                last_error = exc
+            except (RemotingError, NoRouteError) as exc:
+                self.fault.update(mq.broker_name, (loop.time() - started) * 1000, isolation=True)
+                last_error = exc
+            log.info(
+                "send_retry",
+                topic=topic,
+                broker=mq.broker_name,
+                attempt=attempt + 1,
+                error=str(last_error),
+            )
+        if last_error is not None:
+            raise last_error
+        raise ClientError(f"send to {topic} timed out after {timeout_s:g} s")
+
+    async def _send_once(self, mq: MessageQueue, out: _Outgoing, timeout_s: float) -> SendResult:
+        instance = self._running()
+        addr = self._broker_addr(mq)
+        header = self._header(
+            mq.topic, mq.queue_id, out.sys_flag, out.properties, out.flag, batch=out.batch
+        )
+        request = RemotingCommand.request(out.code, header, out.body)
+        started = time.monotonic()
+        response = await instance.remoting.invoke(addr, request, timeout_s)
+        status = _STATUS.get(ResponseCode(response.code)) if response.code in _STATUS else None
+        if status is None:
+            raise BrokerError.for_code(response.code, response.remark)
+        self.fault.update(mq.broker_name, (time.monotonic() - started) * 1000, isolation=False)
+        ext = response.ext_fields
+        return SendResult(
+            status=status,
+            msg_id=out.msg_id,
+            offset_msg_id=ext.get("msgId", ""),
+            message_queue=MessageQueue(
+                mq.topic, mq.broker_name, int(ext.get("queueId", mq.queue_id))
+            ),
+            queue_offset=int(ext.get("queueOffset", -1)),
+            region_id=ext.get("MSG_REGION"),
+            trace_on=ext.get("TRACE_ON", "true") != "false",
+        )

@@ -1,0 +1,703 @@
+"""``PushConsumer``: messages delivered to a listener as they arrive.
+
+RocketMQ counterpart: ``DefaultMQPushConsumer`` with ``RebalanceImpl`` (queues allocated among
+the group's consumers every 20 s and when a broker says membership changed),
+``ProcessQueue`` (the messages pulled and not yet consumed, with flow control),
+``PullMessageService`` (one long-polling pull loop per assigned queue),
+``ConsumeMessageConcurrentlyService`` and ``ConsumeMessageOrderlyService``.
+
+Offsets: only the lowest offset still in flight is committed, so nothing is skipped if the
+process dies; a message whose listener fails is sent back to the broker for a delayed retry
+(CONSUMER_SEND_MSG_BACK), or retried locally when the broker refuses that.
+
+Usage::
+
+    consumer = PushConsumer("demo-consumer", namesrv="127.0.0.1:9876")
+
+    @consumer.subscribe("orders", "TagA || TagB")
+    async def handle(msg: MessageView) -> ConsumeResult:
+        return ConsumeResult.SUCCESS
+
+    await consumer.start()
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import inspect
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Self
+
+import structlog
+
+from client.errors import ClientError, ClientStateError, InvalidMessageError
+from client.instance import ClientInstance, namesrv_from_env
+from client.message import (
+    PROPERTY_MAX_OFFSET,
+    PROPERTY_MIN_OFFSET,
+    PROPERTY_RETRY_TOPIC,
+    ConsumeResult,
+    MessageDecodeError,
+    MessageView,
+    check_group,
+    check_topic,
+    decode_messages,
+    java_hash,
+)
+from client.offset_store import (
+    LocalOffsetStore,
+    OffsetStore,
+    RemoteOffsetStore,
+    default_offset_dir,
+)
+from client.rebalance import AllocateStrategy, allocate_averagely
+from remoting.bodies import (
+    PERM_READ,
+    ConsumeFromWhere,
+    ConsumerData,
+    ConsumeType,
+    LockBatchBody,
+    MessageModel,
+    SubscriptionData,
+    decode_lock_ok,
+    parse_tag_expression,
+)
+from remoting.codes import RequestCode, ResponseCode
+from remoting.command import RemotingCommand
+from remoting.errors import RemotingError
+from remoting.headers import (
+    ConsumerSendMsgBackRequestHeader,
+    PullMessageRequestHeader,
+    QueueRequestHeader,
+    SearchOffsetRequestHeader,
+)
+from remoting.route import MessageQueue, TopicRouteData
+
+log = structlog.get_logger(__name__)
+
+Listener = Callable[[MessageView], Awaitable[ConsumeResult | None] | ConsumeResult | None]
+
+RETRY_PREFIX = "%RETRY%"
+PULL_FLAG_COMMIT = 0x1
+PULL_FLAG_SUSPEND = 0x2
+PULL_FLAG_SUBSCRIPTION = 0x4
+SUSPEND_TIMEOUT_MS = 15_000  # brokerSuspendMaxTimeMillis
+PULL_TIMEOUT_S = 30.0  # consumerTimeoutMillisWhenSuspend
+PULL_ERROR_DELAY_S = 3.0  # pullTimeDelayMillsWhenException
+FLOW_CONTROL_DELAY_S = 0.05
+LOCK_INTERVAL_S = 20.0
+LOCK_MAX_LIVE_S = 30.0  # rocketmq.client.rebalance.lockMaxLiveTime
+ORDERLY_SUSPEND_S = 1.0  # suspendCurrentQueueTimeMillis
+
+
+@dataclass(slots=True)
+class _Subscription:
+    data: SubscriptionData
+    listener: Listener
+
+
+@dataclass(slots=True, eq=False)
+class ProcessQueue:
+    """Messages pulled from one queue and not yet consumed (RocketMQ ``ProcessQueue``)."""
+
+    mq: MessageQueue
+    next_offset: int
+    messages: dict[int, MessageView] = field(default_factory=dict)  # queue offset → message
+    size_bytes: int = 0
+    dropped: bool = False
+    locked: bool = False
+    last_lock_at: float = 0.0
+    task: asyncio.Task[None] | None = None
+    consuming: asyncio.Lock = field(default_factory=asyncio.Lock)  # orderly: one at a time
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def put(self, msgs: list[MessageView]) -> None:
+        for m in msgs:
+            if m.queue_offset not in self.messages:
+                self.messages[m.queue_offset] = m
+                self.size_bytes += len(m.body)
+
+    def remove(self, msg: MessageView) -> int:
+        """Drop a consumed message; the offset that is now safe to commit."""
+        if self.messages.pop(msg.queue_offset, None) is not None:
+            self.size_bytes -= len(msg.body)
+        return min(self.messages) if self.messages else self.next_offset
+
+
+class PushConsumer:
+    """Consumes the topics it subscribes to; ``async with`` starts and shuts it down.
+
+    Args:
+        group: the consumer group; clustering consumers of one group share the queues.
+        namesrv: ``host:port[;host:port]``; default ``NAMESRV_ADDR``.
+        message_model: CLUSTERING (each message to one consumer of the group) or
+            BROADCASTING (to every consumer).
+        consume_from_where: where a group without a stored offset starts.
+        consume_timestamp_ms: for CONSUME_FROM_TIMESTAMP.
+        orderly: one message at a time per queue, in order, with broker queue locks.
+        consume_concurrency: listener calls in flight at once (concurrent mode).
+        allocate: how queues are shared (``client.rebalance``), averagely by default.
+        max_reconsume_times: deliveries before a failing message goes to the DLQ.
+        pull_batch_size: messages per pull.
+        pull_threshold_for_queue: stop pulling a queue holding this many unconsumed messages.
+        pull_threshold_size_for_queue: … or this many bytes.
+        local_retry_delay_s: wait before retrying locally when the broker refuses a send-back.
+        offset_store_dir: broadcasting offsets (default ``~/.rocketmq_offsets``).
+    """
+
+    def __init__(
+        self,
+        group: str,
+        namesrv: str | None = None,
+        *,
+        message_model: MessageModel = MessageModel.CLUSTERING,
+        consume_from_where: ConsumeFromWhere = ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
+        consume_timestamp_ms: int | None = None,
+        orderly: bool = False,
+        consume_concurrency: int = 20,
+        allocate: AllocateStrategy = allocate_averagely,
+        max_reconsume_times: int = 16,
+        pull_batch_size: int = 32,
+        pull_threshold_for_queue: int = 1000,
+        pull_threshold_size_for_queue: int = 100 * 1024 * 1024,
+        local_retry_delay_s: float = 5.0,
+        offset_store_dir: Path | None = None,
+        instance_name: str | None = None,
+    ) -> None:
+        check_group(group)
+        if consume_concurrency < 1 or pull_batch_size < 1:
+            raise InvalidMessageError("consume_concurrency and pull_batch_size must be >= 1")
+        self.group = group
+        self.namesrv = namesrv_from_env(namesrv)
+        self.message_model = message_model
+        self.consume_from_where = consume_from_where
+        self.consume_timestamp_ms = consume_timestamp_ms or int(time.time() * 1000) - 1_800_000
+        self.orderly = orderly
+        self.consume_concurrency = consume_concurrency
+        self.allocate = allocate
+        self.max_reconsume_times = max_reconsume_times
+        self.pull_batch_size = pull_batch_size
+        self.pull_threshold_for_queue = pull_threshold_for_queue
+        self.pull_threshold_size_for_queue = pull_threshold_size_for_queue
+        self.local_retry_delay_s = local_retry_delay_s
+        self.offset_store_dir = offset_store_dir or default_offset_dir()
+        self.instance_name = instance_name
+        self.subscriptions: dict[str, _Subscription] = {}
+        self.process_queues: dict[MessageQueue, ProcessQueue] = {}
+        self.routes: dict[str, TopicRouteData] = {}
+        self.offsets: OffsetStore | None = None
+        self._instance: ClientInstance | None = None
+        self._slots = asyncio.Semaphore(consume_concurrency)
+        self._consuming: set[asyncio.Task[None]] = set()
+        self._rebalance_lock = asyncio.Lock()
+        self._stopping = False
+
+    # ----------------------------------------------------------------- subscription
+
+    def subscribe(self, topic: str, expression: str = "*") -> Callable[[Listener], Listener]:
+        """Register the listener of ``topic`` for messages matching the tag ``expression``
+        (``*`` or ``TagA || TagB``). Use as a decorator; call before ``start()``."""
+        check_topic(topic)
+        if self._instance is not None:
+            raise ClientStateError("subscribe before start()")
+
+        def register(listener: Listener) -> Listener:
+            sub_string, tags = parse_tag_expression(expression)
+            data = SubscriptionData(
+                topic,
+                sub_string,
+                tags,
+                [java_hash(t) for t in tags],
+                int(time.time() * 1000),
+            )
+            self.subscriptions[topic] = _Subscription(data, listener)
+            return listener
+
+        return register
+
+    def _all_subscriptions(self) -> dict[str, _Subscription]:
+        subs = dict(self.subscriptions)
+        if self.message_model is MessageModel.CLUSTERING and self.subscriptions:
+            # Retried messages come back on the group's retry topic; the listener of their
+            # original topic (RETRY_TOPIC) handles them.
+            retry = RETRY_PREFIX + self.group
+            subs[retry] = _Subscription(
+                SubscriptionData(retry, "*", [], [], int(time.time() * 1000)),
+                next(iter(self.subscriptions.values())).listener,
+            )
+        return subs
+
+    # -------------------------------------------------------------------- lifecycle
+
+    async def start(self) -> None:
+        if self._instance is not None:
+            return
+        if not self.subscriptions:
+            raise ClientStateError("subscribe to at least one topic before start()")
+        instance = await ClientInstance.acquire(self.namesrv, self.instance_name)
+        try:
+            instance.register_consumer(self)
+        except ClientError:
+            await instance.release()
+            raise
+        self._instance = instance
+        self._stopping = False
+        if self.message_model is MessageModel.BROADCASTING:
+            self.offsets = LocalOffsetStore(self.offset_store_dir, instance.client_id, self.group)
+        else:
+            self.offsets = RemoteOffsetStore(instance, self.group)
+        for topic in self._all_subscriptions():
+            route = await instance.update_route(topic)
+            if route is None and not topic.startswith(RETRY_PREFIX):
+                log.warning("subscribed_topic_has_no_route", topic=topic, group=self.group)
+        await instance.heartbeat()
+        await self.rebalance()
+        log.info(
+            "consumer_started",
+            group=self.group,
+            client_id=instance.client_id,
+            model=self.message_model.name,
+            orderly=self.orderly,
+        )
+
+    async def shutdown(self, grace_s: float = 10.0) -> None:
+        instance = self._instance
+        if instance is None:
+            return
+        self._stopping = True
+        queues = list(self.process_queues.values())
+        for pq in queues:
+            pq.dropped = True
+            pq.wake.set()
+            if pq.task is not None:
+                pq.task.cancel()
+        for pq in queues:
+            if pq.task is not None:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await pq.task
+        if self._consuming:
+            await asyncio.wait(list(self._consuming), timeout=grace_s)
+        for task in list(self._consuming):
+            task.cancel()
+        await self.persist_offsets()
+        if self.orderly:
+            await self._unlock([pq.mq for pq in queues])
+        self.process_queues.clear()
+        self._instance = None
+        await instance.unregister(consumer_group=self.group)
+        await instance.release()
+        log.info("consumer_stopped", group=self.group)
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.shutdown()
+
+    def _running(self) -> ClientInstance:
+        if self._instance is None:
+            raise ClientStateError(f"consumer {self.group} is not started")
+        return self._instance
+
+    # ------------------------------------------------------------ ClientInstance API
+
+    def topics(self) -> list[str]:
+        return list(self._all_subscriptions())
+
+    def consumer_data(self) -> ConsumerData:
+        return ConsumerData(
+            group_name=self.group,
+            consume_type=ConsumeType.CONSUME_PASSIVELY,
+            message_model=self.message_model,
+            consume_from_where=self.consume_from_where,
+            subscription_data_set=[s.data for s in self._all_subscriptions().values()],
+        )
+
+    def route_updated(self, topic: str, route: TopicRouteData) -> None:
+        if topic in self._all_subscriptions():
+            self.routes[topic] = route
+
+    async def persist_offsets(self) -> None:
+        if self.offsets is not None:
+            await self.offsets.persist(list(self.process_queues))
+
+    # -------------------------------------------------------------------- rebalance
+
+    def _readable_queues(self, topic: str) -> list[MessageQueue]:
+        route = self.routes.get(topic)
+        if route is None:
+            return []
+        return sorted(
+            MessageQueue(topic, qd.broker_name, i)
+            for qd in route.queue_datas
+            if qd.perm & PERM_READ
+            for i in range(qd.read_queue_nums)
+        )
+
+    async def rebalance(self) -> None:
+        """Work out this consumer's queues and start or stop pulling accordingly."""
+        if self._instance is None or self._stopping:
+            return
+        async with self._rebalance_lock:
+            wanted: set[MessageQueue] = set()
+            for topic in self._all_subscriptions():
+                wanted.update(await self._allocate(topic))
+            for mq in [mq for mq in self.process_queues if mq not in wanted]:
+                await self._drop(mq)
+            for mq in sorted(wanted - set(self.process_queues)):
+                await self._add(mq)
+            if self.orderly:
+                await self._lock_all()
+
+    async def _allocate(self, topic: str) -> list[MessageQueue]:
+        instance = self._running()
+        mq_all = self._readable_queues(topic)
+        if not mq_all:
+            return []
+        if self.message_model is MessageModel.BROADCASTING:
+            return mq_all
+        try:
+            cid_all = sorted(await instance.consumer_ids(self.group, topic))
+        except (RemotingError, ClientError) as exc:
+            log.warning("consumer_ids_failed", group=self.group, topic=topic, error=str(exc))
+            return [pq.mq for pq in self.process_queues.values() if pq.mq.topic == topic]
+        if instance.client_id not in cid_all:
+            return []  # the broker has not seen our heartbeat yet; the next round will
+        return self.allocate(self.group, instance.client_id, mq_all, cid_all)
+
+    async def _drop(self, mq: MessageQueue) -> None:
+        pq = self.process_queues.pop(mq)
+        pq.dropped = True
+        pq.wake.set()
+        if pq.task is not None:
+            pq.task.cancel()
+        if self.offsets is not None:
+            await self.offsets.persist([mq])
+            self.offsets.remove(mq)
+        if self.orderly:
+            await self._unlock([mq])
+        log.info("queue_released", group=self.group, queue=str(mq))
+
+    async def _add(self, mq: MessageQueue) -> None:
+        start = await self._start_offset(mq)
+        if start < 0:
+            return  # could not read the offset; the next rebalance tries again
+        pq = ProcessQueue(mq, start)
+        self.process_queues[mq] = pq
+        assert self.offsets is not None
+        self.offsets.update(mq, start)
+        pq.task = asyncio.create_task(self._pull_loop(pq), name=f"pull-{mq.topic}-{mq.queue_id}")
+        log.info("queue_assigned", group=self.group, queue=str(mq), offset=start)
+
+    async def _start_offset(self, mq: MessageQueue) -> int:
+        """``computePullFromWhere``."""
+        assert self.offsets is not None
+        stored = await self.offsets.read_from_store(mq)
+        if stored >= 0:
+            return stored
+        if stored == -2:
+            return -1
+        where = self.consume_from_where
+        if where is ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET or mq.topic.startswith(RETRY_PREFIX):
+            return 0
+        if where is ConsumeFromWhere.CONSUME_FROM_TIMESTAMP:
+            header = SearchOffsetRequestHeader(
+                topic=mq.topic, queue_id=mq.queue_id, timestamp=self.consume_timestamp_ms
+            )
+            return await self._queue_query(mq, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, header)
+        header2 = QueueRequestHeader(topic=mq.topic, queue_id=mq.queue_id)
+        return await self._queue_query(mq, RequestCode.GET_MAX_OFFSET, header2)
+
+    async def _queue_query(
+        self, mq: MessageQueue, code: int, header: QueueRequestHeader | SearchOffsetRequestHeader
+    ) -> int:
+        instance = self._running()
+        addr = instance.master_addr(mq.broker_name)
+        if addr is None:
+            return -1
+        request = RemotingCommand.request(code, header.to_ext_fields())
+        try:
+            response = await instance.remoting.invoke(addr, request, 5.0)
+        except RemotingError as exc:
+            log.warning("offset_lookup_failed", queue=str(mq), error=str(exc))
+            return -1
+        if response.code != ResponseCode.SUCCESS:
+            return -1
+        return int(response.ext_fields.get("offset", "-1"))
+
+    # -------------------------------------------------------------------- locking
+
+    async def _lock_all(self) -> None:
+        by_broker: dict[str, list[MessageQueue]] = {}
+        for mq in self.process_queues:
+            by_broker.setdefault(mq.broker_name, []).append(mq)
+        instance = self._running()
+        for broker_name, mqs in by_broker.items():
+            addr = instance.master_addr(broker_name)
+            if addr is None:
+                continue
+            body = LockBatchBody(self.group, instance.client_id, mqs).encode()
+            request = RemotingCommand.request(RequestCode.LOCK_BATCH_MQ, {}, body)
+            try:
+                response = await instance.remoting.invoke(addr, request, 5.0)
+            except RemotingError as exc:
+                log.warning("lock_batch_failed", broker=broker_name, error=str(exc))
+                continue
+            locked = (
+                set(decode_lock_ok(response.body_bytes))
+                if response.code == ResponseCode.SUCCESS
+                else set()
+            )
+            now = time.monotonic()
+            for mq in mqs:
+                pq = self.process_queues.get(mq)
+                if pq is None:
+                    continue
+                pq.locked = mq in locked
+                if pq.locked:
+                    pq.last_lock_at = now
+                    pq.wake.set()
+
+    async def _unlock(self, mqs: list[MessageQueue]) -> None:
+        instance = self._instance
+        if instance is None or not mqs:
+            return
+        by_broker: dict[str, list[MessageQueue]] = {}
+        for mq in mqs:
+            by_broker.setdefault(mq.broker_name, []).append(mq)
+        for broker_name, group_mqs in by_broker.items():
+            addr = instance.master_addr(broker_name)
+            if addr is None:
+                continue
+            body = LockBatchBody(self.group, instance.client_id, group_mqs).encode()
+            request = RemotingCommand.request(RequestCode.UNLOCK_BATCH_MQ, {}, body)
+            with contextlib.suppress(RemotingError):
+                await instance.remoting.invoke(addr, request, 3.0)
+
+    def _lock_live(self, pq: ProcessQueue) -> bool:
+        return pq.locked and time.monotonic() - pq.last_lock_at < LOCK_MAX_LIVE_S
+
+    # ------------------------------------------------------------------------ pull
+
+    async def _pull_loop(self, pq: ProcessQueue) -> None:
+        mq = pq.mq
+        sub = self._all_subscriptions()[mq.topic].data
+        while not pq.dropped:
+            if (
+                len(pq.messages) >= self.pull_threshold_for_queue
+                or pq.size_bytes >= self.pull_threshold_size_for_queue
+            ):
+                # Flow control: let the listener catch up before pulling more.
+                pq.wake.clear()
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(FLOW_CONTROL_DELAY_S * 20):
+                        await pq.wake.wait()
+                continue
+            if self.orderly and not self._lock_live(pq):
+                await self._lock_all()
+                if not self._lock_live(pq):
+                    await asyncio.sleep(PULL_ERROR_DELAY_S)
+                    continue
+            try:
+                await self._pull_once(pq, sub)
+            except asyncio.CancelledError:
+                raise
+            except (RemotingError, ClientError, MessageDecodeError) as exc:
+                log.info("pull_failed", queue=str(mq), error=str(exc))
+                await asyncio.sleep(PULL_ERROR_DELAY_S)
+
+    async def _pull_once(self, pq: ProcessQueue, sub: SubscriptionData) -> None:
+        instance = self._running()
+        mq = pq.mq
+        addr = instance.master_addr(mq.broker_name)
+        if addr is None:
+            await instance.update_route(mq.topic)
+            raise ClientError(f"no master address for broker {mq.broker_name}")
+        assert self.offsets is not None
+        commit = self.offsets.read(mq) if self.message_model is MessageModel.CLUSTERING else -1
+        sys_flag = PULL_FLAG_SUSPEND | PULL_FLAG_SUBSCRIPTION
+        if commit > 0:
+            sys_flag |= PULL_FLAG_COMMIT
+        header = PullMessageRequestHeader(
+            consumer_group=self.group,
+            topic=mq.topic,
+            queue_id=mq.queue_id,
+            queue_offset=pq.next_offset,
+            max_msg_nums=self.pull_batch_size,
+            sys_flag=sys_flag,
+            commit_offset=max(commit, 0),
+            suspend_timeout_millis=SUSPEND_TIMEOUT_MS,
+            subscription=sub.sub_string,
+            sub_version=sub.sub_version,
+            expression_type=sub.expression_type,
+        )
+        request = RemotingCommand.request(RequestCode.PULL_MESSAGE, header.to_ext_fields())
+        response = await instance.remoting.invoke(addr, request, PULL_TIMEOUT_S)
+        if pq.dropped:
+            return
+        ext = response.ext_fields
+        code = response.code
+        if code == ResponseCode.SUCCESS:
+            msgs = decode_messages(response.body_bytes, mq.broker_name)
+            next_offset = int(ext["nextBeginOffset"])
+            if sub.tags_set:
+                # The broker filters by hash code only; drop hash collisions here.
+                wanted = set(sub.tags_set)
+                msgs = [m for m in msgs if m.tags in wanted]
+            extra = {
+                PROPERTY_MIN_OFFSET: ext.get("minOffset", ""),
+                PROPERTY_MAX_OFFSET: ext.get("maxOffset", ""),
+            }
+            for m in msgs:
+                m.properties.update(extra)
+            pq.next_offset = next_offset
+            if msgs:
+                pq.put(msgs)
+                self._dispatch(pq, msgs)
+            elif not pq.messages:
+                self.offsets.update(mq, next_offset, increase_only=True)
+        elif code in (ResponseCode.PULL_NOT_FOUND, ResponseCode.PULL_RETRY_IMMEDIATELY):
+            pq.next_offset = int(ext.get("nextBeginOffset", pq.next_offset))
+            if not pq.messages:
+                self.offsets.update(mq, pq.next_offset, increase_only=True)
+        elif code == ResponseCode.PULL_OFFSET_MOVED:
+            moved_to = int(ext.get("nextBeginOffset", pq.next_offset))
+            log.warning(
+                "pull_offset_moved", queue=str(mq), requested=pq.next_offset, moved_to=moved_to
+            )
+            pq.next_offset = moved_to
+            self.offsets.update(mq, moved_to)
+            await self.offsets.persist([mq])
+        else:
+            raise ClientError(f"pull of {mq} refused: code {code} {response.remark}")
+
+    # --------------------------------------------------------------------- consume
+
+    def _dispatch(self, pq: ProcessQueue, msgs: list[MessageView]) -> None:
+        if self.orderly:
+            task = asyncio.create_task(self._consume_orderly(pq), name="consume-orderly")
+            self._consuming.add(task)
+            task.add_done_callback(self._consuming.discard)
+            return
+        for msg in msgs:
+            task = asyncio.create_task(self._consume_one(pq, msg), name="consume")
+            self._consuming.add(task)
+            task.add_done_callback(self._consuming.discard)
+
+    def _listener_for(self, msg: MessageView) -> tuple[Listener, MessageView]:
+        """The listener, and the message as the user sees it (retried ones restored)."""
+        subs = self._all_subscriptions()
+        original = msg.properties.get(PROPERTY_RETRY_TOPIC)
+        if msg.topic.startswith(RETRY_PREFIX) and original:
+            restored = dataclasses.replace(msg, topic=original)
+            sub = self.subscriptions.get(original)
+            if sub is not None:
+                return sub.listener, restored
+            return subs[msg.topic].listener, restored
+        return subs[msg.topic].listener, msg
+
+    async def _call(self, listener: Listener, msg: MessageView) -> ConsumeResult:
+        try:
+            if inspect.iscoroutinefunction(listener):
+                result = await listener(msg)
+            else:
+                # A plain function may block; keep it off the event loop.
+                result = await asyncio.to_thread(listener, msg)
+                if inspect.isawaitable(result):
+                    result = await result
+        except Exception:
+            log.exception("listener_failed", group=self.group, msg_id=msg.msg_id, topic=msg.topic)
+            return ConsumeResult.RECONSUME_LATER
+        if result is None:
+            return ConsumeResult.SUCCESS
+        if not isinstance(result, ConsumeResult):
+            log.error("listener_bad_result", group=self.group, result=repr(result))
+            return ConsumeResult.RECONSUME_LATER
+        return result
+
+    async def _consume_one(self, pq: ProcessQueue, msg: MessageView) -> None:
+        async with self._slots:
+            if pq.dropped:
+                return
+            listener, view = self._listener_for(msg)
+            result = await self._call(listener, view)
+            if (
+                result is ConsumeResult.RECONSUME_LATER
+                and not pq.dropped
+                and not await self._send_back(msg)
+            ):
+                # The broker would not take it back: retry here, later, keeping the
+                # offset below it so nothing is skipped meanwhile.
+                asyncio.get_running_loop().call_later(
+                    self.local_retry_delay_s, self._retry_locally, pq, msg
+                )
+                return
+        self._consumed(pq, msg)
+
+    def _retry_locally(self, pq: ProcessQueue, msg: MessageView) -> None:
+        if pq.dropped or self._stopping:
+            return
+        retried = dataclasses.replace(msg, reconsume_times=msg.reconsume_times + 1)
+        pq.messages[msg.queue_offset] = retried
+        task = asyncio.create_task(self._consume_one(pq, retried), name="consume-retry")
+        self._consuming.add(task)
+        task.add_done_callback(self._consuming.discard)
+
+    def _consumed(self, pq: ProcessQueue, msg: MessageView) -> None:
+        safe = pq.remove(msg)
+        if self.offsets is not None and not pq.dropped:
+            self.offsets.update(pq.mq, safe, increase_only=True)
+        pq.wake.set()
+
+    async def _send_back(self, msg: MessageView) -> bool:
+        """CONSUMER_SEND_MSG_BACK: the broker redelivers it later via the retry topic."""
+        instance = self._running()
+        addr = instance.master_addr(msg.broker_name)
+        if addr is None:
+            return False
+        header = ConsumerSendMsgBackRequestHeader(
+            offset=msg.commit_log_offset,
+            group=self.group,
+            delay_level=0,
+            origin_msg_id=msg.msg_id,
+            origin_topic=msg.properties.get(PROPERTY_RETRY_TOPIC, msg.topic),
+            max_reconsume_times=self.max_reconsume_times,
+        )
+        request = RemotingCommand.request(
+            RequestCode.CONSUMER_SEND_MSG_BACK, header.to_ext_fields()
+        )
+        try:
+            response = await instance.remoting.invoke(addr, request, 5.0)
+        except RemotingError:
+            return False
+        return response.code == ResponseCode.SUCCESS
+
+    async def _consume_orderly(self, pq: ProcessQueue) -> None:
+        async with pq.consuming:
+            while pq.messages and not pq.dropped:
+                if not self._lock_live(pq):
+                    return  # the pull loop re-locks and dispatches again
+                offset = min(pq.messages)
+                msg = pq.messages[offset]
+                listener, view = self._listener_for(msg)
+                result = await self._call(listener, view)
+                if result is ConsumeResult.SUCCESS:
+                    self._consumed(pq, msg)
+                    continue
+                # Orderly: the same message again after a pause; nothing behind it moves.
+                pq.messages[offset] = dataclasses.replace(
+                    msg, reconsume_times=msg.reconsume_times + 1
+                )
+                await asyncio.sleep(ORDERLY_SUSPEND_S)
