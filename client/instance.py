@@ -21,9 +21,9 @@ from typing import ClassVar, Protocol
 import structlog
 
 from client.errors import ClientError, NoRouteError
-from remoting.bodies import ConsumerData, HeartbeatData, decode_consumer_list
+from remoting.bodies import ConsumerData, HeartbeatData, KVTable, decode_consumer_list
 from remoting.client import ClientConfig, RemotingClient
-from remoting.codes import RequestCode, ResponseCode
+from remoting.codes import RequestCode, ResponseCode, SerializeType
 from remoting.command import RemotingCommand
 from remoting.connection import Connection
 from remoting.dispatch import Lane, ProcessorTable
@@ -93,7 +93,7 @@ class ClientInstance:
     # Keyed by event loop too: an instance's connections and tasks belong to one loop.
     _instances: ClassVar[dict[tuple[str, str, int], ClientInstance]] = {}
 
-    def __init__(self, namesrv: str, instance_name: str) -> None:
+    def __init__(self, namesrv: str, instance_name: str, *, prefer_msgpack: bool = True) -> None:
         self.namesrv_addrs = [a.strip() for a in namesrv.split(";") if a.strip()]
         if not self.namesrv_addrs:
             raise ClientError(f"name server list {namesrv!r} has no address")
@@ -111,6 +111,8 @@ class ClientInstance:
         self.producers: dict[str, ProducerMember] = {}
         self.consumers: dict[str, ConsumerMember] = {}
         self._namesrv_index = 0
+        self.prefer_msgpack = prefer_msgpack
+        self._serialize: dict[str, int] = {}
         self._users = 0
         self._key: tuple[str, str, int] = ("", "", 0)
         self._tasks: list[asyncio.Task[None]] = []
@@ -203,9 +205,50 @@ class ClientInstance:
             for addr in addrs.values():
                 request = RemotingCommand.request(RequestCode.UNREGISTER_CLIENT, dict(header))
                 try:
-                    await self.remoting.invoke(addr, request, NAMESRV_TIMEOUT_S)
+                    await self.invoke_broker(addr, request, NAMESRV_TIMEOUT_S)
                 except RemotingError as exc:
                     log.info("unregister_client_failed", broker=addr, error=str(exc))
+
+    # ---------------------------------------------------------------- serialization
+
+    def cached_serialize_type(self, addr: str) -> int | None:
+        return self._serialize.get(addr)
+
+    async def serialize_type(self, addr: str) -> int:
+        """The header serialization for a broker: msgpack for Aerolite, JSON otherwise.
+
+        Found once per broker with GET_BROKER_RUNTIME_INFO (JSON, which every broker reads):
+        Aerolite names itself in ``brokerVersionDesc``. A broker that cannot be asked gets
+        JSON for now and is asked again next time.
+        """
+        known = self._serialize.get(addr)
+        if known is not None:
+            return known
+        if not self.prefer_msgpack:
+            self._serialize[addr] = SerializeType.JSON
+            return SerializeType.JSON
+        request = RemotingCommand.request(RequestCode.GET_BROKER_RUNTIME_INFO)
+        try:
+            response = await self.remoting.invoke(addr, request, NAMESRV_TIMEOUT_S)
+        except RemotingError:
+            return SerializeType.JSON
+        kind = SerializeType.JSON
+        if response.code == ResponseCode.SUCCESS:
+            with contextlib.suppress(ValueError, KeyError, TypeError):
+                desc = KVTable.decode(response.body_bytes).table.get("brokerVersionDesc", "")
+                if "Aerolite" in desc:
+                    kind = SerializeType.MSGPACK
+        self._serialize[addr] = kind
+        log.info("broker_serialization", broker=addr, serialize_type=kind.name)
+        return kind
+
+    async def invoke_broker(
+        self, addr: str, request: RemotingCommand, timeout_s: float
+    ) -> RemotingCommand:
+        """A request to a broker, in the serialization it reads best."""
+        kind = self._serialize.get(addr)
+        request.serialize_type = kind if kind is not None else await self.serialize_type(addr)
+        return await self.remoting.invoke(addr, request, timeout_s)
 
     # ----------------------------------------------------------------------- routes
 
@@ -297,7 +340,7 @@ class ClientInstance:
                     continue
                 request = RemotingCommand.request(RequestCode.HEART_BEAT, {}, body)
                 try:
-                    response = await self.remoting.invoke(addr, request, NAMESRV_TIMEOUT_S)
+                    response = await self.invoke_broker(addr, request, NAMESRV_TIMEOUT_S)
                 except RemotingError as exc:
                     log.info("heartbeat_failed", broker=addr, error=str(exc))
                     continue
@@ -313,7 +356,7 @@ class ClientInstance:
             RequestCode.GET_CONSUMER_LIST_BY_GROUP,
             ConsumerGroupRequestHeader(consumer_group=group).to_ext_fields(),
         )
-        response = await self.remoting.invoke(addr, request, NAMESRV_TIMEOUT_S)
+        response = await self.invoke_broker(addr, request, NAMESRV_TIMEOUT_S)
         if response.code != ResponseCode.SUCCESS:
             return []
         return decode_consumer_list(response.body_bytes)

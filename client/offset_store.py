@@ -79,7 +79,7 @@ class RemoteOffsetStore:
             ).to_ext_fields(),
         )
         try:
-            response = await self.instance.remoting.invoke(addr, request, OFFSET_TIMEOUT_S)
+            response = await self.instance.invoke_broker(addr, request, OFFSET_TIMEOUT_S)
         except RemotingError as exc:
             log.warning("query_consumer_offset_failed", queue=str(mq), error=str(exc))
             return -2
@@ -108,7 +108,7 @@ class RemoteOffsetStore:
                 ).to_ext_fields(),
             )
             try:
-                response = await self.instance.remoting.invoke(addr, request, OFFSET_TIMEOUT_S)
+                response = await self.instance.invoke_broker(addr, request, OFFSET_TIMEOUT_S)
             except RemotingError as exc:
                 log.warning("update_consumer_offset_failed", queue=str(mq), error=str(exc))
                 continue

@@ -316,7 +316,9 @@ class Producer:
             self._header(msg.topic, mq.queue_id, sys_flag, props, msg.flag, batch=False),
             body,
         )
-        await self._running().remoting.invoke_oneway(addr, request, self.send_timeout_s)
+        instance = self._running()
+        request.serialize_type = await instance.serialize_type(addr)
+        await instance.remoting.invoke_oneway(addr, request, self.send_timeout_s)
 
     def send_async(
         self, msg: Message, callback: SendCallback, *, timeout_s: float | None = None
@@ -412,7 +414,7 @@ class Producer:
         )
         request = RemotingCommand.request(out.code, header, out.body)
         started = time.monotonic()
-        response = await instance.remoting.invoke(addr, request, timeout_s)
+        response = await instance.invoke_broker(addr, request, timeout_s)
         status = _STATUS.get(ResponseCode(response.code)) if response.code in _STATUS else None
         if status is None:
             raise BrokerError.for_code(response.code, response.remark)

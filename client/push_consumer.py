@@ -429,7 +429,7 @@ class PushConsumer:
             return -1
         request = RemotingCommand.request(code, header.to_ext_fields())
         try:
-            response = await instance.remoting.invoke(addr, request, 5.0)
+            response = await instance.invoke_broker(addr, request, 5.0)
         except RemotingError as exc:
             log.warning("offset_lookup_failed", queue=str(mq), error=str(exc))
             return -1
@@ -451,7 +451,7 @@ class PushConsumer:
             body = LockBatchBody(self.group, instance.client_id, mqs).encode()
             request = RemotingCommand.request(RequestCode.LOCK_BATCH_MQ, {}, body)
             try:
-                response = await instance.remoting.invoke(addr, request, 5.0)
+                response = await instance.invoke_broker(addr, request, 5.0)
             except RemotingError as exc:
                 log.warning("lock_batch_failed", broker=broker_name, error=str(exc))
                 continue
@@ -484,7 +484,7 @@ class PushConsumer:
             body = LockBatchBody(self.group, instance.client_id, group_mqs).encode()
             request = RemotingCommand.request(RequestCode.UNLOCK_BATCH_MQ, {}, body)
             with contextlib.suppress(RemotingError):
-                await instance.remoting.invoke(addr, request, 3.0)
+                await instance.invoke_broker(addr, request, 3.0)
 
     def _lock_live(self, pq: ProcessQueue) -> bool:
         return pq.locked and time.monotonic() - pq.last_lock_at < LOCK_MAX_LIVE_S
@@ -544,7 +544,7 @@ class PushConsumer:
             expression_type=sub.expression_type,
         )
         request = RemotingCommand.request(RequestCode.PULL_MESSAGE, header.to_ext_fields())
-        response = await instance.remoting.invoke(addr, request, PULL_TIMEOUT_S)
+        response = await instance.invoke_broker(addr, request, PULL_TIMEOUT_S)
         if pq.dropped:
             return
         ext = response.ext_fields
@@ -679,7 +679,7 @@ class PushConsumer:
             RequestCode.CONSUMER_SEND_MSG_BACK, header.to_ext_fields()
         )
         try:
-            response = await instance.remoting.invoke(addr, request, 5.0)
+            response = await instance.invoke_broker(addr, request, 5.0)
         except RemotingError:
             return False
         return response.code == ResponseCode.SUCCESS
