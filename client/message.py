@@ -330,67 +330,86 @@ def decode_messages(body: bytes | memoryview, broker_name: str) -> list[MessageV
     pos = 0
     end = len(buf)
     while pos < end:
-        if end - pos < _HEAD.size:
-            raise MessageDecodeError(f"truncated record header at byte {pos}")
-        (
-            total,
-            _magic,
-            body_crc,
-            queue_id,
-            flag,
-            queue_offset,
-            commit_log_offset,
-            sys_flag,
-            born_ts,
-        ) = _HEAD.unpack_from(buf, pos)
-        if total < _HEAD.size or pos + total > end:
-            raise MessageDecodeError(f"record at byte {pos} claims {total} bytes")
-        p = pos + _HEAD.size
-        born_host, p, _ = _host(buf, p, bool(sys_flag & FLAG_BORNHOST_V6))
-        (store_ts,) = _LONG.unpack_from(buf, p)
-        p += 8
-        store_host, p, store_raw = _host(buf, p, bool(sys_flag & FLAG_STOREHOST_V6))
-        reconsume_times, _prepared = _TAIL.unpack_from(buf, p)
-        p += _TAIL.size
-        (body_len,) = _INT.unpack_from(buf, p)
-        p += 4
-        payload = bytes(buf[p : p + body_len])
-        p += body_len
-        topic_len = buf[p]
-        topic = bytes(buf[p + 1 : p + 1 + topic_len]).decode("utf-8", "replace")
-        p += 1 + topic_len
-        (props_len,) = _SHORT.unpack_from(buf, p)
-        p += 2
-        props = decode_properties(bytes(buf[p : p + props_len]).decode("utf-8", "replace"))
-        if sys_flag & FLAG_COMPRESSED:
-            payload = _inflate(payload, sys_flag)
-        offset_id = (store_raw + _LONG.pack(commit_log_offset)).hex().upper()
-        keys = props.get(PROPERTY_KEYS)
-        out.append(
-            MessageView(
-                topic=topic,
-                body=payload,
-                tags=props.get(PROPERTY_TAGS),
-                keys=[k for k in keys.split(" ") if k] if keys else [],
-                properties=props,
-                msg_id=props.get(PROPERTY_UNIQ_KEY) or offset_id,
-                offset_msg_id=offset_id,
-                queue_id=queue_id,
-                queue_offset=queue_offset,
-                commit_log_offset=commit_log_offset,
-                born_timestamp=born_ts,
-                store_timestamp=store_ts,
-                born_host=born_host,
-                store_host=store_host,
-                reconsume_times=reconsume_times,
-                sys_flag=sys_flag,
-                flag=flag,
-                broker_name=broker_name,
-                body_crc=body_crc,
-            )
-        )
+        try:
+            view, total = _decode_one(buf, pos, end, broker_name)
+        except (struct.error, IndexError, ValueError, OSError) as exc:
+            if isinstance(exc, MessageDecodeError):
+                raise
+            raise MessageDecodeError(f"record at byte {pos} is malformed: {exc}") from None
+        out.append(view)
         pos += total
     return out
+
+
+def _decode_one(buf: memoryview, pos: int, end: int, broker_name: str) -> tuple[MessageView, int]:
+    """One record at ``pos``; every inner length is checked against TOTALSIZE."""
+    if end - pos < _HEAD.size:
+        raise MessageDecodeError(f"truncated record header at byte {pos}")
+    (
+        total,
+        _magic,
+        body_crc,
+        queue_id,
+        flag,
+        queue_offset,
+        commit_log_offset,
+        sys_flag,
+        born_ts,
+    ) = _HEAD.unpack_from(buf, pos)
+    if total < _HEAD.size or pos + total > end:
+        raise MessageDecodeError(f"record at byte {pos} claims {total} bytes")
+    p = pos + _HEAD.size
+    born_host, p, _ = _host(buf, p, bool(sys_flag & FLAG_BORNHOST_V6))
+    (store_ts,) = _LONG.unpack_from(buf, p)
+    p += 8
+    store_host, p, store_raw = _host(buf, p, bool(sys_flag & FLAG_STOREHOST_V6))
+    reconsume_times, _prepared = _TAIL.unpack_from(buf, p)
+    p += _TAIL.size
+    record_end = pos + total
+    (body_len,) = _INT.unpack_from(buf, p)
+    p += 4
+    if body_len < 0 or p + body_len + 3 > record_end:
+        raise MessageDecodeError(f"record at byte {pos}: body length {body_len} overruns it")
+    payload = bytes(buf[p : p + body_len])
+    p += body_len
+    topic_len = buf[p]
+    if p + 1 + topic_len + 2 > record_end:
+        raise MessageDecodeError(f"record at byte {pos}: topic length overruns it")
+    topic = bytes(buf[p + 1 : p + 1 + topic_len]).decode("utf-8", "replace")
+    p += 1 + topic_len
+    (props_len,) = _SHORT.unpack_from(buf, p)
+    p += 2
+    if props_len < 0 or p + props_len > record_end:
+        raise MessageDecodeError(f"record at byte {pos}: properties length overruns it")
+    props = decode_properties(bytes(buf[p : p + props_len]).decode("utf-8", "replace"))
+    if sys_flag & FLAG_COMPRESSED:
+        payload = _inflate(payload, sys_flag)
+    offset_id = (store_raw + _LONG.pack(commit_log_offset)).hex().upper()
+    keys = props.get(PROPERTY_KEYS)
+    return (
+        MessageView(
+            topic=topic,
+            body=payload,
+            tags=props.get(PROPERTY_TAGS),
+            keys=[k for k in keys.split(" ") if k] if keys else [],
+            properties=props,
+            msg_id=props.get(PROPERTY_UNIQ_KEY) or offset_id,
+            offset_msg_id=offset_id,
+            queue_id=queue_id,
+            queue_offset=queue_offset,
+            commit_log_offset=commit_log_offset,
+            born_timestamp=born_ts,
+            store_timestamp=store_ts,
+            born_host=born_host,
+            store_host=store_host,
+            reconsume_times=reconsume_times,
+            sys_flag=sys_flag,
+            flag=flag,
+            broker_name=broker_name,
+            body_crc=body_crc,
+        ),
+        total,
+    )
 
 
 def _inflate(payload: bytes, sys_flag: int) -> bytes:

@@ -94,6 +94,7 @@ FLOW_CONTROL_DELAY_S = 0.05
 LOCK_INTERVAL_S = 20.0
 LOCK_MAX_LIVE_S = 30.0  # rocketmq.client.rebalance.lockMaxLiveTime
 ORDERLY_SUSPEND_S = 1.0  # suspendCurrentQueueTimeMillis
+ORDERLY_HANDOVER_S = 60.0  # how long a released queue waits for its listener to finish
 
 
 @dataclass(slots=True)
@@ -383,6 +384,13 @@ class PushConsumer:
         pq.wake.set()
         if pq.task is not None:
             pq.task.cancel()
+        if self.orderly:
+            # The next owner may lock the queue only once the message in our listener is
+            # done; otherwise two consumers would hold one key's messages at once.
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(ORDERLY_HANDOVER_S):
+                    await pq.consuming.acquire()
+                    pq.consuming.release()
         if self.offsets is not None:
             await self.offsets.persist([mq])
             self.offsets.remove(mq)
@@ -469,6 +477,10 @@ class PushConsumer:
                 if pq.locked:
                     pq.last_lock_at = now
                     pq.wake.set()
+                    if pq.messages and not pq.consuming.locked():
+                        # Messages left when an earlier lock lapsed: consume them now, not
+                        # only when the next pull brings more.
+                        self._dispatch(pq, [])
 
     async def _unlock(self, mqs: list[MessageQueue]) -> None:
         instance = self._instance
@@ -688,7 +700,11 @@ class PushConsumer:
         async with pq.consuming:
             while pq.messages and not pq.dropped:
                 if not self._lock_live(pq):
-                    return  # the pull loop re-locks and dispatches again
+                    # Renew at once (Java's tryLockLaterAndReconsume); if the broker says no,
+                    # the next owner has it, or the pull loop and rebalance try again.
+                    await self._lock_all()
+                    if not self._lock_live(pq):
+                        return
                 offset = min(pq.messages)
                 msg = pq.messages[offset]
                 listener, view = self._listener_for(msg)
