@@ -3,7 +3,7 @@
 RocketMQ counterpart: ``MQFaultStrategy``, ``LatencyFaultToleranceImpl`` and
 ``TopicPublishInfo``. Each send's latency marks its broker unavailable for a while:
 latency ≥ 50/100/550/1000/2000/3000/15000 ms → 0/0/30/60/120/180/600 s; a failed send counts
-as 30 s of latency (isolation), so a dead broker is skipped for 180 s and then tried again.
+as 30 s of latency (isolation), so a dead broker is skipped for 600 s and then tried again.
 Queues are taken round-robin, skipping unavailable brokers; when every broker is marked, the
 least bad one is used anyway. With the strategy off, a retry still avoids the broker that
 just failed.

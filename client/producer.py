@@ -152,6 +152,7 @@ class Producer:
             await instance.release()
             raise
         self._instance = instance
+        await instance.heartbeat()
         log.info("producer_started", group=self.group, client_id=instance.client_id)
 
     async def shutdown(self) -> None:
@@ -333,11 +334,20 @@ class Producer:
             try:
                 result = await self.send(msg, timeout_s=timeout_s)
             except Exception as exc:  # handed to the callback, which decides
-                callback(None, exc)
+                self._callback(callback, None, exc)
                 return
-            callback(result, None)
+            self._callback(callback, result, None)
 
         return asyncio.create_task(run(), name=f"send-async-{msg.topic}")
+
+    def _callback(
+        self, callback: SendCallback, result: SendResult | None, error: BaseException | None
+    ) -> None:
+        try:
+            callback(result, error)
+        except Exception:
+            # Nobody awaits the task: a failing callback is reported here or not at all.
+            log.exception("send_callback_failed", group=self.group)
 
     async def send_orderly(
         self,

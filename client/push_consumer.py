@@ -91,7 +91,6 @@ SUSPEND_TIMEOUT_MS = 15_000  # brokerSuspendMaxTimeMillis
 PULL_TIMEOUT_S = 30.0  # consumerTimeoutMillisWhenSuspend
 PULL_ERROR_DELAY_S = 3.0  # pullTimeDelayMillsWhenException
 FLOW_CONTROL_DELAY_S = 0.05
-LOCK_INTERVAL_S = 20.0
 LOCK_MAX_LIVE_S = 30.0  # rocketmq.client.rebalance.lockMaxLiveTime
 ORDERLY_SUSPEND_S = 1.0  # suspendCurrentQueueTimeMillis
 ORDERLY_HANDOVER_S = 60.0  # how long a released queue waits for its listener to finish
