@@ -228,3 +228,49 @@ def test_quick_broker_run_writes_sane_results(tmp_path: Path) -> None:
     assert text.count("<!-- broker:begin -->") == 1
     assert "Aerolite msg/s" in text
     assert "echo ceiling" in proc.stdout
+
+
+def test_quick_sdk_run_writes_sane_results(tmp_path: Path) -> None:
+    """The SDK benchmark end to end with tiny counts: the SDK against the broker, the
+    interleaved echo round trips, and Redis/NATS where they are installed."""
+    docs = tmp_path / "benchmarks.md"
+    docs.write_text(
+        "# Benchmarks\n\nintro stays\n\n<!-- sdk:begin -->\nSTALE-SECTION\n<!-- sdk:end -->\n"
+    )
+    proc = _run_quick("sdk", tmp_path, docs)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+    results = json.loads((tmp_path / "results" / "sdk.json").read_text())
+    assert results["quick"] is True
+    assert not (REPO_ROOT / results["config"]["work_dir"]).exists()  # stores cleaned up
+    assert results["notes"] == [], results["notes"]
+    aerolite = results["systems"]["aerolite"]
+    assert aerolite["exit_code"] == 0  # SIGTERM stops the broker cleanly
+    for shape in ("one", "window", "batch"):
+        row = aerolite["produce"][shape]
+        assert row["ok"] > 0
+        assert row["stored"] == row["acknowledged"]  # every acknowledged send is in a queue
+        assert _positive(row["messages_per_s"])
+        assert _positive(row["client_cpu_us_per_msg"])
+        assert 0 < row["p50_us"] <= row["p99_us"]
+    expect = results["config"]["consume_messages"]
+    for kind in ("push", "pull"):
+        assert aerolite["consume"][kind]["received"] >= expect
+        assert aerolite["consume"][kind]["duplicates"] == 0
+        assert _positive(aerolite["consume"][kind]["messages_per_s"])
+    echo = results["echo"]
+    assert echo["interleaved"] is True
+    assert 0 < echo["p50_us"] <= echo["p99_us"]
+    assert _positive(results["goals"]["one_by_one_p99_vs_echo_p99"])
+    for peer, info in results["peers"].items():
+        if info["available"]:
+            for shape in ("one", "window", "batch"):
+                assert _positive(results["systems"][peer]["produce"][shape]["messages_per_s"])
+            assert _positive(results["ratios"]["produce, window of 256"][f"vs_{peer}"])
+
+    text = docs.read_text()
+    assert "intro stays" in text
+    assert "STALE-SECTION" not in text
+    assert text.count("<!-- sdk:begin -->") == 1
+    assert "Aerolite msg/s" in text
+    assert "Echo round trip" in proc.stdout
