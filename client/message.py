@@ -9,6 +9,7 @@ the client side because ``client`` imports only ``remoting``), ``MessageClientID
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import socket
@@ -311,12 +312,19 @@ class MessageDecodeError(ValueError):
     """A pull or query body is not a sequence of stored records."""
 
 
+@functools.lru_cache(maxsize=1024)
+def _host_text(raw: bytes) -> str:
+    """``ip:port`` of a stored host field (address bytes + port); few distinct per process."""
+    v6 = len(raw) == 20
+    ip = socket.inet_ntop(socket.AF_INET6 if v6 else socket.AF_INET, raw[:-4])
+    (port,) = _INT.unpack_from(raw, len(raw) - 4)
+    return f"[{ip}]:{port}" if v6 else f"{ip}:{port}"
+
+
 def _host(buf: memoryview, pos: int, v6: bool) -> tuple[str, int, bytes]:
-    size = 16 if v6 else 4
-    raw = bytes(buf[pos : pos + size])
-    (port,) = _INT.unpack_from(buf, pos + size)
-    ip = socket.inet_ntop(socket.AF_INET6 if v6 else socket.AF_INET, raw)
-    return (f"[{ip}]:{port}" if v6 else f"{ip}:{port}"), pos + size + 4, raw + _INT.pack(port)
+    end = pos + (20 if v6 else 8)
+    raw = bytes(buf[pos:end])
+    return _host_text(raw), end, raw
 
 
 def decode_messages(body: bytes | memoryview, broker_name: str) -> list[MessageView]:

@@ -32,7 +32,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import Self
+from typing import Self, cast
 
 import structlog
 
@@ -197,6 +197,8 @@ class PushConsumer:
         self._consuming: set[asyncio.Task[None]] = set()
         self._rebalance_lock = asyncio.Lock()
         self._stopping = False
+        self._subs_cache: dict[str, _Subscription] | None = None
+        self._is_async: dict[Listener, bool] = {}
 
     # ----------------------------------------------------------------- subscription
 
@@ -222,6 +224,8 @@ class PushConsumer:
         return register
 
     def _all_subscriptions(self) -> dict[str, _Subscription]:
+        if self._subs_cache is not None:
+            return self._subs_cache  # fixed once started: this runs per message
         subs = dict(self.subscriptions)
         if self.message_model is MessageModel.CLUSTERING and self.subscriptions:
             # Retried messages come back on the group's retry topic; the listener of their
@@ -248,6 +252,8 @@ class PushConsumer:
             raise
         self._instance = instance
         self._stopping = False
+        self._subs_cache = None
+        self._subs_cache = self._all_subscriptions()
         if self.message_model is MessageModel.BROADCASTING:
             self.offsets = LocalOffsetStore(self.offset_store_dir, instance.client_id, self.group)
         else:
@@ -620,9 +626,12 @@ class PushConsumer:
         return subs[msg.topic].listener, msg
 
     async def _call(self, listener: Listener, msg: MessageView) -> ConsumeResult:
+        is_async = self._is_async.get(listener)
+        if is_async is None:
+            is_async = self._is_async[listener] = inspect.iscoroutinefunction(listener)
         try:
-            if inspect.iscoroutinefunction(listener):
-                result = await listener(msg)
+            if is_async:
+                result = await cast("Awaitable[ConsumeResult | None]", listener(msg))
             else:
                 # A plain function may block; keep it off the event loop.
                 result = await asyncio.to_thread(listener, msg)
