@@ -629,12 +629,15 @@ class PushConsumer:
         is_async = self._is_async.get(listener)
         if is_async is None:
             is_async = self._is_async[listener] = inspect.iscoroutinefunction(listener)
+        result: object
         try:
             if is_async:
-                result = await cast("Awaitable[ConsumeResult | None]", listener(msg))
+                result = await cast("Awaitable[object]", listener(msg))
             else:
                 # A plain function may block; keep it off the event loop.
-                result = await asyncio.to_thread(listener, msg)
+                result = await asyncio.to_thread(
+                    cast("Callable[[MessageView], object]", listener), msg
+                )
                 if inspect.isawaitable(result):
                     result = await result
         except Exception:
