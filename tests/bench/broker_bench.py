@@ -51,7 +51,6 @@ import functools
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -81,6 +80,7 @@ from tests.bench.peers import (
     run_driver,
 )
 from tests.bench.processes import ServerProcess
+from tests.bench.profiling import profile_while_driving, speedscope_top
 from tests.bench.remoting_server import ECHO_CODE
 from tests.bench.report import (
     REPO_ROOT,
@@ -1146,36 +1146,6 @@ def render_markdown(results: dict[str, Any]) -> str:
 # --------------------------------------------------------------------------- profile
 
 
-def _speedscope_top(path: Path, top: int) -> list[dict[str, Any]]:
-    """Functions by self time (and total time), all lines of a function together, from a
-    py-spy speedscope file, over every thread."""
-    doc = json.loads(path.read_text())
-    frames = doc["shared"]["frames"]
-    # A frame is a (function, file, line); a function is its (name, file).
-    function_of = [(f.get("name", "?"), f.get("file", "?")) for f in frames]
-    self_w: dict[tuple[str, str], float] = {}
-    total_w: dict[tuple[str, str], float] = {}
-    grand = 0.0
-    for profile in doc["profiles"]:
-        for stack, weight in zip(profile["samples"], profile["weights"], strict=True):
-            grand += weight
-            if stack:
-                leaf = function_of[stack[-1]]
-                self_w[leaf] = self_w.get(leaf, 0.0) + weight
-            for fn in {function_of[i] for i in stack}:
-                total_w[fn] = total_w.get(fn, 0.0) + weight
-    ordered = sorted(self_w.items(), key=lambda kv: kv[1], reverse=True)[:top]
-    return [
-        {
-            "function": name,
-            "file": file.replace(str(REPO_ROOT) + "/", ""),
-            "self_pct": round(100 * weight / grand, 1) if grand else 0.0,
-            "total_pct": round(100 * total_w.get((name, file), 0.0) / grand, 1) if grand else 0.0,
-        }
-        for (name, file), weight in ordered
-    ]
-
-
 def profile_broker(
     *,
     seconds: float,
@@ -1187,9 +1157,6 @@ def profile_broker(
 ) -> dict[str, Any]:
     """py-spy the broker for ``seconds`` while one client process produces with ``threads``
     threads (not a figure: the sampler slows the broker down)."""
-    py_spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
-    if not Path(py_spy).exists():
-        raise RuntimeError("py-spy is not installed")
     cfg = FULL
     pin = hasattr(os, "sched_getaffinity") and {LOADGEN_CPU, SERVER_CPU} <= os.sched_getaffinity(0)
     base = REPO_ROOT / "bench-results"
@@ -1210,47 +1177,16 @@ def profile_broker(
             )
             env = {**os.environ, "HOME": str(work / "home")}
             (work / "home").mkdir(parents=True, exist_ok=True)
-            driver = subprocess.Popen(  # our own driver module, fixed arguments
+            done = profile_while_driving(
                 [sys.executable, "-m", ROCKETMQ_DRIVER, "produce"],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.DEVNULL,
-                cwd=REPO_ROOT,
+                args,
                 env=env,
-                text=True,
+                spy_pid=broker.pid,
+                seconds=seconds,
+                out=out,
+                native=native,
+                settle_s=1.0,
             )
-            try:
-                assert driver.stdin is not None and driver.stdout is not None
-                driver.stdin.write(json.dumps(args) + "\n")
-                driver.stdin.close()
-                driver.stdout.readline()  # the "warm" line: the timed part begins
-                time.sleep(1.0)
-                spy = subprocess.run(  # py-spy from the venv, fixed arguments, our broker's PID
-                    [
-                        py_spy,
-                        "record",
-                        "-p",
-                        str(broker.pid),
-                        "-d",
-                        str(int(seconds)),
-                        "-f",
-                        "speedscope",
-                        "-o",
-                        str(out),
-                        # --native needs to stop the process for each sample.
-                        *(["--native"] if native else ["--nonblocking"]),
-                    ],
-                    check=False,
-                    capture_output=True,
-                    text=True,
-                    timeout=seconds + 60,
-                )
-                if spy.returncode != 0:
-                    raise RuntimeError(f"py-spy failed ({spy.returncode}): {spy.stderr.strip()}")
-                done = json.loads(driver.stdout.readline() or "{}")
-            finally:
-                if driver.poll() is None:
-                    driver.wait(seconds + 30)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return {
@@ -1258,7 +1194,7 @@ def profile_broker(
         "flush": settings["flushDiskType"],
         "messages_per_s_while_sampled": done.get("messages_per_s"),
         "speedscope": str(out),
-        "top_self": _speedscope_top(out, top),
+        "top_self": speedscope_top(out, top),
     }
 
 

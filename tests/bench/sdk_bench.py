@@ -49,7 +49,6 @@ import functools
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -62,7 +61,7 @@ import structlog
 
 from remoting import ClientConfig, RemotingClient, RemotingCommand, RequestCode, ResponseCode
 from tests.bench import loadgen
-from tests.bench.broker_bench import _admin, _speedscope_top
+from tests.bench.broker_bench import _admin
 from tests.bench.peers import (
     AeroliteBroker,
     NatsServer,
@@ -74,6 +73,7 @@ from tests.bench.peers import (
     run_driver,
 )
 from tests.bench.processes import ServerProcess
+from tests.bench.profiling import profile_while_driving, speedscope_top
 from tests.bench.remoting_server import ECHO_CODE
 from tests.bench.report import (
     REPO_ROOT,
@@ -1047,9 +1047,6 @@ def profile_sdk(
 ) -> dict[str, Any]:
     """py-spy the SDK driver for ``seconds`` while it produces in ``shape`` (not a figure:
     the sampler slows the client down)."""
-    py_spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
-    if not Path(py_spy).exists():
-        raise RuntimeError("py-spy is not installed")
     cfg = FULL
     pin = _can_pin(cfg)
     base = REPO_ROOT / "bench-results"
@@ -1075,53 +1072,17 @@ def profile_sdk(
                 "warmup": cfg.warmup_messages,
             }
             env = {k: v for k, v in os.environ.items() if k != "PYTHONASYNCIODEBUG"}
-            driver = subprocess.Popen(  # our own driver module, fixed arguments
+            done = profile_while_driving(
                 [sys.executable, "-m", SDK_DRIVER, "produce"],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.DEVNULL,
-                cwd=REPO_ROOT,
+                args,
                 env=env,
-                text=True,
+                spy_pid=None,  # the driver itself: the SDK is what is profiled
+                seconds=seconds,
+                out=out,
+                native=native,
+                settle_s=0.5,
+                rate_hz=rate,
             )
-            try:
-                assert driver.stdin is not None and driver.stdout is not None
-                driver.stdin.write(json.dumps(args) + "\n")
-                driver.stdin.close()
-                driver.stdout.readline()  # the "warm" line: the timed part begins
-                time.sleep(0.5)
-                spy = subprocess.run(  # py-spy from the venv, fixed arguments, our driver's PID
-                    [
-                        py_spy,
-                        "record",
-                        "-p",
-                        str(driver.pid),
-                        "-d",
-                        str(int(seconds)),
-                        "-f",
-                        "speedscope",
-                        "-o",
-                        str(out),
-                        "-r",
-                        str(rate),
-                        # --native needs to stop the process for each sample.
-                        *(["--native"] if native else ["--nonblocking"]),
-                    ],
-                    check=False,
-                    capture_output=True,
-                    text=True,
-                    timeout=seconds + 60,
-                )
-                if spy.returncode != 0:
-                    raise RuntimeError(f"py-spy failed ({spy.returncode}): {spy.stderr.strip()}")
-                done = json.loads(driver.stdout.readline() or "{}")
-            finally:
-                if driver.poll() is None:
-                    try:
-                        driver.wait(seconds + 30)
-                    except subprocess.TimeoutExpired:
-                        driver.kill()
-                        driver.wait(10)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return {
@@ -1132,7 +1093,7 @@ def profile_sdk(
         "messages_per_s_while_sampled": done.get("messages_per_s"),
         "client_cpu_us_per_msg": done.get("client_cpu_us_per_msg"),
         "speedscope": str(out),
-        "top_self": _speedscope_top(out, top),
+        "top_self": speedscope_top(out, top),
     }
 
 
