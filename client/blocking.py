@@ -66,17 +66,16 @@ def _run(coro: Coroutine[Any, Any, T], timeout_s: float | None = None) -> T:
     return future.result(timeout_s)
 
 
-class Producer:
-    """``client.Producer`` with blocking methods; same arguments."""
+class _Blocking:
+    """start/shutdown and ``with`` for a wrapped asyncio client."""
 
-    def __init__(self, group: str, namesrv: str | None = None, **kwargs: Any) -> None:
-        self._producer = AsyncProducer(group, namesrv, **kwargs)
+    _target: AsyncProducer | AsyncPushConsumer | AsyncPullConsumer
 
     def start(self) -> None:
-        _run(self._producer.start())
+        _run(self._target.start())
 
     def shutdown(self) -> None:
-        _run(self._producer.shutdown())
+        _run(self._target.shutdown())
 
     def __enter__(self) -> Self:
         self.start()
@@ -89,6 +88,13 @@ class Producer:
         tb: TracebackType | None,
     ) -> None:
         self.shutdown()
+
+
+class Producer(_Blocking):
+    """``client.Producer`` with blocking methods; same arguments."""
+
+    def __init__(self, group: str, namesrv: str | None = None, **kwargs: Any) -> None:
+        self._producer = self._target = AsyncProducer(group, namesrv, **kwargs)
 
     def send(self, msg: Message, *, timeout_s: float | None = None) -> SendResult:
         return _run(self._producer.send(msg, timeout_s=timeout_s))
@@ -115,11 +121,11 @@ class Producer:
         )
 
 
-class PushConsumer:
+class PushConsumer(_Blocking):
     """``client.PushConsumer`` with blocking start/shutdown and plain-function listeners."""
 
     def __init__(self, group: str, namesrv: str | None = None, **kwargs: Any) -> None:
-        self._consumer = AsyncPushConsumer(group, namesrv, **kwargs)
+        self._consumer = self._target = AsyncPushConsumer(group, namesrv, **kwargs)
 
     def subscribe(
         self, topic: str, expression: str = "*"
@@ -132,60 +138,24 @@ class PushConsumer:
 
         return decorate
 
-    def start(self) -> None:
-        _run(self._consumer.start())
 
-    def shutdown(self) -> None:
-        _run(self._consumer.shutdown())
-
-    def __enter__(self) -> Self:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.shutdown()
-
-
-class PullConsumer:
+class PullConsumer(_Blocking):
     """``client.pull_consumer.PullConsumer`` with blocking methods."""
 
     def __init__(self, group: str, namesrv: str | None = None, **kwargs: Any) -> None:
-        self._consumer = AsyncPullConsumer(group, namesrv, **kwargs)
+        self._pull = self._target = AsyncPullConsumer(group, namesrv, **kwargs)
 
     def subscribe(self, topic: str, expression: str = "*") -> None:
-        self._consumer.subscribe(topic, expression)
+        self._pull.subscribe(topic, expression)
 
     def assign(self, queues: list[MessageQueue]) -> None:
-        self._consumer.assign(queues)
-
-    def start(self) -> None:
-        _run(self._consumer.start())
-
-    def shutdown(self) -> None:
-        _run(self._consumer.shutdown())
-
-    def __enter__(self) -> Self:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.shutdown()
+        self._pull.assign(queues)
 
     def poll(self, timeout_s: float = 5.0) -> list[MessageView]:
-        return _run(self._consumer.poll(timeout_s))
+        return _run(self._pull.poll(timeout_s))
 
     def commit(self) -> None:
-        _run(self._consumer.commit())
+        _run(self._pull.commit())
 
     def seek(self, mq: MessageQueue, offset: int) -> None:
-        _run(self._consumer.seek(mq, offset))
+        _run(self._pull.seek(mq, offset))

@@ -1,0 +1,90 @@
+"""``client.blocking``: the SDK from plain (non-async) code, against a standalone broker
+process; the asyncio clients run on the facade's own loop thread."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from client import Message, MessageQueue, MessageView, SendStatus
+from client.blocking import Producer, PullConsumer, PushConsumer
+
+
+@pytest.fixture
+def namesrv(tmp_path: Path) -> Iterator[str]:
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "broker",
+            "standalone",
+            "--store",
+            str(tmp_path / "store"),
+            "--namesrv-port",
+            "0",
+            "--listen-port",
+            "0",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        words = proc.stdout.readline().split()
+        yield dict(w.split("=", 1) for w in words[1:])["namesrv"]
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+        if proc.stdout is not None:
+            proc.stdout.close()
+
+
+def test_blocking_producer_push_and_pull_consumers(namesrv: str) -> None:
+    with Producer("blocking-pg", namesrv=namesrv) as producer:
+        results = [producer.send(Message("BlockingT", f"m{i}".encode())) for i in range(8)]
+        batch = producer.send_batch([Message("BlockingT", b"b1"), Message("BlockingT", b"b2")])
+        producer.send_oneway(Message("BlockingT", b"oneway"))
+        ordered = producer.send_orderly(Message("BlockingT", b"o"), "key-7")
+    assert all(r.status is SendStatus.SEND_OK for r in results)
+    assert len(batch.msg_id.split(",")) == 2
+    expected = {f"m{i}".encode() for i in range(8)} | {b"b1", b"b2", b"oneway", b"o"}
+
+    got: set[bytes] = set()
+    all_in = threading.Event()
+    listener_threads: set[str] = set()
+    consumer = PushConsumer("blocking-cg", namesrv=namesrv)
+
+    @consumer.subscribe("BlockingT")
+    def handle(msg: MessageView) -> None:
+        listener_threads.add(threading.current_thread().name)
+        got.add(msg.body)
+        if expected <= got:
+            all_in.set()
+
+    with consumer:
+        assert all_in.wait(30), f"received {sorted(got)}"
+    assert got == expected
+    # Plain listeners run on worker threads, never on the facade's loop thread.
+    assert "aerolite-client-loop" not in listener_threads
+
+    pull = PullConsumer("blocking-pull", namesrv=namesrv, auto_commit=False)
+    mq = MessageQueue(
+        "BlockingT", ordered.message_queue.broker_name, ordered.message_queue.queue_id
+    )
+    pull.assign([mq])
+    with pull:
+        pull.seek(mq, 0)
+        polled: list[MessageView] = []
+        deadline = time.monotonic() + 30
+        while not any(m.body == b"o" for m in polled) and time.monotonic() < deadline:
+            polled += pull.poll(1.0)
+        pull.commit()
+    assert any(m.body == b"o" for m in polled)
+    assert {m.queue_id for m in polled} == {mq.queue_id}
