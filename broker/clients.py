@@ -200,9 +200,6 @@ class ConsumerManager:
             except Exception:  # a closing connection must not stop the others' notice
                 log.exception("notify_consumer_ids_changed_failed", group=group)
 
-    def groups_of_topic(self, topic: str) -> list[str]:
-        return sorted(g for g, info in self.groups.items() if topic in info.subscriptions)
-
 
 class ProducerManager:
     """Producer groups on this broker (needed to reach a producer for transaction checks)."""

@@ -65,7 +65,3 @@ class QueueLocks:
                 del held[mq]
         if not held:
             del self.table[group]
-
-    def is_locked(self, group: str, mq: MessageQueue, client_id: str, now_ms: int) -> bool:
-        lock = self.table.get(group, {}).get(mq)
-        return self._live(lock, now_ms) and lock is not None and lock.client_id == client_id

@@ -74,10 +74,6 @@ class OffsetTable:
     def queues_of(self, group: str, topic: str) -> dict[int, int]:
         return dict(self.table.get(self.key(topic, group), {}))
 
-    def groups_of_topic(self, topic: str) -> set[str]:
-        prefix = topic + TOPIC_GROUP_SEPARATOR
-        return {k[len(prefix) :] for k in self.table if k.startswith(prefix)}
-
     def topics_of_group(self, group: str) -> set[str]:
         suffix = TOPIC_GROUP_SEPARATOR + group
         return {k[: -len(suffix)] for k in self.table if k.endswith(suffix)}
@@ -85,11 +81,5 @@ class OffsetTable:
     def remove_topic(self, topic: str) -> None:
         prefix = topic + TOPIC_GROUP_SEPARATOR
         for k in [k for k in self.table if k.startswith(prefix)]:
-            del self.table[k]
-            self._dirty = True
-
-    def remove_group(self, group: str) -> None:
-        suffix = TOPIC_GROUP_SEPARATOR + group
-        for k in [k for k in self.table if k.endswith(suffix)]:
             del self.table[k]
             self._dirty = True

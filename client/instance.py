@@ -211,9 +211,6 @@ class ClientInstance:
 
     # ---------------------------------------------------------------- serialization
 
-    def cached_serialize_type(self, addr: str) -> int | None:
-        return self._serialize.get(addr)
-
     async def serialize_type(self, addr: str) -> int:
         """The header serialization for a broker: msgpack for Aerolite, JSON otherwise.
 
@@ -304,12 +301,6 @@ class ClientInstance:
 
     def master_addr(self, broker_name: str) -> str | None:
         return self.broker_addrs.get(broker_name, {}).get(MASTER_ID)
-
-    def any_addr(self, broker_name: str) -> str | None:
-        addrs = self.broker_addrs.get(broker_name)
-        if not addrs:
-            return None
-        return addrs.get(MASTER_ID) or addrs[min(addrs)]
 
     async def find_broker_for_topic(self, topic: str) -> str:
         """A master address serving ``topic`` (for consumer-list and offset calls)."""

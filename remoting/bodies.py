@@ -107,15 +107,6 @@ PERM_WRITE = 0x2
 PERM_INHERIT = 0x1
 
 
-def perm_text(perm: int) -> str:
-    """RocketMQ's ``PermName.perm2String``: ``RW-`` style."""
-    return (
-        ("R" if perm & PERM_READ else "-")
-        + ("W" if perm & PERM_WRITE else "-")
-        + ("X" if perm & PERM_INHERIT else "-")
-    )
-
-
 @dataclass(slots=True)
 class TopicConfig:
     """One topic on one broker (RocketMQ ``TopicConfig``)."""

@@ -7,7 +7,6 @@ The ``ORDER_TOPIC_CONFIG`` namespace holds ``broker-a:4;broker-b:4`` per ordered
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
@@ -67,6 +66,3 @@ class KVConfig:
     def namespace(self, namespace: str) -> dict[str, str] | None:
         kv = self.table.get(namespace)
         return dict(kv) if kv else None
-
-    def as_text(self) -> str:
-        return json.dumps(self.table, sort_keys=True)

@@ -27,7 +27,7 @@ from broker.topics import (
     RETRY_GROUP_TOPIC_PREFIX,
     check_topic_name,
 )
-from remoting.bodies import PERM_READ, PERM_WRITE
+from remoting.bodies import PERM_READ, PERM_WRITE, TopicConfig
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand, response_to
 from remoting.connection import Connection
@@ -114,13 +114,11 @@ class SendProcessor:
         else:
             header = SendMessageRequestHeader.from_v2(ext)
             batch = _batch_flag(ext, "m")
-        refused = self._check(conn, request, header)
-        if refused is not None:
-            return refused
+        tc = self._check(conn, request, header)
+        if isinstance(tc, RemotingCommand):
+            return tc  # refused
         queue_id = header.queue_id
         if queue_id < 0:
-            tc = self.broker.topics.get(header.topic)
-            assert tc is not None  # _check made sure
             queue_id = random.randrange(max(1, tc.write_queue_nums))  # noqa: S311 - load spread
         props_text = header.properties or ""
         props = decode_properties(props_text)
@@ -142,8 +140,7 @@ class SendProcessor:
         body = request.body if request.body is not None else b""
         store = self.broker.store
         sys_flag = header.sys_flag
-        tc = self.broker.topics.get(header.topic)
-        if tc is not None and tc.topic_filter_type == "MULTI_TAG":
+        if tc.topic_filter_type == "MULTI_TAG":
             sys_flag |= MULTI_TAGS_FLAG
         if batch:
             # The batch-level properties go to every inner message (the store joins them).
@@ -182,7 +179,8 @@ class SendProcessor:
 
     def _check(
         self, conn: Connection, request: RemotingCommand, header: SendMessageRequestHeader
-    ) -> RemotingCommand | None:
+    ) -> RemotingCommand | TopicConfig:
+        """The topic's config when the send may go ahead, else the refusal to answer."""
         broker = self.broker
         topic = header.topic
         if broker.config.broker_role is BrokerRole.SLAVE:
@@ -235,7 +233,7 @@ class SendProcessor:
                 f"request queueId[{header.queue_id}] is illegal, topic:[{topic}] "
                 f"topicConfig.writeQueueNums:[{tc.write_queue_nums}] consumer:[{conn.peer}]",
             )
-        return None
+        return tc
 
     def _response(self, request: RemotingCommand, put: PutResult, queue_id: int) -> RemotingCommand:
         code, remark = _STATUS_CODES[put.status]
