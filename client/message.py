@@ -96,6 +96,8 @@ def check_topic(topic: str) -> None:
     Raises:
         InvalidMessageError: blank, illegal characters, too long, or a system topic.
     """
+    if type(topic) is str and topic in _VALID_TOPICS:
+        return  # checked before: this runs once per message sent
     if not isinstance(topic, str) or not topic.strip():
         raise InvalidMessageError("the specified topic is blank")
     if not _VALID_NAME.match(topic):
@@ -109,6 +111,12 @@ def check_topic(topic: str) -> None:
         )
     if topic in _NOT_ALLOWED_SEND:
         raise InvalidMessageError(f"sending message to topic[{topic}] is forbidden")
+    if len(_VALID_TOPICS) > 10_000:
+        _VALID_TOPICS.clear()
+    _VALID_TOPICS.add(topic)
+
+
+_VALID_TOPICS: set[str] = set()
 
 
 def check_group(group: str) -> None:
@@ -215,6 +223,21 @@ class Message:
         props[PROPERTY_WAIT] = "true" if wait else "false"
         return props
 
+    def wire_properties_text(self, uniq_key: str, *, wait: bool = True) -> str:
+        """``encode_properties(self.wire_properties(...))``, quicker for the usual message
+        without user properties or a delay (this runs once per message sent)."""
+        if self.properties or self.delay_level:
+            return encode_properties(self.wire_properties(uniq_key, wait=wait))
+        head = ""
+        if self.tags:
+            head = f"{PROPERTY_TAGS}\x01{self.tags}\x02"
+        if self.keys:
+            keys = self.key_list
+            if keys:
+                head += f"{PROPERTY_KEYS}\x01{' '.join(keys)}\x02"
+        flag = "true" if wait else "false"
+        return f"{head}{PROPERTY_UNIQ_KEY}\x01{uniq_key}\x02{PROPERTY_WAIT}\x01{flag}"
+
 
 def encode_properties(props: dict[str, str]) -> str:
     """``name\\x01value`` pairs joined by ``\\x02`` (Java 4.9.1+ writes no trailing one)."""
@@ -241,7 +264,7 @@ class SendStatus(Enum):
     SLAVE_NOT_AVAILABLE = "SLAVE_NOT_AVAILABLE"  # stored, no slave to replicate to
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class SendResult:
     """Where a sent message landed.
 
@@ -267,9 +290,13 @@ class ConsumeResult(Enum):
 # ------------------------------------------------------------------------ message view
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class MessageView:
-    """A received message (RocketMQ ``MessageExt``)."""
+    """A received message (RocketMQ ``MessageExt``).
+
+    Built once per delivered message, so it is a plain slotted dataclass: a frozen one costs
+    ten times as much to construct. Changing a field changes only this copy.
+    """
 
     topic: str
     body: bytes
@@ -305,7 +332,10 @@ _INT = struct.Struct(">i")
 _LONG = struct.Struct(">q")
 _SHORT = struct.Struct(">h")
 _TAIL = struct.Struct(">iq")  # RECONSUMETIMES, PREPAREDTRANSACTIONOFFSET
-assert _HEAD.size == 48 and _TAIL.size == 12
+# Both hosts IPv4 (the usual case): TOTALSIZE .. BODYLENGTH in one unpack.
+_HEAD_V4 = struct.Struct(">iiiiiqqiq8sq8siqi")
+assert _HEAD.size == 48 and _TAIL.size == 12 and _HEAD_V4.size == 88
+_V6_FLAGS = FLAG_BORNHOST_V6 | FLAG_STOREHOST_V6
 
 
 class MessageDecodeError(ValueError):
@@ -321,10 +351,18 @@ def _host_text(raw: bytes) -> str:
     return f"[{ip}]:{port}" if v6 else f"{ip}:{port}"
 
 
-def _host(buf: memoryview, pos: int, v6: bool) -> tuple[str, int, bytes]:
-    end = pos + (20 if v6 else 8)
-    raw = bytes(buf[pos:end])
-    return _host_text(raw), end, raw
+# host field → (ip:port, upper-case hex); a process talks to a handful of brokers, so this
+# stays tiny, and a plain dict lookup is what the per-message path can afford.
+_HOSTS: dict[bytes, tuple[str, str]] = {}
+
+
+def _host_info(raw: bytes) -> tuple[str, str]:
+    info = _HOSTS.get(raw)
+    if info is None:
+        if len(_HOSTS) > 1024:
+            _HOSTS.clear()
+        info = _HOSTS[raw] = (_host_text(raw), raw.hex().upper())
+    return info
 
 
 def decode_messages(body: bytes | memoryview, broker_name: str) -> list[MessageView]:
@@ -333,88 +371,118 @@ def decode_messages(body: bytes | memoryview, broker_name: str) -> list[MessageV
     Raises:
         MessageDecodeError: the body is truncated or not in the record layout.
     """
-    buf = memoryview(body)
+    data = body if isinstance(body, bytes) else bytes(body)
     out: list[MessageView] = []
+    append = out.append
     pos = 0
-    end = len(buf)
+    end = len(data)
     while pos < end:
         try:
-            view, total = _decode_one(buf, pos, end, broker_name)
+            view, total = _decode_one(data, pos, end, broker_name)
         except (struct.error, IndexError, ValueError, OSError) as exc:
             if isinstance(exc, MessageDecodeError):
                 raise
             raise MessageDecodeError(f"record at byte {pos} is malformed: {exc}") from None
-        out.append(view)
+        append(view)
         pos += total
     return out
 
 
-def _decode_one(buf: memoryview, pos: int, end: int, broker_name: str) -> tuple[MessageView, int]:
+def _decode_one(data: bytes, pos: int, end: int, broker_name: str) -> tuple[MessageView, int]:
     """One record at ``pos``; every inner length is checked against TOTALSIZE."""
     if end - pos < _HEAD.size:
         raise MessageDecodeError(f"truncated record header at byte {pos}")
-    (
-        total,
-        _magic,
-        body_crc,
-        queue_id,
-        flag,
-        queue_offset,
-        commit_log_offset,
-        sys_flag,
-        born_ts,
-    ) = _HEAD.unpack_from(buf, pos)
-    if total < _HEAD.size or pos + total > end:
-        raise MessageDecodeError(f"record at byte {pos} claims {total} bytes")
-    p = pos + _HEAD.size
-    born_host, p, _ = _host(buf, p, bool(sys_flag & FLAG_BORNHOST_V6))
-    (store_ts,) = _LONG.unpack_from(buf, p)
-    p += 8
-    store_host, p, store_raw = _host(buf, p, bool(sys_flag & FLAG_STOREHOST_V6))
-    reconsume_times, _prepared = _TAIL.unpack_from(buf, p)
-    p += _TAIL.size
-    record_end = pos + total
-    (body_len,) = _INT.unpack_from(buf, p)
-    p += 4
+    if not data[pos + 39] & _V6_FLAGS and end - pos >= _HEAD_V4.size:  # SYSFLAG's low byte
+        (
+            total,
+            _magic,
+            body_crc,
+            queue_id,
+            flag,
+            queue_offset,
+            commit_log_offset,
+            sys_flag,
+            born_ts,
+            born_raw,
+            store_ts,
+            store_raw,
+            reconsume_times,
+            _prepared,
+            body_len,
+        ) = _HEAD_V4.unpack_from(data, pos)
+        p = pos + _HEAD_V4.size
+        record_end = pos + total
+        if total < _HEAD_V4.size or record_end > end:
+            raise MessageDecodeError(f"record at byte {pos} claims {total} bytes")
+    else:
+        (
+            total,
+            _magic,
+            body_crc,
+            queue_id,
+            flag,
+            queue_offset,
+            commit_log_offset,
+            sys_flag,
+            born_ts,
+        ) = _HEAD.unpack_from(data, pos)
+        record_end = pos + total
+        if total < _HEAD.size or record_end > end:
+            raise MessageDecodeError(f"record at byte {pos} claims {total} bytes")
+        p = pos + _HEAD.size
+        born_len = 20 if sys_flag & FLAG_BORNHOST_V6 else 8
+        born_raw = data[p : p + born_len]
+        p += born_len
+        (store_ts,) = _LONG.unpack_from(data, p)
+        p += 8
+        store_len = 20 if sys_flag & FLAG_STOREHOST_V6 else 8
+        store_raw = data[p : p + store_len]
+        p += store_len
+        reconsume_times, _prepared = _TAIL.unpack_from(data, p)
+        p += _TAIL.size
+        (body_len,) = _INT.unpack_from(data, p)
+        p += 4
     if body_len < 0 or p + body_len + 3 > record_end:
         raise MessageDecodeError(f"record at byte {pos}: body length {body_len} overruns it")
-    payload = bytes(buf[p : p + body_len])
+    payload = data[p : p + body_len]
     p += body_len
-    topic_len = buf[p]
+    topic_len = data[p]
     if p + 1 + topic_len + 2 > record_end:
         raise MessageDecodeError(f"record at byte {pos}: topic length overruns it")
-    topic = bytes(buf[p + 1 : p + 1 + topic_len]).decode("utf-8", "replace")
+    topic = data[p + 1 : p + 1 + topic_len].decode("utf-8", "replace")
     p += 1 + topic_len
-    (props_len,) = _SHORT.unpack_from(buf, p)
+    props_len = (data[p] << 8) | data[p + 1]
     p += 2
-    if props_len < 0 or p + props_len > record_end:
+    if props_len > 0x7FFF or p + props_len > record_end:
         raise MessageDecodeError(f"record at byte {pos}: properties length overruns it")
-    props = decode_properties(bytes(buf[p : p + props_len]).decode("utf-8", "replace"))
+    props = decode_properties(data[p : p + props_len].decode("utf-8", "replace"))
     if sys_flag & FLAG_COMPRESSED:
         payload = _inflate(payload, sys_flag)
-    offset_id = (store_raw + _LONG.pack(commit_log_offset)).hex().upper()
+    born_host = _host_info(born_raw)[0]
+    store_host, store_hex = _host_info(store_raw)
+    offset_id = f"{store_hex}{commit_log_offset:016X}"
     keys = props.get(PROPERTY_KEYS)
     return (
         MessageView(
-            topic=topic,
-            body=payload,
-            tags=props.get(PROPERTY_TAGS),
-            keys=[k for k in keys.split(" ") if k] if keys else [],
-            properties=props,
-            msg_id=props.get(PROPERTY_UNIQ_KEY) or offset_id,
-            offset_msg_id=offset_id,
-            queue_id=queue_id,
-            queue_offset=queue_offset,
-            commit_log_offset=commit_log_offset,
-            born_timestamp=born_ts,
-            store_timestamp=store_ts,
-            born_host=born_host,
-            store_host=store_host,
-            reconsume_times=reconsume_times,
-            sys_flag=sys_flag,
-            flag=flag,
-            broker_name=broker_name,
-            body_crc=body_crc,
+            topic,
+            payload,
+            props.get(PROPERTY_TAGS),
+            [k for k in keys.split(" ") if k] if keys else [],
+            props,
+            props.get(PROPERTY_UNIQ_KEY) or offset_id,
+            offset_id,
+            queue_id,
+            queue_offset,
+            commit_log_offset,
+            born_ts,
+            store_ts,
+            born_host,
+            store_host,
+            reconsume_times,
+            sys_flag,
+            flag,
+            broker_name,
+            body_crc,
         ),
         total,
     )
@@ -472,6 +540,8 @@ class UniqIdGenerator:
         self._lock = threading.Lock()  # the blocking facade may call from other threads
         self._month_start_ms = 0
         self._next_month_ms = 0
+        self._last_ms = -1
+        self._head = ""  # prefix + the time part of _last_ms
 
     def _set_month(self, now_ms: int) -> None:
         now = datetime.fromtimestamp(now_ms / 1000)
@@ -487,12 +557,17 @@ class UniqIdGenerator:
     def next_id(self) -> str:
         now_ms = int(time.time() * 1000)
         with self._lock:
-            if now_ms >= self._next_month_ms:
-                self._set_month(now_ms)
             counter = self._counter
             self._counter = (counter + 1) & 0xFFFF
-        tail = struct.pack(">iH", (now_ms - self._month_start_ms) & 0x7FFFFFFF, counter)
-        return self._prefix + tail.hex().upper()
+            if now_ms != self._last_ms:
+                # Many ids share a millisecond: format its part once.
+                if now_ms >= self._next_month_ms:
+                    self._set_month(now_ms)
+                elapsed = (now_ms - self._month_start_ms) & 0x7FFFFFFF
+                self._head = f"{self._prefix}{elapsed:08X}"
+                self._last_ms = now_ms
+            head = self._head
+        return f"{head}{counter:04X}"
 
 
 UNIQ_IDS = UniqIdGenerator()

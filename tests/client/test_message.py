@@ -22,10 +22,12 @@ from client.message import (
     DEFAULT_MAX_MESSAGE_BYTES,
     FLAG_COMPRESSED,
     TOPIC_MAX_LENGTH,
+    UNIQ_IDS,
     MessageDecodeError,
     UniqIdGenerator,
     check_group,
     decode_messages,
+    encode_properties,
     java_hash,
 )
 from store.message_codec import java_hash as store_java_hash
@@ -295,3 +297,24 @@ async def test_decode_inner_length_beyond_record(broker: Broker, producer: Produ
     struct.pack_into(">i", body, pos, 10_000)
     with pytest.raises(MessageDecodeError):
         decode_messages(bytes(body), "b")
+
+
+@pytest.mark.parametrize(
+    "msg",
+    [
+        Message("t", b"x"),
+        Message("t", b"x", tags="TagA"),
+        Message("t", b"x", tags="TagA", keys=["k1", "k2"]),
+        Message("t", b"x", keys="k1  k2"),
+        Message("t", b"x", keys=[]),
+        Message("t", b"x", tags="A", properties={"p": "v"}),
+        Message("t", b"x", delay_level=3),
+    ],
+)
+@pytest.mark.parametrize("wait", [True, False])
+def test_wire_properties_text_matches_the_dict_encoding(msg: Message, wait: bool) -> None:
+    """The per-message fast path writes exactly what the general encoding writes."""
+    uniq = UNIQ_IDS.next_id()
+    assert msg.wire_properties_text(uniq, wait=wait) == encode_properties(
+        msg.wire_properties(uniq, wait=wait)
+    )
