@@ -15,6 +15,7 @@ import contextlib
 import os
 import socket
 import time
+import weakref
 from collections.abc import Awaitable, Callable
 from typing import ClassVar, Protocol
 
@@ -90,7 +91,9 @@ def namesrv_from_env(namesrv: str | None) -> str:
 class ClientInstance:
     """Shared transport, routes and heartbeats. Use ``acquire``/``release``."""
 
-    # Keyed by event loop too: an instance's connections and tasks belong to one loop.
+    # Per event loop too: an instance's connections and tasks belong to one loop. The loop's
+    # id is only a hint (ids are reused once a loop is gone); the weak reference each
+    # instance keeps to its loop decides, so a new loop never inherits a dead instance.
     _instances: ClassVar[dict[tuple[str, str, int], ClientInstance]] = {}
 
     def __init__(self, namesrv: str, instance_name: str, *, prefer_msgpack: bool = True) -> None:
@@ -115,6 +118,7 @@ class ClientInstance:
         self._serialize: dict[str, int] = {}
         self._users = 0
         self._key: tuple[str, str, int] = ("", "", 0)
+        self._loop: weakref.ref[asyncio.AbstractEventLoop] | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._rebalance_now = asyncio.Event()
         self._started = False
@@ -124,11 +128,14 @@ class ClientInstance:
     @classmethod
     async def acquire(cls, namesrv: str, instance_name: str | None = None) -> ClientInstance:
         name = instance_name or f"{os.getpid()}#{time.monotonic_ns()}"
-        key = (namesrv, instance_name or "DEFAULT", id(asyncio.get_running_loop()))
+        loop = asyncio.get_running_loop()
+        key = (namesrv, instance_name or "DEFAULT", id(loop))
         inst = cls._instances.get(key)
-        if inst is None:
+        if inst is None or inst._loop is None or inst._loop() is not loop:
+            # None yet, or one left behind by a loop that ended without releasing it.
             inst = cls._instances[key] = cls(namesrv, name)
             inst._key = key
+            inst._loop = weakref.ref(loop)
         inst._users += 1
         if not inst._started:
             await inst._start()
@@ -138,8 +145,19 @@ class ClientInstance:
         self._users -= 1
         if self._users > 0:
             return
-        self._instances.pop(self._key, None)
+        if self._instances.get(self._key) is self:
+            del self._instances[self._key]
         await self._shutdown()
+
+    @classmethod
+    def live(cls) -> list[ClientInstance]:
+        """Every registered instance whose event loop is still open."""
+        out = []
+        for inst in cls._instances.values():
+            loop = inst._loop() if inst._loop is not None else None
+            if loop is not None and not loop.is_closed():
+                out.append(inst)
+        return out
 
     async def _start(self) -> None:
         self._started = True
