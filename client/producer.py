@@ -7,6 +7,14 @@ SEND_BATCH_MESSAGE (320), and retry on another broker when a send fails
 (``retry_times_when_send_failed``, default 2; never beyond the send timeout). Bodies of
 4 KiB or more are zlib-compressed; every message gets a UNIQ_KEY id.
 
+Sends that overlap (many tasks awaiting ``send`` at once) are coalesced, as RocketMQ 5's
+``autoBatch`` producer does (``ProduceAccumulator``), but without a linger: while a topic has
+``max_in_flight_per_topic`` requests outstanding, new messages wait, and go together as one
+SEND_BATCH_MESSAGE as soon as one of those answers. A lone send never waits. Each message
+still gets a result of its own (its id, its queue offset). Messages with a delay level or a
+body big enough to be compressed always go alone (a batch carries neither);
+``auto_batch=False`` turns coalescing off.
+
 Usage::
 
     async with Producer("demo-producer", namesrv="127.0.0.1:9876") as producer:
@@ -19,7 +27,7 @@ import asyncio
 import struct
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Self
 
@@ -39,7 +47,6 @@ from client.message import (
     SendStatus,
     check_group,
     compress_body,
-    encode_properties,
     java_hash,
 )
 from remoting.codes import RequestCode, ResponseCode
@@ -71,8 +78,33 @@ _RETRY_CODES = frozenset(
         ResponseCode.SYSTEM_BUSY,
     }
 )
+# Keeps a coalesced request well inside any broker's maxMessageSize (4 MiB by default).
+_COALESCED_MAX_BYTES = 1024 * 1024
 _BATCH_ENTRY_HEAD = struct.Struct(">iiiii")  # TOTALSIZE, MAGICCODE, BODYCRC, FLAG, BODYLEN
 _SHORT = struct.Struct(">h")
+
+
+@dataclass(slots=True, eq=False)
+class _Pending:
+    """A send waiting for the topic's next coalesced request."""
+
+    entry: bytes  # the message as a batch entry (body and properties)
+    body: bytes
+    properties: str
+    flag: int
+    uniq: str
+    deadline: float
+    future: asyncio.Future[SendResult]
+
+
+@dataclass(slots=True, eq=False)
+class _Accumulator:
+    """Per topic: requests outstanding and the sends queued behind them."""
+
+    in_flight: int = 0
+    pending: list[_Pending] = field(default_factory=list)
+    pending_bytes: int = 0
+    flush_scheduled: bool = False
 
 
 @dataclass(slots=True, frozen=True)
@@ -108,6 +140,9 @@ class Producer:
             per send).
         max_message_bytes: refuse larger bodies before sending.
         compress_over_bytes: compress bodies of at least this size.
+        auto_batch: coalesce sends that overlap into batch requests (see the module doc).
+        max_in_flight_per_topic: requests outstanding per topic before sends are coalesced.
+        max_batch_messages: the most messages one coalesced request carries.
     """
 
     def __init__(
@@ -123,10 +158,15 @@ class Producer:
         compress_level: int = 5,
         default_topic_queue_nums: int = 4,
         instance_name: str | None = None,
+        auto_batch: bool = True,
+        max_in_flight_per_topic: int = 2,
+        max_batch_messages: int = 512,
     ) -> None:
         check_group(group)
         if send_timeout_s <= 0 or retry_times_when_send_failed < 0:
             raise InvalidMessageError("send_timeout_s must be > 0, retries >= 0")
+        if max_in_flight_per_topic < 1 or max_batch_messages < 1:
+            raise InvalidMessageError("max_in_flight_per_topic and max_batch_messages must be >= 1")
         self.group = group
         self.namesrv = namesrv_from_env(namesrv)
         self.send_timeout_s = send_timeout_s
@@ -136,8 +176,17 @@ class Producer:
         self.compress_level = compress_level
         self.default_topic_queue_nums = default_topic_queue_nums
         self.instance_name = instance_name
+        self.auto_batch = auto_batch
+        self.max_in_flight_per_topic = max_in_flight_per_topic
+        self.max_batch_messages = max_batch_messages
         self.fault = FaultStrategy(enabled=send_latency_fault_enable)
         self.publish_info: dict[str, TopicPublishInfo] = {}
+        self._accumulators: dict[str, _Accumulator] = {}
+        self._coalescing: set[asyncio.Task[None]] = set()
+        # What auto-batching did: requests carrying more than one message, and their messages.
+        self.coalesced_requests = 0
+        self.coalesced_messages = 0
+        self.coalesced_refused = 0  # refused as a batch, then sent one by one
         self._instance: ClientInstance | None = None
 
     # -------------------------------------------------------------------- lifecycle
@@ -156,6 +205,18 @@ class Producer:
         log.info("producer_started", group=self.group, client_id=instance.client_id)
 
     async def shutdown(self) -> None:
+        if self._instance is None:
+            return
+        # Coalesced sends already accepted go out (or fail) before the instance goes away.
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.send_timeout_s
+        while loop.time() < deadline and (
+            self._coalescing or any(acc.pending for acc in self._accumulators.values())
+        ):
+            if self._coalescing:
+                await asyncio.wait(list(self._coalescing), timeout=deadline - loop.time())
+            else:
+                await asyncio.sleep(0)
         instance, self._instance = self._instance, None
         if instance is None:
             return
@@ -228,7 +289,7 @@ class Producer:
         if len(body) >= self.compress_over_bytes:
             body = compress_body(body, self.compress_level)
             sys_flag |= FLAG_COMPRESSED | COMPRESSION_ZLIB
-        props = encode_properties(msg.wire_properties(uniq, wait=wait))
+        props = msg.wire_properties_text(uniq, wait=wait)
         return body, sys_flag, props, uniq
 
     def _header(
@@ -266,7 +327,7 @@ class Producer:
             msg.validate(self.max_message_bytes)
             uniq = UNIQ_IDS.next_id()
             ids.append(uniq)
-            props = encode_properties(msg.wire_properties(uniq)).encode()
+            props = msg.wire_properties_text(uniq).encode()
             body = bytes(msg.body)
             total = _BATCH_ENTRY_HEAD.size + len(body) + 2 + len(props)
             parts += [
@@ -294,8 +355,171 @@ class Producer:
             RemotingError: no broker answered within the timeout.
         """
         body, sys_flag, props, uniq = self._prepare(msg)
-        out = _Outgoing(RequestCode.SEND_MESSAGE_V2, body, sys_flag, props, msg.flag, uniq, False)
-        return await self._send_with_retries(msg.topic, out, timeout_s or self.send_timeout_s)
+        timeout = timeout_s or self.send_timeout_s
+        if not self.auto_batch or sys_flag or msg.delay_level:
+            out = _Outgoing(
+                RequestCode.SEND_MESSAGE_V2, body, sys_flag, props, msg.flag, uniq, False
+            )
+            return await self._send_with_retries(msg.topic, out, timeout)
+        acc = self._accumulators.get(msg.topic)
+        if acc is None:
+            self._running()
+            acc = self._accumulators[msg.topic] = _Accumulator()
+        if acc.in_flight < self.max_in_flight_per_topic and not acc.pending:
+            # Nothing queued and room on the wire: this one goes now, alone.
+            acc.in_flight += 1
+            try:
+                out = _Outgoing(
+                    RequestCode.SEND_MESSAGE_V2, body, sys_flag, props, msg.flag, uniq, False
+                )
+                return await self._send_with_retries(msg.topic, out, timeout)
+            finally:
+                acc.in_flight -= 1
+                self._schedule_flush(msg.topic, acc)
+        loop = asyncio.get_running_loop()
+        props_bytes = props.encode()
+        entry = b"".join(
+            (
+                _BATCH_ENTRY_HEAD.pack(
+                    _BATCH_ENTRY_HEAD.size + len(body) + 2 + len(props_bytes),
+                    0,
+                    0,
+                    msg.flag,
+                    len(body),
+                ),
+                body,
+                _SHORT.pack(len(props_bytes)),
+                props_bytes,
+            )
+        )
+        future: asyncio.Future[SendResult] = loop.create_future()
+        acc.pending.append(
+            _Pending(entry, body, props, msg.flag, uniq, loop.time() + timeout, future)
+        )
+        acc.pending_bytes += len(entry)
+        self._schedule_flush(msg.topic, acc)
+        return await future
+
+    def _schedule_flush(self, topic: str, acc: _Accumulator) -> None:
+        # On the next loop turn, so every send made ready by the same answer joins in.
+        if acc.pending and not acc.flush_scheduled and acc.in_flight < self.max_in_flight_per_topic:
+            acc.flush_scheduled = True
+            asyncio.get_running_loop().call_soon(self._flush, topic, acc)
+
+    def _flush(self, topic: str, acc: _Accumulator) -> None:
+        acc.flush_scheduled = False
+        while acc.pending and acc.in_flight < self.max_in_flight_per_topic:
+            # Take what fits one request: the count cap and the broker's size limit.
+            limit = min(self.max_message_bytes, _COALESCED_MAX_BYTES)
+            taken = 0
+            size = 0
+            for p in acc.pending:
+                if taken >= self.max_batch_messages or (taken and size + len(p.entry) > limit):
+                    break
+                size += len(p.entry)
+                taken += 1
+            batch = acc.pending[:taken]
+            del acc.pending[:taken]
+            acc.pending_bytes -= size
+            acc.in_flight += 1
+            task = asyncio.create_task(self._send_coalesced(topic, acc, batch), name="send-batch")
+            self._coalescing.add(task)
+            task.add_done_callback(self._coalescing.discard)
+
+    async def _send_coalesced(self, topic: str, acc: _Accumulator, batch: list[_Pending]) -> None:
+        try:
+            loop = asyncio.get_running_loop()
+            remaining = min(p.deadline for p in batch) - loop.time()
+            if remaining <= 0:
+                late = ClientError(f"send to {topic} timed out before it could be sent")
+                for p in batch:
+                    if not p.future.done():
+                        p.future.set_exception(late)
+                return
+            if len(batch) == 1:
+                p = batch[0]
+                out = _Outgoing(
+                    RequestCode.SEND_MESSAGE_V2, p.body, 0, p.properties, p.flag, p.uniq, False
+                )
+                result = await self._send_with_retries(topic, out, remaining)
+                if not p.future.done():
+                    p.future.set_result(result)
+                return
+            ids = [p.uniq for p in batch]
+            out = _Outgoing(
+                RequestCode.SEND_BATCH_MESSAGE,
+                b"".join([p.entry for p in batch]),
+                0,
+                "",
+                0,
+                ",".join(ids),
+                True,
+            )
+            try:
+                joint = await self._send_with_retries(topic, out, remaining)
+            except BrokerError as exc:
+                # Refused as a batch (over the broker's size limit, say): each message gets
+                # its own verdict, as if it had never been coalesced.
+                log.info(
+                    "coalesced_batch_refused",
+                    topic=topic,
+                    messages=len(batch),
+                    code=exc.code,
+                    error=str(exc),
+                )
+                self.coalesced_refused += 1
+                await self._send_each(topic, batch)
+                return
+            self.coalesced_requests += 1
+            self.coalesced_messages += len(batch)
+            offset_ids = joint.offset_msg_id.split(",")
+            if len(offset_ids) != len(batch):
+                offset_ids = [joint.offset_msg_id] * len(batch)
+            first = joint.queue_offset
+            for i, p in enumerate(batch):
+                if not p.future.done():
+                    p.future.set_result(
+                        SendResult(
+                            joint.status,
+                            p.uniq,
+                            offset_ids[i],
+                            joint.message_queue,
+                            first + i if first >= 0 else -1,
+                            joint.region_id,
+                            joint.trace_on,
+                        )
+                    )
+        except Exception as exc:
+            for p in batch:
+                if not p.future.done():
+                    p.future.set_exception(exc)
+        except BaseException:
+            for p in batch:
+                p.future.cancel()
+            raise
+        finally:
+            acc.in_flight -= 1
+            self._schedule_flush(topic, acc)
+
+    async def _send_each(self, topic: str, batch: list[_Pending]) -> None:
+        loop = asyncio.get_running_loop()
+
+        async def one(p: _Pending) -> None:
+            out = _Outgoing(
+                RequestCode.SEND_MESSAGE_V2, p.body, 0, p.properties, p.flag, p.uniq, False
+            )
+            try:
+                result = await self._send_with_retries(
+                    topic, out, max(p.deadline - loop.time(), 0.001)
+                )
+            except Exception as exc:
+                if not p.future.done():
+                    p.future.set_exception(exc)
+                return
+            if not p.future.done():
+                p.future.set_result(result)
+
+        await asyncio.gather(*(one(p) for p in batch))
 
     async def send_batch(
         self, msgs: Sequence[Message], *, timeout_s: float | None = None
