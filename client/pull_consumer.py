@@ -42,6 +42,8 @@ class PullConsumer(PushConsumer):
             call ``commit()``.
     """
 
+    _uses_workers = False
+
     def __init__(
         self, group: str, namesrv: str | None = None, *, auto_commit: bool = True, **kwargs: Any
     ) -> None:
@@ -147,8 +149,7 @@ class PullConsumer(PushConsumer):
             pq.task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await pq.task
-        pq.messages.clear()
-        pq.size_bytes = 0
+        pq.clear()
         pq.next_offset = offset
         self._buffer = deque(item for item in self._buffer if item[0] is not pq)
         self._polled = [item for item in self._polled if item[0] is not pq]

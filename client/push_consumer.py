@@ -28,6 +28,7 @@ import contextlib
 import dataclasses
 import inspect
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -94,6 +95,7 @@ FLOW_CONTROL_DELAY_S = 0.05
 LOCK_MAX_LIVE_S = 30.0  # rocketmq.client.rebalance.lockMaxLiveTime
 ORDERLY_SUSPEND_S = 1.0  # suspendCurrentQueueTimeMillis
 ORDERLY_HANDOVER_S = 60.0  # how long a released queue waits for its listener to finish
+CONSUME_TIMEOUT_S = 15 * 60.0  # consumeTimeout (15 minutes)
 
 
 @dataclass(slots=True)
@@ -116,18 +118,54 @@ class ProcessQueue:
     task: asyncio.Task[None] | None = None
     consuming: asyncio.Lock = field(default_factory=asyncio.Lock)  # orderly: one at a time
     wake: asyncio.Event = field(default_factory=asyncio.Event)
+    # The offsets of ``messages`` in ascending order, plus ones already removed that have not
+    # reached the front yet: the lowest in-flight offset without a scan (Java's TreeMap).
+    order: deque[int] = field(default_factory=deque)
 
     def put(self, msgs: list[MessageView]) -> None:
+        messages = self.messages
+        order = self.order
+        resort = False
         for m in msgs:
-            if m.queue_offset not in self.messages:
-                self.messages[m.queue_offset] = m
+            offset = m.queue_offset
+            if offset not in messages:
+                if order and offset <= order[-1]:
+                    resort = True  # the position moved back (offset moved, seek)
+                messages[offset] = m
+                order.append(offset)
                 self.size_bytes += len(m.body)
+        if resort:
+            self.order = deque(sorted(messages))
+
+    def first(self) -> int | None:
+        """The lowest offset still in flight."""
+        order = self.order
+        messages = self.messages
+        while order and order[0] not in messages:
+            order.popleft()
+        return order[0] if order else None
 
     def remove(self, msg: MessageView) -> int:
         """Drop a consumed message; the offset that is now safe to commit."""
         if self.messages.pop(msg.queue_offset, None) is not None:
             self.size_bytes -= len(msg.body)
-        return min(self.messages) if self.messages else self.next_offset
+        first = self.first()
+        return self.next_offset if first is None else first
+
+    def clear(self) -> None:
+        self.messages.clear()
+        self.order.clear()
+        self.size_bytes = 0
+
+
+@dataclass(slots=True, eq=False)
+class _Worker:
+    """One of the ``consume_concurrency`` tasks running listeners (Java's consume thread)."""
+
+    task: asyncio.Task[None] | None = None
+    msg: MessageView | None = None  # in the listener now
+    started: float = 0.0
+    timed_out: bool = False
 
 
 class PushConsumer:
@@ -149,7 +187,13 @@ class PushConsumer:
         pull_threshold_size_for_queue: … or this many bytes.
         local_retry_delay_s: wait before retrying locally when the broker refuses a send-back.
         offset_store_dir: broadcasting offsets (default ``~/.rocketmq_offsets``).
+        consume_timeout_s: a concurrent listener still running after this long is cancelled
+            and its message retried later (``consumeTimeout``, 15 minutes).
+        suspend_current_queue_s: orderly: the pause before a failed message is retried.
+        pull_error_delay_s: the pause before pulling again after a failed pull.
     """
+
+    _uses_workers = True  # a PullConsumer hands messages to poll() instead
 
     def __init__(
         self,
@@ -169,10 +213,20 @@ class PushConsumer:
         local_retry_delay_s: float = 5.0,
         offset_store_dir: Path | None = None,
         instance_name: str | None = None,
+        consume_timeout_s: float | None = None,
+        suspend_current_queue_s: float | None = None,
+        pull_error_delay_s: float | None = None,
     ) -> None:
         check_group(group)
         if consume_concurrency < 1 or pull_batch_size < 1:
             raise InvalidMessageError("consume_concurrency and pull_batch_size must be >= 1")
+        for name, value in (
+            ("consume_timeout_s", consume_timeout_s),
+            ("suspend_current_queue_s", suspend_current_queue_s),
+            ("pull_error_delay_s", pull_error_delay_s),
+        ):
+            if value is not None and not value > 0:
+                raise InvalidMessageError(f"{name} must be > 0, not {value}")
         self.group = group
         self.namesrv = namesrv_from_env(namesrv)
         self.message_model = message_model
@@ -188,13 +242,22 @@ class PushConsumer:
         self.local_retry_delay_s = local_retry_delay_s
         self.offset_store_dir = offset_store_dir or default_offset_dir()
         self.instance_name = instance_name
+        # None: the module default, read when used (tests shorten those).
+        self.consume_timeout_s = consume_timeout_s
+        self.suspend_current_queue_s = suspend_current_queue_s
+        self.pull_error_delay_s = pull_error_delay_s
         self.subscriptions: dict[str, _Subscription] = {}
         self.process_queues: dict[MessageQueue, ProcessQueue] = {}
         self.routes: dict[str, TopicRouteData] = {}
         self.offsets: OffsetStore | None = None
         self._instance: ClientInstance | None = None
-        self._slots = asyncio.Semaphore(consume_concurrency)
-        self._consuming: set[asyncio.Task[None]] = set()
+        self._consuming: set[asyncio.Task[None]] = set()  # orderly consume tasks
+        # Concurrent mode: pulled messages wait in one backlog for a fixed set of workers
+        # (a task per message costs more than most listeners do).
+        self._backlog: deque[tuple[ProcessQueue, MessageView]] = deque()
+        self._workers: list[_Worker] = []
+        self._idle: deque[asyncio.Future[None]] = deque()
+        self._watchdog: asyncio.Task[None] | None = None
         self._rebalance_lock = asyncio.Lock()
         self._stopping = False
         self._subs_cache: dict[str, _Subscription] | None = None
@@ -258,6 +321,8 @@ class PushConsumer:
             self.offsets = LocalOffsetStore(self.offset_store_dir, instance.client_id, self.group)
         else:
             self.offsets = RemoteOffsetStore(instance, self.group)
+        if self._uses_workers and not self.orderly:
+            self._start_workers()
         for topic in self._all_subscriptions():
             route = await instance.update_route(topic)
             if route is None and not topic.startswith(RETRY_PREFIX):
@@ -287,10 +352,26 @@ class PushConsumer:
             if pq.task is not None:
                 with contextlib.suppress(asyncio.CancelledError):
                     await pq.task
-        if self._consuming:
-            await asyncio.wait(list(self._consuming), timeout=grace_s)
-        for task in list(self._consuming):
+        self._backlog.clear()
+        while self._idle:
+            waiter = self._idle.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+        running = [w.task for w in self._workers if w.task is not None]
+        running.extend(self._consuming)
+        if running:
+            await asyncio.wait(running, timeout=grace_s)
+        for task in running:
             task.cancel()
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+        if self._watchdog is not None:
+            running.append(self._watchdog)
+        for task in running:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._workers = []
+        self._watchdog = None
         await self.persist_offsets()
         if self.orderly:
             await self._unlock([pq.mq for pq in queues])
@@ -503,6 +584,10 @@ class PushConsumer:
             with contextlib.suppress(RemotingError):
                 await instance.invoke_broker(addr, request, 3.0)
 
+    def _pull_error_delay(self) -> float:
+        delay = self.pull_error_delay_s
+        return PULL_ERROR_DELAY_S if delay is None else delay
+
     def _lock_live(self, pq: ProcessQueue) -> bool:
         return pq.locked and time.monotonic() - pq.last_lock_at < LOCK_MAX_LIVE_S
 
@@ -525,7 +610,7 @@ class PushConsumer:
             if self.orderly and not self._lock_live(pq):
                 await self._lock_all()
                 if not self._lock_live(pq):
-                    await asyncio.sleep(PULL_ERROR_DELAY_S)
+                    await asyncio.sleep(self._pull_error_delay())
                     continue
             try:
                 await self._pull_once(pq, sub)
@@ -533,7 +618,7 @@ class PushConsumer:
                 raise
             except (RemotingError, ClientError, MessageDecodeError) as exc:
                 log.info("pull_failed", queue=str(mq), error=str(exc))
-                await asyncio.sleep(PULL_ERROR_DELAY_S)
+                await asyncio.sleep(self._pull_error_delay())
 
     async def _pull_once(self, pq: ProcessQueue, sub: SubscriptionData) -> None:
         instance = self._running()
@@ -608,22 +693,142 @@ class PushConsumer:
             self._consuming.add(task)
             task.add_done_callback(self._consuming.discard)
             return
+        backlog = self._backlog
         for msg in msgs:
-            task = asyncio.create_task(self._consume_one(pq, msg), name="consume")
-            self._consuming.add(task)
-            task.add_done_callback(self._consuming.discard)
+            backlog.append((pq, msg))
+        self._wake_workers(len(msgs))
+
+    def _wake_workers(self, n: int) -> None:
+        idle = self._idle
+        while n > 0 and idle:
+            waiter = idle.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                n -= 1
+
+    def _start_workers(self) -> None:
+        self._workers = [_Worker() for _ in range(self.consume_concurrency)]
+        for i, worker in enumerate(self._workers):
+            worker.task = asyncio.create_task(self._work(worker), name=f"consume-{i}")
+        self._watchdog = asyncio.create_task(self._watch_timeouts(), name="consume-timeout")
+
+    async def _work(self, worker: _Worker) -> None:
+        """ConsumeMessageConcurrentlyService's consume thread: take a message, run the
+        listener, settle the result; park when the backlog is empty."""
+        loop = asyncio.get_running_loop()
+        backlog = self._backlog
+        while not self._stopping:
+            if not backlog:
+                waiter = loop.create_future()
+                self._idle.append(waiter)
+                await waiter
+                continue
+            pq, msg = backlog.popleft()
+            if pq.dropped:
+                continue
+            listener, view = self._listener_for(msg)
+            worker.msg = msg
+            worker.started = time.monotonic()
+            try:
+                if self._is_async.get(listener):
+                    # The usual case, inlined: an async listener that returns SUCCESS.
+                    try:
+                        outcome = await cast("Awaitable[object]", listener(view))
+                    except Exception:
+                        log.exception(
+                            "listener_failed", group=self.group, msg_id=msg.msg_id, topic=msg.topic
+                        )
+                        outcome = ConsumeResult.RECONSUME_LATER
+                    result = (
+                        ConsumeResult.SUCCESS
+                        if outcome is None or outcome is ConsumeResult.SUCCESS
+                        else self._result_of(outcome)
+                    )
+                else:
+                    result = await self._call(listener, view)
+            except asyncio.CancelledError:
+                if not worker.timed_out:
+                    raise
+                result = ConsumeResult.RECONSUME_LATER
+            finally:
+                worker.msg = None
+            if worker.timed_out:
+                # Cancelled by the watchdog (or the listener swallowed the cancellation).
+                worker.timed_out = False
+                task = asyncio.current_task()
+                if task is not None:
+                    while task.cancelling():
+                        task.uncancel()
+                log.warning(
+                    "consume_timeout",
+                    group=self.group,
+                    msg_id=msg.msg_id,
+                    queue=str(pq.mq),
+                    timeout_s=self._consume_timeout(),
+                )
+                result = ConsumeResult.RECONSUME_LATER
+            if result is ConsumeResult.SUCCESS:
+                self._consumed(pq, msg)
+            else:
+                await self._settle_failure(pq, msg)
+
+    async def _settle_failure(self, pq: ProcessQueue, msg: MessageView) -> None:
+        if pq.dropped:
+            return
+        if self.message_model is MessageModel.BROADCASTING:
+            # As in RocketMQ: a broadcast message is not retried; it is logged and dropped.
+            log.warning(
+                "broadcast_consume_failed_dropped",
+                group=self.group,
+                msg_id=msg.msg_id,
+                topic=msg.topic,
+                queue_offset=msg.queue_offset,
+            )
+            self._consumed(pq, msg)
+            return
+        if await self._send_back(msg):
+            self._consumed(pq, msg)
+            return
+        # The broker would not take it back: retry here, later, keeping the offset below it
+        # so nothing is skipped meanwhile.
+        asyncio.get_running_loop().call_later(
+            self.local_retry_delay_s, self._retry_locally, pq, msg
+        )
+
+    def _consume_timeout(self) -> float:
+        timeout = self.consume_timeout_s
+        return CONSUME_TIMEOUT_S if timeout is None else timeout
+
+    async def _watch_timeouts(self) -> None:
+        """Cancel listeners that run past ``consume_timeout_s`` (Java checks every 15 min
+        for messages consumed longer than ``consumeTimeout`` and sends them back)."""
+        while True:
+            timeout = self._consume_timeout()
+            await asyncio.sleep(min(timeout / 2, 60.0))
+            now = time.monotonic()
+            for worker in self._workers:
+                if (
+                    worker.msg is not None
+                    and not worker.timed_out
+                    and now - worker.started > timeout
+                    and worker.task is not None
+                ):
+                    worker.timed_out = True
+                    worker.task.cancel()
 
     def _listener_for(self, msg: MessageView) -> tuple[Listener, MessageView]:
         """The listener, and the message as the user sees it (retried ones restored)."""
         subs = self._all_subscriptions()
-        original = msg.properties.get(PROPERTY_RETRY_TOPIC)
-        if msg.topic.startswith(RETRY_PREFIX) and original:
-            restored = dataclasses.replace(msg, topic=original)
-            sub = self.subscriptions.get(original)
-            if sub is not None:
-                return sub.listener, restored
-            return subs[msg.topic].listener, restored
-        return subs[msg.topic].listener, msg
+        topic = msg.topic
+        if topic.startswith(RETRY_PREFIX):
+            original = msg.properties.get(PROPERTY_RETRY_TOPIC)
+            if original:
+                restored = dataclasses.replace(msg, topic=original)
+                sub = self.subscriptions.get(original)
+                if sub is not None:
+                    return sub.listener, restored
+                return subs[topic].listener, restored
+        return subs[topic].listener, msg
 
     async def _call(self, listener: Listener, msg: MessageView) -> ConsumeResult:
         is_async = self._is_async.get(listener)
@@ -643,6 +848,11 @@ class PushConsumer:
         except Exception:
             log.exception("listener_failed", group=self.group, msg_id=msg.msg_id, topic=msg.topic)
             return ConsumeResult.RECONSUME_LATER
+        if result is None or result is ConsumeResult.SUCCESS:
+            return ConsumeResult.SUCCESS
+        return self._result_of(result)
+
+    def _result_of(self, result: object) -> ConsumeResult:
         if result is None:
             return ConsumeResult.SUCCESS
         if not isinstance(result, ConsumeResult):
@@ -650,33 +860,13 @@ class PushConsumer:
             return ConsumeResult.RECONSUME_LATER
         return result
 
-    async def _consume_one(self, pq: ProcessQueue, msg: MessageView) -> None:
-        async with self._slots:
-            if pq.dropped:
-                return
-            listener, view = self._listener_for(msg)
-            result = await self._call(listener, view)
-            if (
-                result is ConsumeResult.RECONSUME_LATER
-                and not pq.dropped
-                and not await self._send_back(msg)
-            ):
-                # The broker would not take it back: retry here, later, keeping the
-                # offset below it so nothing is skipped meanwhile.
-                asyncio.get_running_loop().call_later(
-                    self.local_retry_delay_s, self._retry_locally, pq, msg
-                )
-                return
-        self._consumed(pq, msg)
-
     def _retry_locally(self, pq: ProcessQueue, msg: MessageView) -> None:
         if pq.dropped or self._stopping:
             return
         retried = dataclasses.replace(msg, reconsume_times=msg.reconsume_times + 1)
         pq.messages[msg.queue_offset] = retried
-        task = asyncio.create_task(self._consume_one(pq, retried), name="consume-retry")
-        self._consuming.add(task)
-        task.add_done_callback(self._consuming.discard)
+        self._backlog.append((pq, retried))
+        self._wake_workers(1)
 
     def _consumed(self, pq: ProcessQueue, msg: MessageView) -> None:
         safe = pq.remove(msg)
@@ -716,7 +906,9 @@ class PushConsumer:
                     await self._lock_all()
                     if not self._lock_live(pq):
                         return
-                offset = min(pq.messages)
+                offset = pq.first()
+                if offset is None:
+                    return
                 msg = pq.messages[offset]
                 listener, view = self._listener_for(msg)
                 result = await self._call(listener, view)
@@ -727,4 +919,8 @@ class PushConsumer:
                 pq.messages[offset] = dataclasses.replace(
                     msg, reconsume_times=msg.reconsume_times + 1
                 )
-                await asyncio.sleep(ORDERLY_SUSPEND_S)
+                await asyncio.sleep(
+                    self.suspend_current_queue_s
+                    if self.suspend_current_queue_s is not None
+                    else ORDERLY_SUSPEND_S
+                )
