@@ -343,8 +343,10 @@ class PushConsumer:
             return
         self._stopping = True
         queues = list(self.process_queues.values())
+        # Stop pulling first, and let the listeners already running finish (within grace_s)
+        # with their queues still live, so what they finish is committed (Java drains the
+        # consume executor before it persists offsets and drops the queues).
         for pq in queues:
-            pq.dropped = True
             pq.wake.set()
             if pq.task is not None:
                 pq.task.cancel()
@@ -361,15 +363,16 @@ class PushConsumer:
         running.extend(self._consuming)
         if running:
             await asyncio.wait(running, timeout=grace_s)
-        for task in running:
-            task.cancel()
-        if self._watchdog is not None:
-            self._watchdog.cancel()
+        for pq in queues:
+            pq.dropped = True
         if self._watchdog is not None:
             running.append(self._watchdog)
         for task in running:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            task.cancel()
+        if running:
+            # A listener that swallows its cancellation is left behind rather than waited
+            # for without end.
+            await asyncio.wait(running, timeout=1.0)
         self._workers = []
         self._watchdog = None
         await self.persist_offsets()
@@ -899,7 +902,7 @@ class PushConsumer:
 
     async def _consume_orderly(self, pq: ProcessQueue) -> None:
         async with pq.consuming:
-            while pq.messages and not pq.dropped:
+            while pq.messages and not pq.dropped and not self._stopping:
                 if not self._lock_live(pq):
                     # Renew at once (Java's tryLockLaterAndReconsume); if the broker says no,
                     # the next owner has it, or the pull loop and rebalance try again.
