@@ -1044,9 +1044,11 @@ def profile_sdk(
     top: int = 10,
     rate: int = 1000,
     native: bool = False,
+    spy: str = "client",
 ) -> dict[str, Any]:
-    """py-spy the SDK driver for ``seconds`` while it produces in ``shape`` (not a figure:
-    the sampler slows the client down)."""
+    """py-spy the SDK driver (``spy="client"``) or the broker (``spy="broker"``) for
+    ``seconds`` while the driver produces in ``shape`` (not a figure: the sampler slows the
+    sampled process down)."""
     cfg = FULL
     pin = _can_pin(cfg)
     base = REPO_ROOT / "bench-results"
@@ -1076,7 +1078,7 @@ def profile_sdk(
                 [sys.executable, "-m", SDK_DRIVER, "produce"],
                 args,
                 env=env,
-                spy_pid=None,  # the driver itself: the SDK is what is profiled
+                spy_pid=broker.pid if spy == "broker" else None,
                 seconds=seconds,
                 out=out,
                 native=native,
@@ -1087,6 +1089,7 @@ def profile_sdk(
         shutil.rmtree(work, ignore_errors=True)
     return {
         "shape": shape,
+        "spy": spy,
         "seconds": seconds,
         "rate_hz": rate,
         "native": native,
@@ -1110,6 +1113,9 @@ def main() -> None:
     parser.add_argument("--rate", type=int, default=1000, help="py-spy samples per second")
     parser.add_argument("--native", action="store_true", help="C frames too (py-spy --native)")
     parser.add_argument(
+        "--spy", choices=("client", "broker"), default="client", help="which process to sample"
+    )
+    parser.add_argument(
         "--out", type=Path, default=REPO_ROOT / "bench-results" / "sdk-profile.speedscope.json"
     )
     args = parser.parse_args()
@@ -1123,12 +1129,13 @@ def main() -> None:
         top=args.top,
         rate=args.rate,
         native=args.native,
+        spy=args.spy,
     )
     args.out.with_name(args.out.name.replace(".speedscope", "")).write_text(
         json.dumps(summary, indent=2) + "\n"
     )
     print(
-        f"py-spy, {args.seconds:g} s, SDK driver, shape {summary['shape']}, "
+        f"py-spy, {args.seconds:g} s, {args.spy}, shape {summary['shape']}, "
         f"{summary['messages_per_s_while_sampled']} msg/s and "
         f"{summary['client_cpu_us_per_msg']} µs of client CPU per message while sampled; "
         f"{summary['speedscope']}"
