@@ -4,20 +4,29 @@ RocketMQ counterpart: ``CommitLog`` (``putMessage``, ``putMessages``, ``doAppend
 ``recoverNormally``, ``recoverAbnormally``, ``getData``) and ``MessageExtBatchEncoder``.
 docs/store-format.md §2 and §8.
 
-The put path takes no lock. The record is encoded before the append; the append itself
+The put path takes no lock. A single record is encoded before the append; the append itself
 reserves the position, copies the bytes and patches QUEUEOFFSET, PHYSICALOFFSET and
 STORETIMESTAMP with no ``await`` in between, so the event loop serialises appends the way
-RocketMQ's put lock does. A record never spans segments: when one does not fit (with 8 bytes
-to spare), the rest of the segment becomes an END-OF-FILE blank record and the record goes to
-the start of the next segment.
+RocketMQ's put lock does. A batch is parsed and sized first, then its records are written in
+place, complete, in the same stretch without ``await``. Each append leaves an ``Appended``
+for dispatch, which enters it into consume queue and index without reading it back.
+
+A record never spans segments: when one does not fit (with 8 bytes to spare), the rest of
+the segment becomes an END-OF-FILE blank record and the record goes to the start of the next
+segment.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 import struct
 import time
+from collections import deque
 from collections.abc import Callable
+from itertools import accumulate
 from pathlib import Path
+from typing import NamedTuple
 
 import structlog
 
@@ -27,23 +36,28 @@ from store.message_codec import (
     MAX_PROPERTIES_BYTES,
     MAX_TOPIC_BYTES,
     MESSAGE_MAGIC_CODE,
+    SCHEDULE_TOPIC,
     TRANSACTION_PREPARED_TYPE,
     TRANSACTION_ROLLBACK_TYPE,
     TRANSACTION_TYPE_MASK,
+    Host,
     MessageBatch,
     MessageInner,
+    PropertiesTooLongError,
     RecordError,
     RecordInfo,
     decode_properties,
     decode_record,
+    encode_batch_records,
     encode_blank,
     encode_record,
-    join_batch_properties,
-    offset_msg_id,
+    offset_msg_id_prefix,
+    offset_msg_ids,
     patch_append_fields,
+    patch_physical_offsets,
     read_int,
     read_long,
-    split_batch,
+    record_sys_flag,
     store_timestamp_pos,
     verify_record,
 )
@@ -54,6 +68,29 @@ log = structlog.get_logger(__name__)
 END_FILE_MIN_BLANK_BYTES = 8  # a blank record is TOTALSIZE + magic
 _SIZE_MAGIC = struct.Struct(">ii")  # TOTALSIZE, MAGICCODE: how every record starts
 _TORN_WINDOW_BYTES = 16 << 20  # how much of a cut tail is saved aside, per segment
+# Appends kept for dispatch (and commit-log bytes they may span); past that it reads back.
+MAX_PENDING_APPENDS = 4096
+MAX_PENDING_BYTES = 16 << 20
+
+
+class Appended(NamedTuple):
+    """Records one append wrote, as dispatch needs them (RocketMQ's DispatchRequests), so it
+    can enter them without reading them back. Record ``i`` is at ``offsets[i]``, has
+    TOTALSIZE ``sizes[i]``, queue offset ``queue_offset + i`` (if its type takes one) and
+    the stored properties ``properties[i]``; all share topic, queue, sysFlag and store time.
+    """
+
+    start: int  # commit-log offset of the first record
+    end: int  # just past the last
+    topic: str
+    topic_bytes: bytes
+    queue_id: int
+    sys_flag: int
+    queue_offset: int
+    store_timestamp: int
+    offsets: list[int]
+    sizes: list[int]
+    properties: list[bytes]
 
 
 def _now_ms() -> int:
@@ -89,6 +126,12 @@ class CommitLog:
         self.queue_offsets: dict[str, int] = {}
         self.last_store_timestamp = 0
         self.on_append: Callable[[], None] | None = None  # wakes dispatch
+        # Set by dispatch: what appends wrote, oldest first (not for SCHEDULE_TOPIC_XXXX,
+        # whose tags code depends on the delay levels). Dispatch checks each against its
+        # own position and reads the log instead when they do not line up.
+        self.appended: deque[Appended] | None = None
+        self._msg_id_prefixes: dict[Host, str] = {}
+        self._scratch = bytearray(1 << 20)  # where batches are built (a larger one: anew)
 
     # ------------------------------------------------------------------------ offsets
 
@@ -145,8 +188,43 @@ class CommitLog:
             reconsume_times=msg.reconsume_times,
             prepared_transaction_offset=msg.prepared_transaction_offset,
         )
-        return self._append(
-            record, [(0, len(record))], f"{msg.topic}-{msg.queue_id}", msg.sys_flag, msg
+        size = len(record)
+        # From here to the return there is no await: the loop is the put lock.
+        mf = self._segment_for(size)
+        if isinstance(mf, PutResult):
+            return mf
+        base = mf.wrote_position
+        start = mf.start_offset + base
+        # Copy, patch, and only then advance the write position: a concurrent flush (or a
+        # reader) never sees a record whose offsets and store time are not written yet.
+        mf.mm[base : base + size] = record
+        now = _now_ms()
+        queue_key = f"{msg.topic}-{msg.queue_id}"
+        takes_offset = _takes_queue_offset(msg.sys_flag)
+        queue_offset = self.queue_offsets.get(queue_key, 0) if takes_offset else 0
+        # the V6 bits were settled by encode_record; read them back from the record
+        patch_append_fields(
+            mf.view,
+            base,
+            queue_offset=queue_offset,
+            commit_log_offset=start,
+            store_timestamp=now,
+            sys_flag=read_int(record, 36),
+        )
+        mf.wrote_position = base + size
+        if takes_offset:
+            self.queue_offsets[queue_key] = queue_offset + 1
+        return self._appended(
+            msg.topic,
+            topic,
+            msg.queue_id,
+            msg.sys_flag,
+            msg.store_host,
+            queue_offset,
+            now,
+            [start],
+            [size],
+            [props],
         )
 
     def put_batch(self, batch: MessageBatch) -> PutResult:
@@ -159,54 +237,71 @@ class CommitLog:
             return PutResult(
                 PutMessageStatus.MESSAGE_ILLEGAL, remark="a batch cannot be transactional"
             )
-        delay = decode_properties(batch.properties).get("DELAY", "0")
-        if delay.isdigit() and int(delay) > 0:
-            return PutResult(
-                PutMessageStatus.MESSAGE_ILLEGAL, remark="a batch cannot have a delay level"
-            )
+        if "DELAY" in batch.properties:
+            delay = decode_properties(batch.properties).get("DELAY", "0")
+            if delay.isdigit() and int(delay) > 0:
+                return PutResult(
+                    PutMessageStatus.MESSAGE_ILLEGAL, remark="a batch cannot have a delay level"
+                )
+        sys_flag = record_sys_flag(batch.sys_flag, batch.born_host, batch.store_host)
+        # From here to the return there is no await: the loop is the put lock.
+        queue_key = f"{batch.topic}-{batch.queue_id}"
+        queue_offset = self.queue_offsets.get(queue_key, 0)  # a batch is never transactional
+        start = self.files.max_offset  # unless the batch goes to a new segment: see below
+        now = _now_ms()
         try:
-            entries = split_batch(batch.body)
+            encoded = encode_batch_records(
+                self._scratch,
+                batch.body,
+                batch.properties.encode(),
+                topic,
+                batch.queue_id,
+                sys_flag,
+                batch.born_timestamp,
+                batch.born_host,
+                batch.store_host,
+                queue_offset,
+                start,
+                now,
+            )
+        except PropertiesTooLongError as exc:
+            return PutResult(PutMessageStatus.PROPERTIES_SIZE_EXCEEDED, remark=str(exc))
         except RecordError as exc:
             return PutResult(PutMessageStatus.MESSAGE_ILLEGAL, remark=f"bad batch: {exc}")
-        batch_props = batch.properties.encode()
-        records: list[bytes] = []
-        spans: list[tuple[int, int]] = []
-        pos = 0
-        for flag, body, own_props in entries:
-            props = join_batch_properties(own_props, batch_props)
-            if len(props) > MAX_PROPERTIES_BYTES:
-                return PutResult(
-                    PutMessageStatus.PROPERTIES_SIZE_EXCEEDED,
-                    remark=f"properties of {len(props)} bytes exceed the 32 KB limit",
-                )
-            record = encode_record(
-                topic=topic,
-                queue_id=batch.queue_id,
-                body=body,
-                flag=flag,
-                properties=props,
-                sys_flag=batch.sys_flag,
-                born_timestamp=batch.born_timestamp,
-                born_host=batch.born_host,
-                store_host=batch.store_host,
-            )
-            records.append(record)
-            spans.append((pos, len(record)))
-            pos += len(record)
-        return self._append(
-            b"".join(records), spans, f"{batch.topic}-{batch.queue_id}", batch.sys_flag, batch
+        size = encoded.total_bytes
+        mf = self._segment_for(size)
+        if isinstance(mf, PutResult):
+            return mf
+        base = mf.wrote_position
+        if mf.start_offset + base != start:  # it did go to a new segment
+            start = mf.start_offset + base
+            patch_physical_offsets(encoded.buf, encoded.sizes, start)
+        # The records are complete before they are written and the write position moves
+        # past them: a concurrent flush (or a reader) never sees one without its offsets.
+        with memoryview(encoded.buf) as view, view[:size] as data:
+            failed = self._write_through_file(mf, base, data)
+        if failed is not None:
+            return failed
+        mf.wrote_position = base + size
+        sizes = encoded.sizes
+        self.queue_offsets[queue_key] = queue_offset + len(sizes)
+        offsets = list(accumulate(sizes[:-1], initial=start))
+        return self._appended(
+            batch.topic,
+            topic,
+            batch.queue_id,
+            sys_flag,
+            batch.store_host,
+            queue_offset,
+            now,
+            offsets,
+            sizes,
+            encoded.properties,
         )
 
-    def _append(
-        self,
-        data: bytes,
-        spans: list[tuple[int, int]],
-        queue_key: str,
-        sys_flag: int,
-        msg: MessageInner | MessageBatch,
-    ) -> PutResult:
-        # From here to the return there is no await: the loop is the put lock.
-        size = len(data)
+    def _segment_for(self, size: int) -> MappedFile | PutResult:
+        """The segment the next ``size`` bytes go to, after an END-OF-FILE blank record in
+        the current one if they do not fit there; a PutResult if there is none."""
         if size + END_FILE_MIN_BLANK_BYTES > self.file_bytes:
             return PutResult(
                 PutMessageStatus.MESSAGE_ILLEGAL,
@@ -223,47 +318,91 @@ class CommitLog:
         except OSError as exc:
             log.exception("segment_create_failed")
             return PutResult(PutMessageStatus.CREATE_MAPPED_FILE_FAILED, remark=str(exc))
-        base = mf.wrote_position
-        start = mf.start_offset + base
-        # Copy, patch, and only then advance the write position: a concurrent flush (or a
-        # reader) never sees a record whose offsets and store time are not written yet.
-        mf.mm[base : base + size] = data
-        now = _now_ms()
-        takes_offset = _takes_queue_offset(sys_flag)
-        queue_offset = self.queue_offsets.get(queue_key, 0)
-        first_queue_offset = queue_offset if takes_offset else 0
-        ids: list[str] = []
-        store_host = msg.store_host
-        view = mf.view
-        # the V6 bits were settled by encode_record; read them back from the record
-        record_sys_flag = read_int(data, 36)
-        for rel, _length in spans:
-            patch_append_fields(
-                view,
-                base + rel,
-                queue_offset=queue_offset if takes_offset else 0,
-                commit_log_offset=start + rel,
-                store_timestamp=now,
-                sys_flag=record_sys_flag,
-            )
-            ids.append(offset_msg_id(store_host, start + rel))
-            if takes_offset:
-                queue_offset += 1
-        mf.wrote_position = base + size
-        if takes_offset:
-            self.queue_offsets[queue_key] = queue_offset
+        return mf
+
+    @staticmethod
+    def _write_through_file(mf: MappedFile, pos: int, data: memoryview) -> PutResult | None:
+        """Write ``data`` at ``pos`` of ``mf`` with ``pwrite``, not through the mapping;
+        a PutResult if that failed.
+
+        Readers still read through the mapping: both are the same page cache. But the first
+        store to a page of a mapped segment faults it in, and the kernel zero-fills the page
+        (readahead of the fallocated, unwritten extent) before the copy lands; ``pwrite``
+        fills new pages straight from the buffer. Under batch load in the broker that was
+        2.3 us of system time less per message (RocketMQ's transientStorePool writes through
+        the file channel for the same reason).
+        """
+        done = 0
+        error = "nothing written"
+        try:
+            while done < len(data):
+                wrote = os.pwrite(mf.fd, data[done:], pos + done)
+                if wrote <= 0:
+                    break
+                done += wrote
+        except OSError as exc:
+            error = str(exc)
+        if done == len(data):
+            return None
+        log.error("commit_log_write_failed", commit_log_offset=mf.start_offset + pos, error=error)
+        # Complete records may have landed past the write position: zero them, or a
+        # recovery would take them for records of the log.
+        with contextlib.suppress(OSError, ValueError):
+            mf.mm[pos : pos + done] = bytes(done)
+        return PutResult(PutMessageStatus.UNKNOWN_ERROR, remark=f"write failed: {error}")
+
+    def _appended(  # noqa: PLR0917 - what dispatch needs of the records
+        self,
+        topic: str,
+        topic_bytes: bytes,
+        queue_id: int,
+        sys_flag: int,
+        store_host: Host,
+        queue_offset: int,
+        now: int,
+        offsets: list[int],
+        sizes: list[int],
+        properties: list[bytes],
+    ) -> PutResult:
+        """Finish an append of records at ``offsets``: hand them to dispatch and answer."""
         self.last_store_timestamp = now
+        pending = self.appended
+        end = offsets[-1] + sizes[-1]
+        if (
+            pending is not None
+            and topic != SCHEDULE_TOPIC
+            and len(pending) < MAX_PENDING_APPENDS
+            and (not pending or end - pending[0].start <= MAX_PENDING_BYTES)
+        ):
+            pending.append(
+                Appended(
+                    offsets[0],
+                    end,
+                    topic,
+                    topic_bytes,
+                    queue_id,
+                    sys_flag,
+                    queue_offset,
+                    now,
+                    offsets,
+                    sizes,
+                    properties,
+                )
+            )
         if self.on_append is not None:
             self.on_append()
+        prefix = self._msg_id_prefixes.get(store_host)
+        if prefix is None:
+            prefix = self._msg_id_prefixes[store_host] = offset_msg_id_prefix(store_host)
         return PutResult(
             PutMessageStatus.PUT_OK,
             AppendResult(
-                commit_log_offset=start,
-                wrote_bytes=size,
-                msg_ids=ids,
+                commit_log_offset=offsets[0],
+                wrote_bytes=end - offsets[0],
+                msg_ids=offset_msg_ids(prefix, offsets),
                 store_timestamp=now,
-                queue_offset=first_queue_offset,
-                msg_num=len(spans),
+                queue_offset=queue_offset,
+                msg_num=len(offsets),
             ),
         )
 
@@ -421,6 +560,8 @@ class CommitLog:
                 saved.append(name)
         if saved:
             log.warning("commit_log_tail_truncated", commit_log_offset=valid_end, saved_as=saved)
+        if self.appended is not None:
+            self.appended.clear()  # records past the cut are gone; new ones may reuse offsets
         self.files.truncate_dirty(valid_end)
         self.files.flushed_where = valid_end
         for mf in self.files.files:

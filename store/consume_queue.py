@@ -136,6 +136,34 @@ class ConsumeQueue:
         self.max_physic_offset = commit_log_offset + size
         return True
 
+    def put_many(
+        self, offsets: list[int], sizes: list[int], tags_codes: list[int], queue_offset: int
+    ) -> list[bool]:
+        """``put`` for consecutive records at logical offsets ``queue_offset``, +1, …;
+        element i tells whether entry i was written. Records ascend in the commit log.
+
+        When the entries follow the queue's end in one segment (every append does) they are
+        packed straight into it; otherwise each goes through ``put``.
+        """
+        n = len(offsets)
+        if n and offsets[0] + sizes[0] > self.max_physic_offset:
+            expected = queue_offset * UNIT_BYTES
+            mf = self.files.last_writable(expected)
+            pos = mf.wrote_position
+            if mf.start_offset + pos == expected and pos + n * UNIT_BYTES <= mf.file_bytes:
+                mm = mf.mm
+                pack = _UNIT.pack_into
+                for offset, size, code in zip(offsets, sizes, tags_codes, strict=True):
+                    pack(mm, pos, offset, size, code)
+                    pos += UNIT_BYTES
+                mf.wrote_position = pos
+                self.max_physic_offset = offsets[-1] + sizes[-1]
+                return [True] * n
+        return [
+            self.put(offset, size, code, queue_offset + i)
+            for i, (offset, size, code) in enumerate(zip(offsets, sizes, tags_codes, strict=True))
+        ]
+
     # --------------------------------------------------------------------------- read
 
     def entry(self, queue_offset: int) -> Entry | None:

@@ -9,36 +9,47 @@ and COMMIT get a consume-queue entry (tags code = hashCode of TAGS, or the deliv
 SCHEDULE_TOPIC_XXXX), every record but ROLLBACK is indexed by ``topic#UNIQ_KEY`` and
 ``topic#key``, and arrival listeners are told. Re-dispatching a record is harmless (queues and
 index skip what they have), which is what lets recovery start from any safe point.
+
+Records are not read back when their append is at hand: the commit log leaves an
+``Appended`` (offsets, sizes, stored properties) for each append, and when one starts exactly
+at ``reput_from_offset`` it is entered from that (``dispatch_appended``), only TAGS, KEYS and
+UNIQ_KEY looked up in the property bytes. Anything else (a restart, a backlog past what the
+commit log keeps, SCHEDULE_TOPIC_XXXX, bytes that came without an append) is read back and
+parsed (``dispatch_record``); both make the same entries.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections import deque
 from collections.abc import Callable
 from typing import NamedTuple
 
 import structlog
 
-from store.commit_log import CommitLog
+from store.commit_log import Appended, CommitLog
 from store.consume_queue import ConsumeQueueTable
 from store.errors import CorruptRecordError
-from store.index_file import IndexService
+from store.index_file import IndexService, index_key_hashes
 from store.message_codec import (
     BLANK_MAGIC_CODE,
+    SCHEDULE_TOPIC,
     TRANSACTION_COMMIT_TYPE,
     TRANSACTION_NOT_TYPE,
+    TRANSACTION_ROLLBACK_TYPE,
     TRANSACTION_TYPE_MASK,
     RecordError,
     RecordInfo,
     decode_properties,
     decode_record,
+    property_value,
     read_int,
     tags_code,
 )
 
 log = structlog.get_logger(__name__)
 
-SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 _BATCH = 1024  # records per loop turn before yielding to other work
 
 
@@ -50,10 +61,21 @@ class Arrival(NamedTuple):
     max_offset: int  # the queue's new max: the message's queue offset + 1, as RocketMQ passes
     tags_code: int
     store_timestamp: int
-    properties: dict[str, str]
+    raw_properties: bytes | str  # as stored; parsed only when ``properties`` is asked for
+
+    @property
+    def properties(self) -> dict[str, str]:
+        raw = self.raw_properties
+        return decode_properties(raw.decode(errors="replace") if isinstance(raw, bytes) else raw)
 
 
 ArrivalListener = Callable[[Arrival], None]
+
+
+def _tags_code_of(props: bytes) -> int:
+    """The tags code of a record (not in SCHEDULE_TOPIC_XXXX) from its stored properties."""
+    tags = property_value(props, b"TAGS")
+    return tags_code(tags.decode(errors="replace")) if tags else 0
 
 
 class DispatchService:
@@ -76,6 +98,9 @@ class DispatchService:
         self._wakeup = asyncio.Event()
         self._stopping = False
         self._task: asyncio.Task[None] | None = None
+        self._ticker: asyncio.Task[None] | None = None
+        self._appended: deque[Appended] = deque()
+        commit_log.appended = self._appended
 
     @property
     def behind_bytes(self) -> int:
@@ -104,7 +129,7 @@ class DispatchService:
                     info.queue_offset + 1,
                     code,
                     info.store_timestamp,
-                    props,
+                    info.properties,
                 )
                 for listener in self.listeners:
                     listener(arrival)
@@ -126,27 +151,106 @@ class DispatchService:
                 return store_timestamp + self.delay_levels_ms[level - 1]
         return tags_code(props.get("TAGS"))
 
+    def dispatch_appended(self, appended: Appended) -> None:
+        """Enter the records of one append from what the append knew about them: the same
+        entries ``dispatch_record`` makes from the records read back."""
+        tran = appended.sys_flag & TRANSACTION_TYPE_MASK
+        properties = appended.properties
+        ts = appended.store_timestamp
+        # Every pair starts right after a \x02 here, so one search tells whether any
+        # record has a TAGS (or KEYS) pair at all; most batches have neither.
+        joined = b"\x02" + b"\x02".join(properties)
+        if tran in (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE):
+            if joined.find(b"\x02TAGS\x01") >= 0:
+                codes = [_tags_code_of(props) for props in properties]
+            else:
+                codes = [0] * len(properties)
+            topic = appended.topic
+            queue_id = appended.queue_id
+            first = appended.queue_offset
+            cq = self.queues.find_or_create(topic, queue_id)
+            entered = cq.put_many(appended.offsets, appended.sizes, codes, first)
+            self.logics_msg_timestamp = ts
+            listeners = self.listeners
+            if listeners:
+                new_arrival = tuple.__new__  # Arrival(...) without its Python-level __new__
+                for i, code in enumerate(codes):
+                    if entered[i]:
+                        arrival = new_arrival(
+                            Arrival, (topic, queue_id, first + i + 1, code, ts, properties[i])
+                        )
+                        for listener in listeners:
+                            listener(arrival)
+        if self.index is None or tran == TRANSACTION_ROLLBACK_TYPE:
+            return
+        keys: list[bytes] = []
+        offsets: list[int] = []
+        with_keys = joined.find(b"\x02KEYS\x01") >= 0
+        for offset, props in zip(appended.offsets, properties, strict=True):
+            # property_value(props, b"UNIQ_KEY"), inlined for the pair every message has
+            i = props.rfind(b"\x02UNIQ_KEY\x01")
+            if i >= 0:
+                i += 10
+            elif props.startswith(b"UNIQ_KEY\x01"):
+                i = 9
+            if i >= 0:
+                j = props.find(b"\x02", i)
+                uniq: bytes | None = props[i:j] if j >= 0 else props[i:]
+                if not uniq:
+                    uniq = property_value(props, b"UNIQ_KEY")  # Java skips an empty value
+                if uniq is not None:
+                    keys.append(uniq)
+                    offsets.append(offset)
+            if with_keys:
+                value = property_value(props, b"KEYS")
+                if value:
+                    for key in value.split(b" "):
+                        if key:
+                            keys.append(key)
+                            offsets.append(offset)
+        if keys:
+            self.index.put_hashes(index_key_hashes(appended.topic_bytes, keys), offsets, ts)
+
     def dispatch_available(self, budget: int = _BATCH) -> int:
-        """Dispatch up to ``budget`` records; returns how many were dispatched."""
+        """Dispatch up to ``budget`` records (a little more to finish an append); returns how
+        many were dispatched.
+
+        Records whose append is in ``commit_log.appended`` are entered from there; the others
+        (after a restart, past the backlog the commit log keeps, delayed messages) are read
+        back from the log.
+        """
         cl = self.commit_log
+        appended = self._appended
         done = 0
         while done < budget and self.reput_from_offset < cl.max_offset:
             # segments below the commit log's minimum were deleted: skip past them
             self.reput_from_offset = max(self.reput_from_offset, cl.min_offset)
-            got = cl.data_from(self.reput_from_offset)
+            reput = self.reput_from_offset
+            while appended and appended[0].start < reput:
+                appended.popleft()  # read back from the log already (or cut by recovery)
+            if appended and appended[0].start == reput:
+                batch = appended.popleft()
+                self.dispatch_appended(batch)
+                self.reput_from_offset = batch.end
+                done += len(batch.offsets)
+                continue
+            stop = appended[0].start if appended else -1
+            got = cl.data_from(reput)
             if got is None:
                 break
             view, mf = got
             try:
                 pos = 0
                 while done < budget and pos + 8 <= len(view):
+                    if reput + pos == stop:
+                        break  # the rest comes from the append's own account
                     if read_int(view, pos + 4) == BLANK_MAGIC_CODE:
-                        pos = mf.file_bytes - (self.reput_from_offset - mf.start_offset)
+                        pos = mf.file_bytes - (reput - mf.start_offset)
                         break
                     try:
                         info = decode_record(view, pos)
                     except RecordError as exc:
-                        raise CorruptRecordError(self.reput_from_offset + pos, str(exc)) from None
+                        raise CorruptRecordError(reput + pos, str(exc)) from None
                     self.dispatch_record(info, notify=True)
                     pos += info.total_size
                     done += 1
@@ -156,7 +260,7 @@ class DispatchService:
                     if mf.wrote_position < mf.file_bytes:
                         break
                     pos = len(view)
-                self.reput_from_offset += pos
+                self.reput_from_offset = reput + pos
             finally:
                 view.release()
                 mf.release()
@@ -167,6 +271,7 @@ class DispatchService:
     def start(self) -> None:
         self._stopping = False
         self._task = asyncio.create_task(self._run(), name="store-dispatch")
+        self._ticker = asyncio.create_task(self._tick(), name="store-dispatch-tick")
 
     async def _run(self) -> None:
         while True:
@@ -177,18 +282,25 @@ class DispatchService:
                 continue
             if self._stopping:
                 return
-            # RocketMQ polls every 1 ms; appends wake us instead, the timeout is a safety net
-            # for bytes that arrive without an append (replication).
-            try:
-                async with asyncio.timeout(1.0):
-                    await self._wakeup.wait()
-            except TimeoutError:
-                pass
+            await self._wakeup.wait()
+
+    async def _tick(self) -> None:
+        """RocketMQ polls every 1 ms; appends wake dispatch instead, and this wakes it every
+        second for bytes that arrive without an append (replication). One timer for the
+        service rather than a timeout around every wait: dispatch waits once per append."""
+        while True:
+            await asyncio.sleep(1.0)
+            self._wakeup.set()
 
     async def shutdown(self) -> None:
         """Dispatch what is left, then stop."""
         self._stopping = True
         self._wakeup.set()
+        if self._ticker is not None:
+            self._ticker.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._ticker
+            self._ticker = None
         if self._task is not None:
             await self._task
             self._task = None

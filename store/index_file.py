@@ -41,7 +41,12 @@ from typing import NamedTuple
 import structlog
 
 from store.mapped_file import map_file
-from store.message_codec import TRANSACTION_ROLLBACK_TYPE, TRANSACTION_TYPE_MASK, java_hash
+from store.message_codec import (
+    TRANSACTION_ROLLBACK_TYPE,
+    TRANSACTION_TYPE_MASK,
+    java_hash,
+    java_hashes_ascii,
+)
 
 log = structlog.get_logger(__name__)
 
@@ -89,6 +94,20 @@ def index_key_hash(key: str) -> int:
     """RocketMQ ``indexKeyHashMethod``: abs(hashCode), and 0 where abs overflows (-2^31)."""
     h = java_hash(key)
     return 0 if h == -(2**31) else abs(h)
+
+
+def index_key_hashes(topic: bytes, keys: list[bytes]) -> list[int]:
+    """``index_key_hash`` of ``topic#key`` for each key, topic and keys given as UTF-8
+    bytes (decoded as the store decodes properties, invalid bytes replaced); ASCII keys
+    are hashed without decoding, the topic's part once."""
+    prefix = topic + b"#"
+    if prefix.isascii() and all(map(bytes.isascii, keys)):
+        # abs() of the hash as a signed int, and 0 for -2^31
+        return [
+            h if h < 0x80000000 else (0x100000000 - h) & 0x7FFFFFFF
+            for h in java_hashes_ascii(prefix, keys)
+        ]
+    return [index_key_hash((prefix + key).decode(errors="replace")) for key in keys]
 
 
 def index_key(topic: str, key: str) -> str:
@@ -299,7 +318,11 @@ class IndexFile:
 
     def holds(self, key: str, commit_log_offset: int) -> bool:
         """Whether ``key`` is indexed here for the record at ``commit_log_offset``."""
-        key_hash = index_key_hash(key)
+        return self.holds_hash(index_key_hash(key), commit_log_offset)
+
+    def holds_hash(self, key_hash: int, commit_log_offset: int) -> bool:
+        """Whether a key with index hash ``key_hash`` is indexed here for the record at
+        ``commit_log_offset`` (entries hold only hashes, so this is what ``holds`` checks)."""
         mm = self._mm
         (number,) = _SLOT.unpack_from(
             mm, HEADER_BYTES + (key_hash % self.hash_slot_num) * SLOT_BYTES
@@ -421,6 +444,82 @@ class IndexFile:
         self._end_timestamp = store_timestamp
         self._pack_header()
         return True
+
+    def put_hashes(
+        self,
+        key_hashes: list[int],
+        offsets: list[int],
+        start: int,
+        stop: int,
+        store_timestamp: int,
+    ) -> int:
+        """``put_key`` for keys ``start`` to ``stop`` (exclusive) given by their index hash,
+        key i belonging to the record at ``offsets[i]``, all stored at ``store_timestamp``.
+
+        Returns where it stopped: ``stop``, or the first key that did not fit a full file.
+        The entries, slots and header are those the same ``put_key`` calls write; the header
+        is packed once, at the end.
+        """
+        count = self._index_count
+        room = self.index_num - count
+        if stop - start > room:
+            stop = start + max(room, 0)
+        if start >= stop:
+            return start
+        mm = self._mm
+        slot_num = self.hash_slot_num
+        unpack_slot = _SLOT.unpack_from
+        pack_slot = _SLOT.pack_into
+        pack_entry = _ENTRY.pack_into
+        slot_count = self._hash_slot_count
+        entry_pos = self._entries_pos + count * ENTRY_BYTES
+        first = start
+        if count <= 1:
+            # The first entry: its timeDiff is 0 (or measured from a begin time taken over
+            # from the previous file), and it sets the file's begin values.
+            key_hash = key_hashes[first]
+            offset = offsets[first]
+            slot_pos = HEADER_BYTES + (key_hash % slot_num) * SLOT_BYTES
+            (prev,) = unpack_slot(mm, slot_pos)
+            if prev <= 0 or prev > count:
+                prev = 0
+            pack_entry(mm, entry_pos, key_hash, offset, self._time_diff_s(store_timestamp), prev)
+            pack_slot(mm, slot_pos, count)
+            self._begin_phy_offset = offset
+            self._begin_timestamp = store_timestamp
+            if prev == 0:
+                slot_count += 1
+            count += 1
+            entry_pos += ENTRY_BYTES
+            first += 1
+        # Every later entry is measured from the same begin time: one timeDiff for all.
+        time_diff_s = self._time_diff_s(store_timestamp)
+        for i in range(first, stop):
+            key_hash = key_hashes[i]
+            slot_pos = HEADER_BYTES + (key_hash % slot_num) * SLOT_BYTES
+            (prev,) = unpack_slot(mm, slot_pos)
+            if prev <= 0 or prev > count:
+                prev = 0
+                slot_count += 1
+            pack_entry(mm, entry_pos, key_hash, offsets[i], time_diff_s, prev)
+            pack_slot(mm, slot_pos, count)
+            count += 1
+            entry_pos += ENTRY_BYTES
+        self._hash_slot_count = slot_count
+        self._index_count = count
+        self._end_phy_offset = offsets[stop - 1]
+        self._end_timestamp = store_timestamp
+        self._pack_header()
+        return stop
+
+    def _time_diff_s(self, store_timestamp: int) -> int:
+        """An entry's timeDiff: seconds from beginTimestamp, 0 while that is unset."""
+        begin = self._begin_timestamp
+        if begin <= 0:
+            return 0
+        # Java's long division truncates toward zero, floor division rounds down; they
+        # differ only for negative values, which are clamped to 0 either way.
+        return min(max((store_timestamp - begin) // 1000, 0), MAX_TIME_DIFF_S)
 
     def select_offsets(self, key: str, max_num: int, begin_ms: int, end_ms: int) -> list[int]:
         """Offsets of entries whose key hash matches ``key``'s and whose time lies within
@@ -599,29 +698,64 @@ class IndexService:
         """
         if tran_type & TRANSACTION_TYPE_MASK == TRANSACTION_ROLLBACK_TYPE:
             return
-        index_keys: list[str] = []
+        hashes: list[int] = []
         if uniq_key is not None:
-            index_keys.append(index_key(topic, uniq_key))
+            hashes.append(index_key_hash(index_key(topic, uniq_key)))
         if keys:
-            index_keys.extend(index_key(topic, k) for k in keys.split(KEY_SEPARATOR) if k)
-        if not index_keys:
+            hashes.extend(
+                index_key_hash(index_key(topic, k)) for k in keys.split(KEY_SEPARATOR) if k
+            )
+        if hashes:
+            self.put_hashes(hashes, [commit_log_offset] * len(hashes), store_timestamp)
+
+    def put_hashes(self, key_hashes: list[int], offsets: list[int], store_timestamp: int) -> None:
+        """Index keys given by their ``index_key_hash``: key i belongs to the record at
+        ``offsets[i]``; records ascend and a record's keys are adjacent; all were stored at
+        ``store_timestamp``. What ``build_index`` does for each record in turn.
+
+        A record below the current file's endPhyOffset is skipped (indexed already); the
+        record *at* it, dispatched again, gets only the keys neither of the last two files
+        holds (see ``build_index``). Every later record is put as it comes.
+        """
+        n = len(key_hashes)
+        if not n:
             return  # nothing to put: no need to create a file for it
         with self._lock:
             f = self._writable_file()
-            end = f.end_phy_offset
-            if commit_log_offset < end:
-                return  # indexed already: re-dispatch after recovery is idempotent
-            if commit_log_offset == end and (f.index_count > 1 or f.begin_timestamp > 0):
-                # The last record indexed, dispatched again. Its keys may straddle two files
-                # and the newer one may be gone (dropped after a crash): put only the keys
-                # neither of the last two files holds. RocketMQ skips only offsets below the
-                # end, so it indexes this record again on every restart.
-                recent = self.files[-2:]
-                index_keys = [
-                    k for k in index_keys if not any(x.holds(k, commit_log_offset) for x in recent)
-                ]
-            for key in index_keys:
-                while not f.put_key(key, commit_log_offset, store_timestamp):
+            i = 0
+            while i < n:
+                offset = offsets[i]
+                end = f.end_phy_offset
+                if offset > end or (
+                    offset == end and f.index_count <= 1 and f.begin_timestamp <= 0
+                ):
+                    break  # this record and all later ones are new
+                j = i + 1
+                while j < n and offsets[j] == offset:
+                    j += 1
+                if offset == end:
+                    # The last record indexed, dispatched again. Its keys may straddle two
+                    # files and the newer one may be gone (dropped after a crash): put only
+                    # the keys neither of the last two files holds. RocketMQ skips only
+                    # offsets below the end, so it indexes this record again on every restart.
+                    recent = self.files[-2:]
+                    todo = [
+                        h
+                        for h in key_hashes[i:j]
+                        if not any(x.holds_hash(h, offset) for x in recent)
+                    ]
+                    at = 0
+                    while at < len(todo):
+                        at = f.put_hashes(
+                            todo, [offset] * len(todo), at, len(todo), store_timestamp
+                        )
+                        if at < len(todo):
+                            f = self._roll()
+                # else: below the end, indexed already (re-dispatch after recovery)
+                i = j
+            while i < n:
+                i = f.put_hashes(key_hashes, offsets, i, n, store_timestamp)
+                if i < n:
                     f = self._roll()
 
     def _writable_file(self) -> IndexFile:

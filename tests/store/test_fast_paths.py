@@ -1,0 +1,475 @@
+"""The append and dispatch fast paths write exactly what the plain ones do.
+
+A batch is encoded in one pass (``encode_batch_records``) and written with ``pwrite``, dispatch
+enters appends from what the append knew (``DispatchService.dispatch_appended``) instead of
+reading the records back, keys are hashed from bytes with cached heads, and consume-queue and
+index entries are written several at a time. Each is checked against the plain path it
+replaces, which stays in use for recovery: records against ``encode_record`` +
+``patch_append_fields``, consume queues and index files against a store that rebuilt them
+from the commit log, byte for byte.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import os
+import random
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import store.commit_log as commit_log_module
+from store.config import StoreConfig
+from store.consume_queue import ConsumeQueue
+from store.index_file import IndexFile, index_key, index_key_hash, index_key_hashes
+from store.message_codec import (
+    MessageBatch,
+    MessageInner,
+    decode_properties,
+    encode_batch_records,
+    encode_record,
+    java_hash,
+    java_hash_ascii,
+    java_hashes_ascii,
+    join_batch_properties,
+    offset_msg_id,
+    offset_msg_id_prefix,
+    offset_msg_ids,
+    patch_append_fields,
+    patch_physical_offsets,
+    property_value,
+    record_sys_flag,
+    split_batch,
+)
+from store.message_store import MessageStore
+from store.results import PutMessageStatus
+from tests.store.conftest import (
+    BORN_HOST,
+    BORN_HOST_V6,
+    BORN_TIMESTAMP,
+    STORE_HOST,
+    STORE_HOST_V6,
+    batch_body,
+    properties_text,
+    wait_dispatched,
+)
+
+# Property text with the separators and non-ASCII in it.
+_TEXT = st.text(alphabet="ab=é\x01\x02 KEYSTAGUNIQ_", max_size=30)
+HOST_PAIRS = [
+    (BORN_HOST, STORE_HOST),
+    (BORN_HOST_V6, STORE_HOST),
+    (BORN_HOST, STORE_HOST_V6),
+    (BORN_HOST_V6, STORE_HOST_V6),
+]
+_ASCII = st.binary(max_size=80).map(lambda b: bytes(c & 0x7F for c in b))
+
+
+# ------------------------------------------------------------------------------ hashing
+
+
+@settings(max_examples=300, deadline=None)
+@given(prefix=_ASCII, keys=st.lists(_ASCII, max_size=6))
+def test_ascii_hashes_are_java_hash(prefix: bytes, keys: list[bytes]) -> None:
+    expected = [java_hash((prefix + k).decode()) & 0xFFFFFFFF for k in keys]
+    assert [java_hash_ascii(prefix + k) for k in keys] == expected
+    assert java_hashes_ascii(prefix, keys) == expected
+    assert java_hashes_ascii(prefix, keys) == expected  # again, from the cached heads
+
+
+def test_ascii_hashes_of_message_ids_share_heads() -> None:
+    """UNIQ_KEYs as clients make them: a fixed head, then time and a counter."""
+    keys = [f"0A0000071234ABCDEF01{t:08X}{c:04X}".encode() for t in (7, 8) for c in range(40)]
+    for topic in (b"T", b"TopicTest"):
+        expected = [java_hash(f"{topic.decode()}#{k.decode()}") & 0xFFFFFFFF for k in keys]
+        assert java_hashes_ascii(topic + b"#", keys) == expected
+
+
+@settings(max_examples=200, deadline=None)
+@given(topic=st.text(min_size=1, max_size=12), keys=st.lists(st.text(max_size=20), max_size=5))
+def test_index_key_hashes_match_index_key_hash(topic: str, keys: list[str]) -> None:
+    encoded = [k.encode("utf-8", "surrogatepass") for k in keys]
+    got = index_key_hashes(topic.encode("utf-8", "surrogatepass"), encoded)
+    for key, raw, h in zip(keys, encoded, got, strict=True):
+        text = index_key(topic, raw.decode(errors="replace"))
+        assert h == index_key_hash(text), key
+        assert 0 <= h < 2**31
+
+
+def test_index_key_hash_of_min_int_is_zero() -> None:
+    """A key whose hashCode is -2^31 is indexed under 0 (abs overflows)."""
+    # "T#" + 7 characters c_i (0..30, the base-31 digits of what the prefix lacks) hashes
+    # to 2^31 mod 2^32: hash("T#" + s) = hash("T#") * 31^7 + sum(c_i * 31^(6-i)).
+    lacking = (2**31 - (java_hash("T#") & 0xFFFFFFFF) * 31**7) % 2**32
+    digits = bytes((lacking // 31**k) % 31 for k in range(6, -1, -1))
+    assert java_hash("T#" + digits.decode()) == -(2**31)
+    assert index_key_hash("T#" + digits.decode()) == 0
+    assert index_key_hashes(b"T", [digits]) == [0]
+
+
+# --------------------------------------------------------------------------- properties
+
+
+@settings(max_examples=500, deadline=None)
+@given(text=_TEXT, name=st.sampled_from(["TAGS", "KEYS", "UNIQ_KEY", "a", "é"]))
+def test_property_value_is_the_parsed_value(text: str, name: str) -> None:
+    raw = text.encode()
+    expected = decode_properties(raw.decode(errors="replace")).get(name)
+    got = property_value(raw, name.encode())
+    assert (got.decode() if got is not None else None) == expected
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    pairs=st.lists(
+        st.tuples(st.sampled_from(["TAGS", "KEYS", "UNIQ_KEY", "X"]), _TEXT), max_size=5
+    ),
+    trailing=st.booleans(),
+)
+def test_property_value_of_well_formed_pairs(pairs: list[tuple[str, str]], trailing: bool) -> None:
+    text = properties_text(pairs) + ("\x02" if trailing else "")
+    parsed = decode_properties(text)
+    for name in ("TAGS", "KEYS", "UNIQ_KEY"):
+        got = property_value(text.encode(), name.encode())
+        assert (got.decode() if got is not None else None) == parsed.get(name)
+
+
+# ------------------------------------------------------------------------------ msg ids
+
+
+@pytest.mark.parametrize("host", [STORE_HOST, STORE_HOST_V6], ids=["v4", "v6"])
+def test_offset_msg_ids(host: tuple[bytes, int]) -> None:
+    offsets = [0, 1, 4095, 2**40 + 17, 2**63 - 1]
+    prefix = offset_msg_id_prefix(host)
+    assert offset_msg_ids(prefix, offsets) == [offset_msg_id(host, o) for o in offsets]
+
+
+# ------------------------------------------------------------------------- batch records
+
+
+def _plain_batch_records(
+    batch: MessageBatch, queue_offset: int, start: int, now: int
+) -> tuple[bytes, list[int]]:
+    """The records of a batch the way single records are made: encode, then patch."""
+    out = bytearray()
+    sizes = []
+    for flag, body, own in split_batch(batch.body):
+        record = bytearray(
+            encode_record(
+                topic=batch.topic.encode(),
+                queue_id=batch.queue_id,
+                body=body,
+                flag=flag,
+                properties=join_batch_properties(own, batch.properties.encode()),
+                sys_flag=batch.sys_flag,
+                born_timestamp=batch.born_timestamp,
+                born_host=batch.born_host,
+                store_host=batch.store_host,
+            )
+        )
+        patch_append_fields(
+            record,
+            0,
+            queue_offset=queue_offset,
+            commit_log_offset=start + len(out),
+            store_timestamp=now,
+            sys_flag=int.from_bytes(record[36:40], "big", signed=True),
+        )
+        sizes.append(len(record))
+        out += record
+        queue_offset += 1
+    return bytes(out), sizes
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    entries=st.lists(
+        st.tuples(
+            st.integers(-(2**31), 2**31 - 1),
+            st.binary(max_size=300),
+            _TEXT.map(lambda t: t.encode()),
+        ),
+        min_size=1,
+        max_size=6,
+    ),
+    batch_props=st.sampled_from(["", "CLUSTER\x01C", "TAGS\x01t\x02", "\x02"]),
+    hosts=st.sampled_from(HOST_PAIRS),
+    sys_flag=st.sampled_from([0, 1, 2, 0x30]),
+    topic=st.sampled_from(["T", "TopicTest", "t" * 127, "日本"]),
+)
+def test_batch_records_are_the_plain_records(
+    entries: list[tuple[int, bytes, bytes]],
+    batch_props: str,
+    hosts: tuple[tuple[bytes, int], tuple[bytes, int]],
+    sys_flag: int,
+    topic: str,
+) -> None:
+    batch = MessageBatch(
+        topic=topic,
+        queue_id=3,
+        body=batch_body(entries),
+        properties=batch_props,
+        sys_flag=sys_flag,
+        born_timestamp=BORN_TIMESTAMP,
+        born_host=hosts[0],
+        store_host=hosts[1],
+    )
+    expected, sizes = _plain_batch_records(batch, 41, 123_456, 1_700_000_000_999)
+    flag = record_sys_flag(sys_flag, *hosts)
+    for room in (len(expected) + 10, 7):  # the buffer given, or a larger one
+        encoded = encode_batch_records(
+            bytearray(room), memoryview(batch.body), batch_props.encode(), topic.encode(), 3,
+            flag, BORN_TIMESTAMP, hosts[0], hosts[1], 41, 123_456, 1_700_000_000_999,
+        )  # fmt: skip
+        assert encoded.sizes == sizes
+        assert encoded.total_bytes == len(expected)
+        assert bytes(encoded.buf[: encoded.total_bytes]) == expected
+        assert encoded.properties == [
+            join_batch_properties(own, batch_props.encode())
+            for _f, _b, own in split_batch(batch.body)
+        ]
+    moved, _sizes = _plain_batch_records(batch, 41, 9_000_000, 1_700_000_000_999)
+    patch_physical_offsets(encoded.buf, encoded.sizes, 9_000_000)
+    assert bytes(encoded.buf[: encoded.total_bytes]) == moved
+
+
+def test_batch_with_properties_too_long(make_config: Callable[..., StoreConfig]) -> None:
+    """PROPERTIES_SIZE_EXCEEDED for properties over 32,767 bytes once joined with the batch
+    ones, but MESSAGE_ILLEGAL when the batch does not even parse (it is checked first)."""
+    store = MessageStore(make_config(commit_log_file_bytes=1 << 20, max_message_bytes=1 << 17))
+    store.load()
+    try:
+        cl = store.commit_log
+        long = b"K\x01" + b"v" * 32_700
+        props = "X\x01" + "y" * 100
+        too_long = MessageBatch(
+            topic="T",
+            queue_id=0,
+            body=batch_body([(0, b"a", b""), (0, b"b", long), (0, b"c", long[:-9])]),
+            properties=props,
+        )
+        result = cl.put_batch(too_long)
+        assert result.status is PutMessageStatus.PROPERTIES_SIZE_EXCEEDED
+        assert result.remark == "properties of 32805 bytes exceed the 32 KB limit"
+        broken = dataclasses.replace(too_long, body=bytes(too_long.body) + b"\x00\x00\x00")
+        assert cl.put_batch(broken).status is PutMessageStatus.MESSAGE_ILLEGAL
+        assert cl.max_offset == 0
+    finally:
+        store._release_files()
+
+
+# ------------------------------------------------------------------ queue and index files
+
+
+def test_put_many_writes_what_put_writes(tmp_path: Path) -> None:
+    """Consecutive entries, across a segment end, after a gap and with repeats."""
+    fast = ConsumeQueue(tmp_path / "fast", "T", 0, 20 * 8)
+    plain = ConsumeQueue(tmp_path / "plain", "T", 0, 20 * 8)
+    for cq in (fast, plain):
+        cq.files.directory.mkdir(parents=True)
+    rng = random.Random(5)
+    offset, queue_offset = 1000, 3  # the queue starts past 0: filler entries first
+    last: tuple[list[int], list[int], list[int], int] | None = None
+    for _ in range(40):
+        if last is not None and rng.random() < 0.2:
+            offsets, sizes, codes, at = last  # the same records again: all skipped
+        else:
+            n = rng.randrange(1, 7)
+            sizes = [rng.randrange(100, 400) for _ in range(n)]
+            offsets = [offset + sum(sizes[:i]) for i in range(n)]
+            codes = [rng.randrange(-5, 5) for _ in range(n)]
+            at = queue_offset
+            offset = offsets[-1] + sizes[-1]
+            queue_offset += n
+        last = offsets, sizes, codes, at
+        want = [
+            plain.put(o, s, c, at + i)
+            for i, (o, s, c) in enumerate(zip(offsets, sizes, codes, strict=True))
+        ]
+        assert fast.put_many(offsets, sizes, codes, at) == want
+    assert [(mf.path.name, bytes(mf.view[: mf.wrote_position])) for mf in fast.files.files] == [
+        (mf.path.name, bytes(mf.view[: mf.wrote_position])) for mf in plain.files.files
+    ]
+    assert fast.max_physic_offset == plain.max_physic_offset
+    assert fast.min_logic_offset == plain.min_logic_offset
+    fast.close()
+    plain.close()
+
+
+def test_index_put_hashes_writes_what_put_key_writes(tmp_path: Path) -> None:
+    """Keys spread over slots that collide, into a file that fills up, from a file that took
+    over its begin time from the previous one."""
+    for prev_end in (0, 1_700_000_000_000 - 5_000):
+        a = IndexFile(tmp_path / f"a{prev_end}", 7, 12, create=True, prev_end_timestamp=prev_end)
+        b = IndexFile(tmp_path / f"b{prev_end}", 7, 12, create=True, prev_end_timestamp=prev_end)
+        keys = [f"T#k{i}" for i in range(14)]
+        hashes = [index_key_hash(k) for k in keys]
+        offsets = [1000 + 10 * (i // 2) for i in range(len(keys))]  # two keys a record
+        at = 0
+        ts = 1_700_000_000_000
+        while at < len(keys):
+            stop = min(len(keys), at + 5)
+            done = a.put_hashes(hashes, offsets, at, stop, ts)
+            for i in range(at, done):
+                assert b.put_key(keys[i], offsets[i], ts)
+            if done < stop:
+                assert not b.put_key(keys[done], offsets[done], ts)
+                break
+            at = done
+            ts += 2_500
+        assert done == 11  # 11 entries fit (entry 0 is never used)
+        assert bytes(a._mm) == bytes(b._mm)
+        a.destroy()
+        b.destroy()
+
+
+# ------------------------------------------------------------------------- whole stores
+
+
+def _tree(root: Path, sub: str) -> list[tuple[str, bytes]]:
+    """The files under ``root/sub`` in name order; index files by position (their names
+    are creation times)."""
+    files = sorted(p for p in (root / sub).rglob("*") if p.is_file())
+    return [
+        (str(p.relative_to(root)) if sub != "index" else f"index#{n}", p.read_bytes())
+        for n, p in enumerate(files)
+    ]
+
+
+def _random_props(rng: random.Random, n: int) -> str:
+    pairs = []
+    if rng.random() < 0.5:
+        pairs.append(("TAGS", rng.choice(["a", "b", "é", ""])))
+    if rng.random() < 0.5:
+        pairs.append(("KEYS", rng.choice(["k1", "k1 k2", " x  y ", "ключ", ""])))
+    if rng.random() < 0.9:
+        pairs.append(("UNIQ_KEY", f"0A0000071234ABCDEF01{n // 7:08X}{n:04X}"))
+    if rng.random() < 0.1:
+        pairs.append(("UNIQ_KEY", ""))
+    return properties_text(pairs)
+
+
+async def _fill(store: MessageStore, rng: random.Random, count: int) -> None:
+    for n in range(count):
+        topic = rng.choice(["T", "TopicB", "SCHEDULE_TOPIC_XXXX"])
+        hosts = rng.choice([(BORN_HOST, STORE_HOST), (BORN_HOST_V6, STORE_HOST_V6)])
+        if rng.random() < 0.4:
+            await store.put_message(
+                MessageInner(
+                    topic=topic,
+                    queue_id=rng.randrange(2),
+                    body=rng.randbytes(rng.randrange(200)),
+                    properties=_random_props(rng, n)
+                    + rng.choice(["", "\x02DELAY\x013", "\x02TAGS\x01late"]),
+                    sys_flag=rng.choice([0, 0, 0x4, 0x8, 0xC]),
+                    born_timestamp=BORN_TIMESTAMP,
+                    born_host=hosts[0],
+                    store_host=hosts[1],
+                )
+            )
+        else:
+            entries = [
+                (0, rng.randbytes(rng.randrange(150)), _random_props(rng, n * 40 + i).encode())
+                for i in range(rng.randrange(1, 12))
+            ]
+            await store.put_messages(
+                MessageBatch(
+                    topic=topic,
+                    queue_id=rng.randrange(2),
+                    body=batch_body(entries),
+                    properties=rng.choice(["", "CLUSTER\x01C", "KEYS\x01bk\x02TAGS\x01bt"]),
+                    born_timestamp=BORN_TIMESTAMP,
+                    born_host=hosts[0],
+                    store_host=hosts[1],
+                )
+            )
+        if rng.random() < 0.5:
+            await asyncio.sleep(0)  # let dispatch run now and then, as between requests
+
+
+@pytest.mark.parametrize("pending_cap", [4096, 1], ids=["appends", "mostly-read-back"])
+async def test_dispatch_from_appends_writes_what_recovery_writes(
+    make_config: Callable[..., StoreConfig],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    pending_cap: int,
+) -> None:
+    """Consume queues and index files built while appending are byte for byte those a
+    store rebuilds from the commit log alone (its dispatch reads every record back)."""
+    monkeypatch.setattr(commit_log_module, "MAX_PENDING_APPENDS", pending_cap)
+    config = make_config(commit_log_file_bytes=16 * 1024, max_message_bytes=4096, max_index_num=40)
+    rng = random.Random(11)
+    entered_from_appends = 0
+    async with MessageStore(config) as store:
+        original = store.dispatch.dispatch_appended
+
+        def counting(appended: commit_log_module.Appended) -> None:
+            nonlocal entered_from_appends
+            entered_from_appends += 1
+            original(appended)
+
+        monkeypatch.setattr(store.dispatch, "dispatch_appended", counting)
+        await _fill(store, rng, 300)
+        await wait_dispatched(store)
+    assert entered_from_appends > (50 if pending_cap > 1 else 0)
+    root = config.root_dir
+    queues, index = _tree(root, "consumequeue"), _tree(root, "index")
+    assert len(queues) > 8 and len(index) > 3
+    rebuilt = tmp_path / "rebuilt"
+    shutil.copytree(root / "commitlog", rebuilt / "commitlog")
+    async with MessageStore(dataclasses.replace(config, root_dir=rebuilt)):
+        pass
+    assert _tree(rebuilt, "consumequeue") == queues
+    assert _tree(rebuilt, "index") == index
+
+
+def test_failed_batch_write_leaves_no_records(
+    make_config: Callable[..., StoreConfig], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A batch whose write fails halfway is refused, and what did land is zeroed: no record
+    past the write position for a later recovery to take for part of the log."""
+    config = make_config()
+    store = MessageStore(config)
+    store.load()
+    try:
+        cl = store.commit_log
+        ok = cl.put_batch(_batch([b"a" * 10]))
+        assert ok.append is not None
+        end = cl.max_offset
+        real_pwrite = os.pwrite
+
+        def half_then_fail(fd: int, data: memoryview, offset: int) -> int:
+            if len(data) > 200:
+                return real_pwrite(fd, data[: len(data) // 2], offset)
+            raise OSError(28, "No space left on device")
+
+        monkeypatch.setattr(os, "pwrite", half_then_fail)
+        failed = cl.put_batch(_batch([b"b" * 100, b"c" * 100, b"d" * 100]))
+        assert failed.status is PutMessageStatus.UNKNOWN_ERROR
+        assert failed.append is None
+        assert cl.max_offset == end
+        mf = cl.files.files[-1]
+        assert bytes(mf.view[end - mf.start_offset : end - mf.start_offset + 600]) == bytes(600)
+        monkeypatch.setattr(os, "pwrite", real_pwrite)
+        again = cl.put_batch(_batch([b"e"]))
+        assert again.append is not None
+        assert again.append.commit_log_offset == end
+        assert again.append.queue_offset == 1
+    finally:
+        store._release_files()
+
+
+def _batch(bodies: list[bytes]) -> MessageBatch:
+    return MessageBatch(
+        topic="T",
+        queue_id=0,
+        body=batch_body([(0, body, b"UNIQ_KEY\x01u") for body in bodies]),
+        born_timestamp=BORN_TIMESTAMP,
+        born_host=BORN_HOST,
+        store_host=STORE_HOST,
+    )
