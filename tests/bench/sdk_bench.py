@@ -12,7 +12,8 @@ every server in its own process with its data in a temporary directory under
 
   - *one by one*: ``await producer.send(msg)``, one at a time; an ``XADD`` awaited at a
     time; a ``js.publish`` awaiting its ``PubAck`` at a time.
-  - *window of 256*: 256 tasks each awaiting its own ``send`` (256 in flight); Redis:
+  - *window of 256*: 256 tasks each awaiting its own ``send`` (256 in flight; the producer
+    coalesces overlapping sends into batch requests by default); Redis:
     pipelines of 256 ``XADD`` (no MULTI), one pipeline at a time (redis-py's asyncio client
     runs one command per connection at a time, so the pipeline is Redis's way of having
     many in flight); NATS: 256 tasks each awaiting its publish.
@@ -993,7 +994,9 @@ def render_markdown(results: dict[str, Any]) -> str:
         "**one by one**, each `await producer.send(Message(...))` before the next (an `XADD`, "
         "a `js.publish` awaiting its `PubAck`), up to "
         f"{cfg['one_messages']:,} messages or {cfg['one_max_s']:g} s; **window of "
-        f"{cfg['window']}**, {cfg['window']} tasks each awaiting its own `send` (NATS the "
+        f"{cfg['window']}**, {cfg['window']} tasks each awaiting its own `send` (the "
+        "producer's default auto-batching coalesces the sends that overlap into batch "
+        "requests, each caller still getting its own result; NATS the "
         f"same; Redis: pipelines of {cfg['window']} `XADD`s without MULTI, one pipeline at a "
         "time, since redis-py's asyncio client runs one command per connection at a time), "
         f"up to {cfg['window_messages']:,} messages or {cfg['window_max_s']:g} s; **batches "
