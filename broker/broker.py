@@ -22,7 +22,7 @@ from typing import Self
 import structlog
 
 from broker.clients import ConsumerManager, ProducerManager
-from broker.config import BrokerConfig
+from broker.config import BrokerConfig, BrokerRole
 from broker.locks import QueueLocks
 from broker.long_polling import PullHoldService
 from broker.offsets import OffsetTable
@@ -31,7 +31,9 @@ from broker.processors.admin import AdminProcessor
 from broker.processors.clients import ClientProcessor
 from broker.processors.pull import PullProcessor
 from broker.processors.send import SendProcessor
+from broker.processors.send_back import SendBackProcessor
 from broker.registration import Registration
+from broker.schedule import ScheduleService
 from broker.stats import SAMPLE_INTERVAL_S, BrokerStats
 from broker.subscriptions import SubscriptionGroupTable
 from broker.topics import TopicTable
@@ -68,6 +70,11 @@ class Broker:
             delay_level_count=len(config.store.delay_levels_ms),
         )
         self.offsets = OffsetTable(root / "config" / "consumerOffset.json")
+        self.schedule = ScheduleService(
+            self,
+            root / "config" / "delayOffset.json",
+            config.flush_delay_offset_interval_ms / 1000,
+        )
         self.subscription_groups = SubscriptionGroupTable(
             root / "config" / "subscriptionGroup.json",
             auto_create=config.auto_create_subscription_group,
@@ -140,6 +147,13 @@ class Broker:
             RequestCode.SEND_BATCH_MESSAGE,
         ):
             table.register(code, send.handle, self.send_lane, reject=self._store_busy)
+        send_back = SendBackProcessor(self)
+        table.register(
+            RequestCode.CONSUMER_SEND_MSG_BACK,
+            send_back.handle,
+            self.send_lane,
+            reject=self._store_busy,
+        )
         table.register(RequestCode.PULL_MESSAGE, self.pull.handle, self.pull_lane)
 
         clients = ClientProcessor(self)
@@ -214,6 +228,7 @@ class Broker:
         self.topics.load()
         self.offsets.load()
         self.subscription_groups.load()
+        self.schedule.load()
         self.topics.persist()
         await self.store.start()
         self.store.add_arrival_listener(self.pull_hold.on_arrival)
@@ -223,6 +238,8 @@ class Broker:
         self.store_host = host_of(host, self.server.port)
         await self.client.start()
         self.pull_hold.start()
+        if self.config.broker_role is not BrokerRole.SLAVE:
+            self.schedule.start()
         await self.registration.start()
         self._tasks = [
             asyncio.create_task(
@@ -324,6 +341,7 @@ class Broker:
             self.vip_server.stop_accepting()
         await self.pull_hold.shutdown()
         await self.server.shutdown()
+        await self.schedule.shutdown()
         if self.vip_server is not None:
             await self.vip_server.shutdown()
         await self.client.shutdown()

@@ -77,6 +77,7 @@ class BrokerConfig:
     trace_on: bool = True  # traceOn: TRACE_ON in send replies
     register_name_server_period_ms: int = 30_000  # registerNameServerPeriod (10 s..60 s)
     flush_consumer_offset_interval_ms: int = 5_000  # flushConsumerOffsetInterval
+    flush_delay_offset_interval_ms: int = 10_000  # flushDelayOffsetInterval
     channel_expired_ms: int = 120_000  # a client without heartbeat this long is dropped
     client_scan_interval_ms: int = 10_000  # how often idle client channels are looked for
     long_polling_check_interval_ms: int = 5_000  # re-check of held pulls (RocketMQ: 5 s)
@@ -101,6 +102,7 @@ class BrokerConfig:
             raise ValueError("registerNameServerPeriod must be within 10000..60000 ms")
         for name in (
             "flush_consumer_offset_interval_ms",
+            "flush_delay_offset_interval_ms",
             "channel_expired_ms",
             "client_scan_interval_ms",
             "long_polling_check_interval_ms",
@@ -156,6 +158,7 @@ BROKER_KEYS: dict[str, tuple[str, str]] = {
     "traceOn": ("", "trace_on"),
     "registerNameServerPeriod": ("", "register_name_server_period_ms"),
     "flushConsumerOffsetInterval": ("", "flush_consumer_offset_interval_ms"),
+    "flushDelayOffsetInterval": ("", "flush_delay_offset_interval_ms"),
     "channelExpiredTime": ("", "channel_expired_ms"),
     "clientScanInterval": ("", "client_scan_interval_ms"),
     "longPollingCheckInterval": ("", "long_polling_check_interval_ms"),

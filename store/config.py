@@ -13,8 +13,9 @@ from enum import StrEnum
 from pathlib import Path
 
 DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
-_DELAY_UNITS_MS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
-_DELAY_LEVEL = re.compile(r"^(\d+)([smhd])$")
+# "ms" is ours (RocketMQ knows s, m, h, d): sub-second levels let tests retry in a blink.
+_DELAY_UNITS_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+_DELAY_LEVEL = re.compile(r"^(\d+)(ms|[smhd])$")
 
 
 class FlushDiskType(StrEnum):
@@ -26,13 +27,13 @@ def parse_delay_levels(text: str) -> tuple[int, ...]:
     """``messageDelayLevel`` ("1s 5s … 2h") as milliseconds per level.
 
     Raises:
-        ValueError: a level is not a number followed by s, m, h or d.
+        ValueError: a level is not a number followed by ms, s, m, h or d.
     """
     levels = []
     for item in text.split():
         m = _DELAY_LEVEL.match(item)
         if m is None:
-            raise ValueError(f"delay level {item!r} is not <number><s|m|h|d>")
+            raise ValueError(f"delay level {item!r} is not <number><ms|s|m|h|d>")
         levels.append(int(m.group(1)) * _DELAY_UNITS_MS[m.group(2)])
     if not levels:
         raise ValueError("no delay levels given")

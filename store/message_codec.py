@@ -57,6 +57,9 @@ MAX_TOPIC_BYTES = 127
 MAX_PROPERTIES_BYTES = 32767
 
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"  # delayed messages wait here (tags code = deliver time)
+PROPERTY_DELAY = "DELAY"
+PROPERTY_REAL_TOPIC = "REAL_TOPIC"
+PROPERTY_REAL_QUEUE_ID = "REAL_QID"
 
 NAME_VALUE_SEPARATOR = "\x01"
 PROPERTY_SEPARATOR = "\x02"
@@ -581,6 +584,10 @@ class MessageInner:
     reconsume_times: int = 0
     prepared_transaction_offset: int = 0
     wait_store_msg_ok: bool = True  # the WAIT property: sync flush waits only when true
+    # The DELAY level as the broker read it (Java's in-memory delayTimeLevel). > 0 parks the
+    # message in SCHEDULE_TOPIC_XXXX; the schedule service re-stores it with 0 even though
+    # the stored DELAY property stays, as RocketMQ does.
+    delay_level: int = 0
 
 
 @dataclass(slots=True)
@@ -896,3 +903,30 @@ def verify_record(
     if check_crc and zlib.crc32(buf[pos + body_pos : topic_pos]) & 0x7FFFFFFF != crc:
         raise RecordError("body CRC mismatch")
     return int(total)
+
+
+def inner_from_record(record: bytes) -> tuple[RecordInfo, MessageInner]:
+    """A stored record (as ``look_message_by_offset`` returns it) back as a message to store
+    again: same body, flag, properties string, sysFlag, born time and host, reconsume times.
+    The caller sets topic, queue, store host and what else changes.
+
+    Raises:
+        RecordError: the bytes are not one record.
+    """
+    info = decode_record(record, 0)
+    born_len = 16 if info.sys_flag & BORNHOST_V6_FLAG else 4
+    born_host: Host = (record[48 : 48 + born_len], _INT.unpack_from(record, 48 + born_len)[0])
+    body = record[info.body_offset : info.body_offset + info.body_length]
+    inner = MessageInner(
+        topic=info.topic,
+        queue_id=info.queue_id,
+        body=body,
+        properties=info.properties,
+        flag=info.flag,
+        sys_flag=info.sys_flag,
+        born_timestamp=info.born_timestamp,
+        born_host=born_host,
+        reconsume_times=info.reconsume_times,
+        prepared_transaction_offset=info.prepared_transaction_offset,
+    )
+    return info, inner

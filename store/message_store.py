@@ -18,6 +18,7 @@ deleted consume queues or index files are rebuilt from the commit log.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import fcntl
 import os
 import time
@@ -35,7 +36,19 @@ from store.dispatch import ArrivalListener, DispatchService
 from store.errors import StoreLockedError
 from store.flush import CommitLogFlusher, QueueFlusher
 from store.index_file import IndexService
-from store.message_codec import MessageBatch, MessageInner
+from store.message_codec import (
+    PROPERTY_DELAY,
+    PROPERTY_REAL_QUEUE_ID,
+    PROPERTY_REAL_TOPIC,
+    SCHEDULE_TOPIC,
+    TRANSACTION_COMMIT_TYPE,
+    TRANSACTION_NOT_TYPE,
+    TRANSACTION_TYPE_MASK,
+    MessageBatch,
+    MessageInner,
+    decode_properties,
+    encode_properties,
+)
 from store.results import (
     GetMessageStatus,
     GetResult,
@@ -294,8 +307,31 @@ class MessageStore:
         refused = self._refusal()
         if refused is not None:
             return refused
+        if msg.delay_level > 0 and msg.sys_flag & TRANSACTION_TYPE_MASK in (
+            TRANSACTION_NOT_TYPE,
+            TRANSACTION_COMMIT_TYPE,
+        ):
+            msg = self._to_schedule_topic(msg)
         result = self.commit_log.put(msg)
         return await self._after_put(result, msg.wait_store_msg_ok)
+
+    def _to_schedule_topic(self, msg: MessageInner) -> MessageInner:
+        """``CommitLog.asyncPutMessage`` for a delayed message: park it in queue level-1 of
+        SCHEDULE_TOPIC_XXXX (levels above the configured ones are clamped), the real topic
+        and queue kept in REAL_TOPIC / REAL_QID; dispatch gives it the deliver time as its
+        tags code and the schedule service brings it back when that time comes."""
+        level = min(msg.delay_level, len(self.config.delay_levels_ms))
+        props = decode_properties(msg.properties)
+        props[PROPERTY_DELAY] = str(level)
+        props[PROPERTY_REAL_TOPIC] = msg.topic
+        props[PROPERTY_REAL_QUEUE_ID] = str(msg.queue_id)
+        return dataclasses.replace(
+            msg,
+            topic=SCHEDULE_TOPIC,
+            queue_id=level - 1,
+            properties=encode_properties(props),
+            delay_level=level,
+        )
 
     async def put_messages(self, batch: MessageBatch) -> PutResult:
         """Store a batch in one queue with consecutive offsets."""

@@ -23,6 +23,7 @@ import structlog
 
 from broker.config import BrokerRole
 from broker.topics import (
+    DLQ_GROUP_TOPIC_PREFIX,
     NOT_ALLOWED_SEND_TOPICS,
     RETRY_GROUP_TOPIC_PREFIX,
     check_topic_name,
@@ -51,6 +52,7 @@ if TYPE_CHECKING:
 log = structlog.get_logger(__name__)
 
 _UNKNOWN_HOST: Host = (bytes(4), 0)
+DLQ_QUEUE_NUMS = 1  # DLQ_NUMS_PER_GROUP
 _FAQ = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
 
 _STATUS_CODES: dict[PutMessageStatus, tuple[int, str | None]] = {
@@ -94,6 +96,17 @@ def _born_host(peer: str) -> Host:
         return _UNKNOWN_HOST
 
 
+def delay_level_of(props: dict[str, str]) -> int:
+    """The DELAY property as a level; 0 (no delay) when absent or not a positive number."""
+    text = props.get("DELAY")
+    if not text:
+        return 0
+    try:
+        return max(int(text), 0)
+    except ValueError:
+        return 0
+
+
 def _batch_flag(ext: dict[str, str], key: str) -> bool:
     return ext.get(key, "").strip().lower() in ("true", "1")
 
@@ -135,6 +148,15 @@ class SendProcessor:
                 f"the broker[{self.broker.address}] sending transaction message is forbidden",
             )
         wait = props.pop("WAIT", "true").lower() != "false"
+        topic = header.topic
+        delay_level = delay_level_of(props)
+        if not batch and topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+            routed = self._retry_or_dlq(request, header, topic)
+            if isinstance(routed, RemotingCommand):
+                return routed
+            if routed is not None:
+                topic, queue_id = routed
+                delay_level = 0
         born_host = _born_host(conn.peer)
         store_host = self.broker.store_host
         body = request.body if request.body is not None else b""
@@ -162,7 +184,7 @@ class SendProcessor:
             props["CLUSTER"] = self._cluster
             put = await store.put_message(
                 MessageInner(
-                    topic=header.topic,
+                    topic=topic,
                     queue_id=queue_id,
                     body=body,
                     properties=encode_properties(props),
@@ -173,9 +195,33 @@ class SendProcessor:
                     store_host=store_host,
                     reconsume_times=header.reconsume_times or 0,
                     wait_store_msg_ok=wait,
+                    delay_level=delay_level,
                 )
             )
         return self._response(request, put, queue_id)
+
+    def _retry_or_dlq(
+        self, request: RemotingCommand, header: SendMessageRequestHeader, topic: str
+    ) -> RemotingCommand | tuple[str, int] | None:
+        """``handleRetryAndDLQ``: a message sent to a retry topic (a client's own send-back)
+        goes to the group's dead-letter topic once it has been reconsumed enough times."""
+        group = topic[len(RETRY_GROUP_TOPIC_PREFIX) :]
+        sgc = self.broker.subscription_groups.find(group)
+        if sgc is None:
+            return response_to(
+                request,
+                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                f"subscription group not exist, {group}{_FAQ}",
+            )
+        max_times = sgc.retry_max_times
+        if header.max_reconsume_times is not None:
+            max_times = header.max_reconsume_times  # clients since 3.4.9 send their own
+        if (header.reconsume_times or 0) < max_times:
+            return None
+        dlq = DLQ_GROUP_TOPIC_PREFIX + group
+        self.broker.topics.create_internal(dlq, DLQ_QUEUE_NUMS, PERM_READ | PERM_WRITE)
+        log.info("message_to_dlq", group=group, topic=dlq, reconsume_times=header.reconsume_times)
+        return dlq, 0
 
     def _check(
         self, conn: Connection, request: RemotingCommand, header: SendMessageRequestHeader

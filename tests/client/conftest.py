@@ -43,6 +43,8 @@ STORE_DEFAULTS: dict[str, Any] = {
     "max_index_num": 256,
     "flush_interval_ms": 10,
     "flush_interval_consume_queue_ms": 10,
+    # Retries and delays in a blink (RocketMQ's levels run 1 s .. 2 h; "ms" is our unit).
+    "message_delay_level": " ".join(["100ms"] * 18),
 }
 
 
@@ -115,6 +117,12 @@ async def create_topic(
     as ``mqadmin updateTopic`` would."""
     broker.topics.update(TopicConfig(topic, queues, queues, perm))
     assert await broker.registration.register_all() >= 1
+
+
+async def refuse_send_back(broker: Broker, group: str) -> None:
+    """Make ``broker`` refuse CONSUMER_SEND_MSG_BACK for ``group`` (its retry topic made
+    read-only: NO_PERMISSION), so the consumer's own local retry is what runs."""
+    await create_topic(broker, f"%RETRY%{group}", queues=1, perm=PERM_READ)
 
 
 # ------------------------------------------------------------------------------- waiting

@@ -5,8 +5,9 @@ intervals, ``ProcessQueue`` bookkeeping of the lowest in-flight offset, the boun
 calls in flight (``consume_concurrency``), and a shutdown that a hung listener cannot block.
 
 Intervals are shortened through constructor arguments (``consume_timeout_s``,
-``local_retry_delay_s``); nothing is mocked. The broker refuses CONSUMER_SEND_MSG_BACK until a
-later milestone, so a failed or timed-out message is retried locally by the consumer.
+``local_retry_delay_s``); nothing is mocked. The timeout tests make the broker refuse
+CONSUMER_SEND_MSG_BACK (a read-only retry topic), so a timed-out message is retried locally by
+the consumer, whose bookkeeping is what they check; test_send_back covers the broker's retry.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from client import (
 )
 from client.push_consumer import Listener, ProcessQueue
 from remoting.route import MessageQueue
-from tests.client.conftest import create_topic, max_offsets, wait_until
+from tests.client.conftest import create_topic, max_offsets, refuse_send_back, wait_until
 from tests.client.test_push_consumer import committed, make_consumer, send_n
 
 TOPIC = "TopicConsumeService"
@@ -61,6 +62,7 @@ async def test_hung_async_listener_is_cancelled_and_its_message_retried(
     offset) forever: it is cancelled, the message comes back with reconsume_times 1, the other
     workers keep consuming meanwhile, and the offset only moves past it once it succeeds."""
     await create_topic(broker, TOPIC, queues=1)
+    await refuse_send_back(broker, "cg-timeout-async")
     await send_n(producer, TOPIC, 8)
     never = asyncio.Event()  # never set: the first delivery of m-3 hangs
     events: list[tuple[str, bytes, int]] = []  # (what, body, reconsume_times)
@@ -119,6 +121,7 @@ async def test_timed_out_worker_keeps_working(
     """With one worker, the cancellation lands on the only consume task: it must survive it
     (treat it as a timeout, not die), or nothing after the hung message is ever consumed."""
     await create_topic(broker, TOPIC, queues=1)
+    await refuse_send_back(broker, "cg-timeout-one")
     await send_n(producer, TOPIC, 5)
     never = asyncio.Event()
     calls: list[tuple[bytes, int]] = []
@@ -154,6 +157,7 @@ async def test_blocked_sync_listener_times_out_and_message_is_retried(
     """A plain-function listener runs in a thread that cannot be cancelled, but its message
     must still be retried after consume_timeout_s, not only once the thread returns."""
     await create_topic(broker, TOPIC, queues=1)
+    await refuse_send_back(broker, "cg-timeout-sync")
     await send_n(producer, TOPIC, 4)
     lock = threading.Lock()
     calls: list[tuple[bytes, int]] = []

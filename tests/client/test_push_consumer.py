@@ -45,6 +45,7 @@ from tests.client.conftest import (
     Received,
     create_topic,
     max_offsets,
+    refuse_send_back,
     wait_until,
 )
 
@@ -646,10 +647,11 @@ async def test_orderly_resumes_after_lock_lapses(
 async def test_failing_listener_retried_locally_offset_held(
     namesrv: NameServer, broker: Broker, producer: Producer
 ) -> None:
-    """The broker refuses CONSUMER_SEND_MSG_BACK (until M5), so a failing message is retried
-    locally after local_retry_delay_s; the committed offset stays at it until it succeeds,
-    even though later messages are consumed meanwhile."""
+    """When the broker refuses CONSUMER_SEND_MSG_BACK a failing message is retried locally
+    after local_retry_delay_s; the committed offset stays at it until it succeeds, even
+    though later messages are consumed meanwhile."""
     await create_topic(broker, TOPIC, queues=1)
+    await refuse_send_back(broker, "cg-fail")
     for i in range(6):
         await producer.send(Message(TOPIC, f"{i}".encode()))
     allow = asyncio.Event()
@@ -691,6 +693,7 @@ async def test_failing_message_redelivered_after_restart(
     """A consumer that stops while a message still fails has committed the offset of that
     message: the next consumer of the group gets it again (and what followed it)."""
     await create_topic(broker, TOPIC, queues=1)
+    await refuse_send_back(broker, "cg-redo")
     for i in range(4):
         await producer.send(Message(TOPIC, f"{i}".encode()))
     calls: list[bytes] = []

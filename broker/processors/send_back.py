@@ -1,0 +1,148 @@
+"""CONSUMER_SEND_MSG_BACK (36): a consumer hands back a message its listener failed on.
+
+RocketMQ counterpart: ``SendMessageProcessor.asyncConsumerSendMsgBack`` (4.9, protocol.md
+§13.3). The broker finds the original record by its commit-log offset and stores a copy for
+the group's retry topic ``%RETRY%<group>``, delayed by level ``3 + reconsumeTimes`` (10 s,
+30 s, 1 m, 2 m … with the default levels) unless the consumer asked for a level; once it has
+been reconsumed ``maxReconsumeTimes`` times (the consumer's value, else the group's
+``retryMaxTimes``, 16), or the consumer asks with a negative level, it goes to the group's
+dead-letter topic ``%DLQ%<group>`` instead, undelayed. The copy keeps body, flag, sysFlag,
+born time and host; gains RETRY_TOPIC (the original topic, set once), ORIGIN_MESSAGE_ID
+(the first delivery's offset msg id, kept across retries) and WAIT=false; its reconsume
+times grow by one.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import TYPE_CHECKING
+
+import structlog
+
+from broker.processors.send import DLQ_QUEUE_NUMS
+from broker.topics import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
+from remoting.bodies import PERM_READ, PERM_WRITE
+from remoting.codes import ResponseCode
+from remoting.command import RemotingCommand, response_to
+from remoting.connection import Connection
+from remoting.headers import ConsumerSendMsgBackRequestHeader
+from store.message_codec import (
+    BORNHOST_V6_FLAG,
+    STOREHOSTADDRESS_V6_FLAG,
+    RecordError,
+    decode_properties,
+    encode_properties,
+    inner_from_record,
+    offset_msg_id,
+)
+
+if TYPE_CHECKING:
+    from broker.broker import Broker
+
+log = structlog.get_logger(__name__)
+
+PROPERTY_RETRY_TOPIC = "RETRY_TOPIC"
+PROPERTY_ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"
+PROPERTY_DELAY = "DELAY"
+PROPERTY_WAIT = "WAIT"
+FIRST_RETRY_LEVEL = 3  # 10 s with the default messageDelayLevel
+
+
+class SendBackProcessor:
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+
+    async def handle(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        broker = self.broker
+        header = ConsumerSendMsgBackRequestHeader.from_ext_fields(request.ext_fields)
+        group = header.group
+        sgc = broker.subscription_groups.find(group)
+        if sgc is None:
+            return response_to(
+                request,
+                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                f"subscription group not exist, {group}",
+            )
+        if not broker.config.broker_permission & PERM_WRITE:
+            return response_to(
+                request,
+                ResponseCode.NO_PERMISSION,
+                f"the broker[{broker.address}] sending message is forbidden",
+            )
+        if sgc.retry_queue_nums <= 0:
+            return response_to(request, ResponseCode.SUCCESS)  # the group wants no retries
+        topic = RETRY_GROUP_TOPIC_PREFIX + group
+        queue_id = random.randrange(sgc.retry_queue_nums)  # noqa: S311 - load spread
+        tc = broker.topics.create_internal(topic, sgc.retry_queue_nums, PERM_READ | PERM_WRITE)
+        if not tc.perm & PERM_WRITE:
+            return response_to(
+                request,
+                ResponseCode.NO_PERMISSION,
+                f"the topic[{topic}] sending message is forbidden",
+            )
+        record = broker.store.look_message_by_offset(header.offset)
+        if record is None:
+            return response_to(
+                request,
+                ResponseCode.SYSTEM_ERROR,
+                f"look message by offset failed, {header.offset}",
+            )
+        try:
+            info, msg = inner_from_record(record)
+        except RecordError as exc:
+            return response_to(
+                request, ResponseCode.SYSTEM_ERROR, f"the message at {header.offset}: {exc}"
+            )
+        props = decode_properties(msg.properties)
+        props.setdefault(PROPERTY_RETRY_TOPIC, info.topic)
+        props[PROPERTY_WAIT] = "false"
+        props.setdefault(
+            PROPERTY_ORIGIN_MESSAGE_ID,
+            offset_msg_id(record_store_host(record, info.sys_flag), info.commit_log_offset),
+        )
+        max_times = (
+            header.max_reconsume_times
+            if header.max_reconsume_times is not None
+            else sgc.retry_max_times
+        )
+        delay_level = header.delay_level
+        if info.reconsume_times >= max_times or delay_level < 0:
+            topic = DLQ_GROUP_TOPIC_PREFIX + group
+            queue_id = random.randrange(DLQ_QUEUE_NUMS)  # noqa: S311
+            broker.topics.create_internal(topic, DLQ_QUEUE_NUMS, PERM_READ | PERM_WRITE)
+            delay_level = 0
+            props.pop(PROPERTY_DELAY, None)  # a dead letter is not delayed again
+            log.info(
+                "message_to_dlq",
+                group=group,
+                offset=header.offset,
+                reconsume_times=info.reconsume_times,
+            )
+        else:
+            if delay_level == 0:
+                delay_level = FIRST_RETRY_LEVEL + info.reconsume_times
+            props[PROPERTY_DELAY] = str(delay_level)
+        msg.topic = topic
+        msg.queue_id = queue_id
+        msg.properties = encode_properties(props)
+        msg.store_host = broker.store_host
+        msg.reconsume_times = info.reconsume_times + 1
+        msg.wait_store_msg_ok = False
+        msg.delay_level = delay_level
+        put = await broker.store.put_message(msg)
+        if not put.status.stored:
+            return response_to(
+                request,
+                ResponseCode.SYSTEM_ERROR,
+                f"send back failed: {put.status.name} {put.remark}".strip(),
+            )
+        broker.stats.on_put(1)
+        return response_to(request, ResponseCode.SUCCESS)
+
+
+def record_store_host(record: bytes, sys_flag: int) -> tuple[bytes, int]:
+    """STOREHOST of a stored record (after BORNHOST and STORETIMESTAMP)."""
+    pos = 48 + (20 if sys_flag & BORNHOST_V6_FLAG else 8) + 8
+    addr_len = 16 if sys_flag & STOREHOSTADDRESS_V6_FLAG else 4
+    port = int.from_bytes(record[pos + addr_len : pos + addr_len + 4], "big", signed=True)
+    return record[pos : pos + addr_len], port

@@ -1,0 +1,178 @@
+"""``ScheduleService``: delivers delayed messages when their time comes.
+
+RocketMQ counterpart: ``ScheduleMessageService`` (4.9). A message sent with a DELAY level is
+stored in queue level-1 of ``SCHEDULE_TOPIC_XXXX`` with its deliver time as the consume-queue
+tags code (the store does that). Here, every 100 ms, each level's queue is walked from its
+saved offset: a due entry's record is read and stored again under its REAL_TOPIC / REAL_QID
+with the property string unchanged (DELAY, REAL_TOPIC, REAL_QID stay, as in RocketMQ, whose
+removal of DELAY touches only its in-memory copy), not waiting for a flush. The first entry
+not yet due stops the walk of that level: later entries of a level are never due earlier.
+A deliver time further ahead than now + the level's delay (the clock went back) counts as due.
+
+Progress per level persists to ``config/delayOffset.json`` (``{"offsetTable": {level:
+offset}}``) every ``flushDelayOffsetInterval`` (10 s) and at shutdown; a crash redelivers at
+most what was delivered since the last write, never loses a message. Runs on masters only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import structlog
+
+from broker.persist import read_json, write_json
+from store.message_codec import (
+    PROPERTY_REAL_QUEUE_ID,
+    PROPERTY_REAL_TOPIC,
+    SCHEDULE_TOPIC,
+    RecordError,
+    decode_properties,
+    inner_from_record,
+)
+
+if TYPE_CHECKING:
+    from broker.broker import Broker
+
+log = structlog.get_logger(__name__)
+
+FIRST_RUN_DELAY_S = 1.0  # DELAY_FOR_A_WHILE
+PERIOD_S = 0.1  # DELAY_FOR_A_PERIOD
+MAX_PER_ROUND = 1024  # entries of one level handled before the loop yields
+
+
+class ScheduleService:
+    def __init__(self, broker: Broker, path: Path, flush_interval_s: float = 10.0) -> None:
+        self.broker = broker
+        self.path = path
+        self.flush_interval_s = flush_interval_s
+        self.levels_ms = broker.config.store.delay_levels_ms
+        self.offsets: dict[int, int] = {}  # level -> next queue offset to look at
+        self._dirty = False
+        self._task: asyncio.Task[None] | None = None
+        self.delivered = 0
+
+    # -------------------------------------------------------------------- persistence
+
+    def load(self) -> None:
+        doc = read_json(self.path)
+        table: Any = doc.get("offsetTable") if isinstance(doc, dict) else None
+        if not isinstance(table, dict):
+            return
+        for key, value in table.items():
+            try:
+                level, offset = int(key), int(value)
+            except (TypeError, ValueError):
+                log.warning("delay_offset_ignored", level=key, offset=value)
+                continue
+            if 1 <= level <= len(self.levels_ms) and offset >= 0:
+                self.offsets[level] = offset
+
+    def to_json(self) -> dict[str, Any]:
+        return {"offsetTable": {str(k): v for k, v in sorted(self.offsets.items())}}
+
+    def persist(self) -> None:
+        write_json(self.path, self.to_json())
+        self._dirty = False
+
+    # ------------------------------------------------------------------------- loop
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.create_task(self._run(), name="schedule")
+
+    async def shutdown(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        self.persist()
+
+    async def _run(self) -> None:
+        await asyncio.sleep(FIRST_RUN_DELAY_S)
+        last_flush = time.monotonic()
+        while True:
+            try:
+                await self.deliver_due()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("schedule_round_failed")
+            now = time.monotonic()
+            if self._dirty and now - last_flush >= self.flush_interval_s:
+                last_flush = now
+                doc = self.to_json()
+                self._dirty = False
+                await asyncio.to_thread(write_json, self.path, doc)
+            await asyncio.sleep(PERIOD_S)
+
+    async def deliver_due(self) -> int:
+        """One round over every level; how many messages were delivered."""
+        delivered = 0
+        for level in range(1, len(self.levels_ms) + 1):
+            delivered += await self._deliver_level(level)
+        return delivered
+
+    async def _deliver_level(self, level: int) -> int:
+        store = self.broker.store
+        cq = store.queues.get(SCHEDULE_TOPIC, level - 1)
+        if cq is None:
+            return 0
+        offset = max(self.offsets.get(level, 0), cq.min_offset)
+        if offset >= cq.max_offset:
+            return 0
+        delay_ms = self.levels_ms[level - 1]
+        now_ms = int(time.time() * 1000)
+        delivered = 0
+        for queue_offset, (commit_log_offset, _size, deliver_at) in list(
+            cq.entries(offset, MAX_PER_ROUND)
+        ):
+            # A deliver time further ahead than the level's delay: the clock moved back.
+            if now_ms < deliver_at <= now_ms + delay_ms:
+                break
+            if not await self._deliver(level, commit_log_offset):
+                break  # the store refused: try this one again next round
+            delivered += 1
+            self.offsets[level] = queue_offset + 1
+            self._dirty = True
+        self.delivered += delivered
+        return delivered
+
+    async def _deliver(self, level: int, commit_log_offset: int) -> bool:
+        store = self.broker.store
+        record = store.look_message_by_offset(commit_log_offset)
+        if record is None:
+            # Gone (aged out of the commit log): nothing left to deliver.
+            log.warning("scheduled_message_missing", level=level, offset=commit_log_offset)
+            return True
+        try:
+            _info, inner = inner_from_record(record)
+        except RecordError as exc:
+            log.warning("scheduled_message_unreadable", offset=commit_log_offset, error=str(exc))
+            return True
+        props = decode_properties(inner.properties)
+        real_topic = props.get(PROPERTY_REAL_TOPIC)
+        real_qid = props.get(PROPERTY_REAL_QUEUE_ID, "")
+        if not real_topic or not real_qid.isdigit():
+            log.error("scheduled_message_without_target", offset=commit_log_offset)
+            return True
+        inner.topic = real_topic
+        inner.queue_id = int(real_qid)
+        inner.store_host = self.broker.store_host
+        inner.wait_store_msg_ok = False
+        inner.delay_level = 0
+        result = await store.put_message(inner)
+        if not result.status.stored:
+            log.warning(
+                "scheduled_delivery_refused",
+                level=level,
+                topic=real_topic,
+                status=result.status.name,
+                remark=result.remark,
+            )
+            return False
+        return True
