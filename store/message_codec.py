@@ -380,14 +380,7 @@ def encode_record(
     The V6 sysFlag bits are derived from the host address lengths, as the store sets them.
     ``crc`` may be passed when the caller already has it (a batch entry).
     """
-    if len(born_host[0]) == 16:
-        sys_flag |= BORNHOST_V6_FLAG
-    else:
-        sys_flag &= ~BORNHOST_V6_FLAG
-    if len(store_host[0]) == 16:
-        sys_flag |= STOREHOSTADDRESS_V6_FLAG
-    else:
-        sys_flag &= ~STOREHOSTADDRESS_V6_FLAG
+    sys_flag = record_sys_flag(sys_flag, born_host, store_host)
     total = record_length(len(body), len(topic), len(properties), sys_flag)
     if crc is None:
         crc = body_crc(body)
