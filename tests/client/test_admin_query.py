@@ -1,0 +1,97 @@
+"""``client.admin.Admin``: messages looked up by offset id, unique key and business key,
+across a cluster of two brokers (real name server and brokers, nothing mocked)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from broker.namesrv.server import NameServer
+from client import InvalidMessageError, Message, Producer, SendResult
+from client.admin import Admin, decode_offset_msg_id
+from client.errors import ClientError, NoRouteError
+from tests.client.conftest import BrokerFactory, create_topic, wait_dispatched
+
+TOPIC = "TopicQuery"
+
+
+async def _two_brokers_with_messages(
+    namesrv: NameServer, start_broker: BrokerFactory
+) -> tuple[list[SendResult], list[Message]]:
+    brokers = [await start_broker("broker-a"), await start_broker("broker-b")]
+    for b in brokers:
+        await create_topic(b, TOPIC, queues=2)
+    msgs = [
+        Message(TOPIC, f"body-{i}".encode(), keys=["order-7" if i % 3 == 0 else f"k{i}", "all"])
+        for i in range(24)
+    ]
+    async with Producer("pg-query", namesrv.address, auto_batch=False) as producer:
+        results = [await producer.send(m) for m in msgs]
+    assert {r.message_queue.broker_name for r in results} == {"broker-a", "broker-b"}
+    await wait_dispatched(*brokers)
+    return results, msgs
+
+
+async def test_view_query_by_unique_key_and_by_key_across_brokers(
+    namesrv: NameServer, start_broker: BrokerFactory
+) -> None:
+    results, msgs = await _two_brokers_with_messages(namesrv, start_broker)
+    async with Admin(namesrv.address) as admin:
+        for result, msg in zip(results[:6], msgs[:6], strict=True):
+            viewed = await admin.view_message(result.offset_msg_id)
+            assert viewed.body == msg.body
+            assert viewed.msg_id == result.msg_id
+            assert viewed.broker_name == result.message_queue.broker_name
+            assert viewed.queue_offset == result.queue_offset
+
+            unique = await admin.query_by_unique_key(TOPIC, result.msg_id)
+            assert unique is not None
+            assert unique.body == msg.body and unique.offset_msg_id == result.offset_msg_id
+
+        keyed = await admin.query_by_key(TOPIC, "order-7")
+        assert sorted(m.body for m in keyed) == sorted(
+            m.body for m in msgs if "order-7" in m.key_list
+        )
+        assert {m.broker_name for m in keyed} == {"broker-a", "broker-b"}
+        # max_num bounds what each broker returns.
+        assert len(await admin.query_by_key(TOPIC, "all", max_num=3)) <= 6
+        assert await admin.query_by_key(TOPIC, "no-such-key") == []
+        assert await admin.query_by_unique_key(TOPIC, "0" * 32) is None
+
+
+async def test_query_by_key_honours_the_time_range(
+    namesrv: NameServer, start_broker: BrokerFactory
+) -> None:
+    results, _msgs = await _two_brokers_with_messages(namesrv, start_broker)
+    async with Admin(namesrv.address) as admin:
+        later = int(time.time() * 1000) + 10_000
+        assert await admin.query_by_key(TOPIC, "all", begin_ms=later, end_ms=later + 1000) == []
+        assert len(await admin.query_by_key(TOPIC, "all", max_num=64)) == len(results)
+
+
+async def test_bad_lookups_raise_clear_errors(
+    namesrv: NameServer, start_broker: BrokerFactory
+) -> None:
+    results, _msgs = await _two_brokers_with_messages(namesrv, start_broker)
+    addr, offset = decode_offset_msg_id(results[0].offset_msg_id)
+    assert addr.startswith("127.0.0.1:") and offset >= 0
+    async with Admin(namesrv.address) as admin:
+        with pytest.raises(InvalidMessageError, match=r"32 .* or 56"):
+            await admin.view_message("abc")
+        with pytest.raises(InvalidMessageError, match="not hex"):
+            await admin.view_message("z" * 32)
+        # A position past the end of the broker's commit log.
+        beyond = results[0].offset_msg_id[:16] + f"{2**40:016X}"
+        with pytest.raises(ClientError, match="no message"):
+            await admin.view_message(beyond)
+        with pytest.raises(InvalidMessageError, match="max_num"):
+            await admin.query_by_key(TOPIC, "all", max_num=0)
+        with pytest.raises(InvalidMessageError, match="key"):
+            await admin.query_by_key(TOPIC, "two words")
+        with pytest.raises(InvalidMessageError, match="begin_ms"):
+            await admin.query_by_key(TOPIC, "all", begin_ms=10, end_ms=5)
+        with pytest.raises(NoRouteError):
+            await admin.query_by_key("NoSuchTopicAnywhere", "all")
+    with pytest.raises(ClientError, match="not started"):
+        await Admin(namesrv.address).query_by_key(TOPIC, "all")
