@@ -128,9 +128,9 @@ class PushConsumer(_Blocking):
         self._consumer = self._target = AsyncPushConsumer(group, namesrv, **kwargs)
 
     def subscribe(
-        self, topic: str, expression: str = "*"
+        self, topic: str, expression: str = "*", *, sql: str | None = None
     ) -> Callable[[BlockingListener], BlockingListener]:
-        register = self._consumer.subscribe(topic, expression)
+        register = self._consumer.subscribe(topic, expression, sql=sql)
 
         def decorate(listener: BlockingListener) -> BlockingListener:
             register(listener)  # plain functions run in a worker thread
@@ -145,8 +145,8 @@ class PullConsumer(_Blocking):
     def __init__(self, group: str, namesrv: str | None = None, **kwargs: Any) -> None:
         self._pull = self._target = AsyncPullConsumer(group, namesrv, **kwargs)
 
-    def subscribe(self, topic: str, expression: str = "*") -> None:
-        self._pull.subscribe(topic, expression)
+    def subscribe(self, topic: str, expression: str = "*", *, sql: str | None = None) -> None:
+        self._pull.subscribe(topic, expression, sql=sql)
 
     def assign(self, queues: list[MessageQueue]) -> None:
         self._pull.assign(queues)

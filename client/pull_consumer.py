@@ -58,11 +58,12 @@ class PullConsumer(PushConsumer):
 
     # ----------------------------------------------------------------- subscription
 
-    def subscribe(self, topic: str, expression: str = "*") -> Any:
-        """Subscribe to ``topic`` (before ``start()``); the group shares its queues."""
+    def subscribe(self, topic: str, expression: str = "*", *, sql: str | None = None) -> Any:
+        """Subscribe to ``topic`` (before ``start()``) by tag ``expression`` or ``sql``
+        (SQL92); the group shares its queues."""
         if self._assigned is not None:
             raise ClientStateError("subscribe and assign cannot be mixed")
-        super().subscribe(topic, expression)(_unused_listener)
+        super().subscribe(topic, expression, sql=sql)(_unused_listener)
 
     def assign(self, queues: list[MessageQueue]) -> None:
         """Consume exactly these queues (no rebalance), before ``start()``."""

@@ -78,7 +78,7 @@ from remoting.headers import (
     QueueRequestHeader,
     SearchOffsetRequestHeader,
 )
-from remoting.route import MessageQueue, TopicRouteData
+from remoting.route import MessageQueue, TopicRouteData, dumps
 
 log = structlog.get_logger(__name__)
 
@@ -265,14 +265,26 @@ class PushConsumer:
 
     # ----------------------------------------------------------------- subscription
 
-    def subscribe(self, topic: str, expression: str = "*") -> Callable[[Listener], Listener]:
+    def subscribe(
+        self, topic: str, expression: str = "*", *, sql: str | None = None
+    ) -> Callable[[Listener], Listener]:
         """Register the listener of ``topic`` for messages matching the tag ``expression``
-        (``*`` or ``TagA || TagB``). Use as a decorator; call before ``start()``."""
+        (``*`` or ``TagA || TagB``), or, with ``sql``, an SQL92 expression over the message
+        properties (``"a > 5 AND region = 'eu'"``; the broker needs
+        ``enablePropertyFilter=true``). Use as a decorator; call before ``start()``."""
         check_topic(topic)
         if self._instance is not None:
             raise ClientStateError("subscribe before start()")
+        if sql is not None and (not isinstance(sql, str) or not sql.strip()):
+            raise InvalidMessageError("an SQL92 subscription needs a non-blank expression")
 
         def register(listener: Listener) -> Listener:
+            if sql is not None:
+                data = SubscriptionData(
+                    topic, sql.strip(), [], [], int(time.time() * 1000), "SQL92"
+                )
+                self.subscriptions[topic] = _Subscription(data, listener)
+                return listener
             sub_string, tags = parse_tag_expression(expression)
             data = SubscriptionData(
                 topic,
@@ -327,6 +339,13 @@ class PushConsumer:
             route = await instance.update_route(topic)
             if route is None and not topic.startswith(RETRY_PREFIX):
                 log.warning("subscribed_topic_has_no_route", topic=topic, group=self.group)
+        try:
+            await self._check_sql_subscriptions(instance)
+        except ClientError:
+            self._instance = None
+            instance.consumers.pop(self.group, None)
+            await instance.release()
+            raise
         await instance.heartbeat()
         await self.rebalance()
         log.info(
@@ -400,6 +419,38 @@ class PushConsumer:
         if self._instance is None:
             raise ClientStateError(f"consumer {self.group} is not started")
         return self._instance
+
+    async def _check_sql_subscriptions(self, instance: ClientInstance) -> None:
+        """``checkClientInBroker``: every master of an SQL92-subscribed topic is asked whether
+        it takes the expression (CHECK_CLIENT_CONFIG), so a broker without
+        ``enablePropertyFilter`` or an expression it cannot parse fails ``start()``."""
+        for topic, sub in self.subscriptions.items():
+            if sub.data.expression_type != "SQL92":
+                continue
+            route = instance.routes.get(topic) or await instance.update_route(topic)
+            if route is None:
+                continue
+            body = dumps(
+                {
+                    "clientId": instance.client_id,
+                    "group": self.group,
+                    "subscriptionData": sub.data.to_json(),
+                }
+            )
+            for bd in route.broker_datas:
+                addr = bd.master_addr
+                if addr is None:
+                    continue
+                request = RemotingCommand.request(RequestCode.CHECK_CLIENT_CONFIG, {}, body)
+                try:
+                    response = await instance.invoke_broker(addr, request, 5.0)
+                except RemotingError as exc:
+                    raise ClientError(f"broker {bd.broker_name} did not answer: {exc}") from exc
+                if response.code != ResponseCode.SUCCESS:
+                    raise ClientError(
+                        f"broker {bd.broker_name} refuses the SQL92 subscription of {topic}: "
+                        f"{response.remark}"
+                    )
 
     # ------------------------------------------------------------ ClientInstance API
 

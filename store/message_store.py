@@ -71,6 +71,8 @@ MAX_QUERY_NUM = 64  # maxMsgsNumBatch
 _FILLER_SIZE = 0x7FFFFFFF
 
 TagFilter = Callable[[int], bool]
+# Decides on the stored record itself (SQL92 on its properties): ``isMatchedByCommitLog``.
+RecordFilter = Callable[[memoryview], bool]
 
 # Store directories this process has locked (see _take_lock).
 _LOCKED_ROOTS: set[str] = set()
@@ -448,6 +450,7 @@ class MessageStore:
         queue_offset: int,
         max_count: int,
         tag_filter: TagFilter | None = None,
+        record_filter: RecordFilter | None = None,
     ) -> GetResult:
         """Messages of a queue from ``queue_offset`` (RocketMQ ``getMessage``).
 
@@ -509,6 +512,10 @@ class MessageStore:
                     result.status = GetMessageStatus.MESSAGE_WAS_REMOVING
                 continue
             view, mf = got
+            if record_filter is not None and not record_filter(view):
+                view.release()
+                mf.release()
+                continue
             result.records.append(view)
             result.queue_offsets.append(k)
             result._held.append(mf)
