@@ -258,6 +258,7 @@ class PushConsumer:
         self._workers: list[_Worker] = []
         self._idle: deque[asyncio.Future[None]] = deque()
         self._watchdog: asyncio.Task[None] | None = None
+        self._route_waiter: asyncio.Task[None] | None = None
         self._rebalance_lock = asyncio.Lock()
         self._stopping = False
         self._subs_cache: dict[str, _Subscription] | None = None
@@ -348,6 +349,14 @@ class PushConsumer:
             raise
         await instance.heartbeat()
         await self.rebalance()
+        missing = [t for t in self._all_subscriptions() if t not in self.routes]
+        if missing:
+            # A new group's retry topic is created by the broker on our first heartbeat;
+            # look for it (and any other topic not routed yet) soon, not only at the next
+            # 30 s route refresh.
+            self._route_waiter = asyncio.create_task(
+                self._find_missing_routes(missing), name="consumer-routes"
+            )
         log.info(
             "consumer_started",
             group=self.group,
@@ -361,6 +370,11 @@ class PushConsumer:
         if instance is None:
             return
         self._stopping = True
+        if self._route_waiter is not None:
+            self._route_waiter.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._route_waiter
+            self._route_waiter = None
         queues = list(self.process_queues.values())
         # Stop pulling first, and let the listeners already running finish (within grace_s)
         # with their queues still live, so what they finish is committed (Java drains the
@@ -419,6 +433,28 @@ class PushConsumer:
         if self._instance is None:
             raise ClientStateError(f"consumer {self.group} is not started")
         return self._instance
+
+    async def _find_missing_routes(self, topics: list[str]) -> None:
+        delay = 0.1
+        deadline = time.monotonic() + 60.0
+        while topics and time.monotonic() < deadline and not self._stopping:
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 5.0)
+            instance = self._instance
+            if instance is None:
+                return
+            found = False
+            for topic in list(topics):
+                try:
+                    route = await instance.update_route(topic)
+                except (RemotingError, ClientError) as exc:
+                    log.debug("route_lookup_failed", topic=topic, error=str(exc))
+                    continue
+                if route is not None:
+                    topics.remove(topic)
+                    found = True
+            if found:
+                await self.rebalance()
 
     async def _check_sql_subscriptions(self, instance: ClientInstance) -> None:
         """``checkClientInBroker``: every master of an SQL92-subscribed topic is asked whether
