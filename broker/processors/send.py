@@ -147,7 +147,7 @@ class SendProcessor:
                 ResponseCode.NO_PERMISSION,
                 f"the broker[{self.broker.address}] sending transaction message is forbidden",
             )
-        wait = props.pop("WAIT", "true").lower() != "false"
+        wait = props.get("WAIT", "true").lower() != "false"
         topic = header.topic
         delay_level = delay_level_of(props)
         if not batch and topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
@@ -157,6 +157,10 @@ class SendProcessor:
             if routed is not None:
                 topic, queue_id = routed
                 delay_level = 0
+        if batch or delay_level <= 0:
+            # A delayed message keeps WAIT in its stored properties (protocol.md §13.6: 4.9
+            # re-serialises them, WAIT included, when it parks the message).
+            props.pop("WAIT", None)
         born_host = _born_host(conn.peer)
         store_host = self.broker.store_host
         body = request.body if request.body is not None else b""
