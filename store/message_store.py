@@ -450,6 +450,7 @@ class MessageStore:
         queue_offset: int,
         max_count: int,
         tag_filter: TagFilter | None = None,
+        *,
         record_filter: RecordFilter | None = None,
     ) -> GetResult:
         """Messages of a queue from ``queue_offset`` (RocketMQ ``getMessage``).
