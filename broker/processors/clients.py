@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 import structlog
 
 from broker.clients import ClientChannel
+from broker.filter_sql import SqlFilterError, compile_sql
 from broker.topics import retry_topic
 from remoting.bodies import (
     PERM_READ,
@@ -107,11 +108,21 @@ class ClientProcessor:
             )
         if sub is None or sub.expression_type.upper() == "TAG":
             return response_to(request, ResponseCode.SUCCESS)
-        return response_to(
-            request,
-            ResponseCode.SYSTEM_ERROR,
-            f"The broker does not support consumer to filter message by {sub.expression_type}",
-        )
+        if sub.expression_type.upper() != "SQL92" or not self.broker.config.enable_property_filter:
+            return response_to(
+                request,
+                ResponseCode.SYSTEM_ERROR,
+                f"The broker does not support consumer to filter message by {sub.expression_type}",
+            )
+        try:
+            compile_sql(sub.sub_string)
+        except SqlFilterError as exc:
+            return response_to(
+                request,
+                ResponseCode.SUBSCRIPTION_PARSE_FAILED,
+                f"the SQL92 expression {sub.sub_string!r} does not parse: {exc}",
+            )
+        return response_to(request, ResponseCode.SUCCESS)
 
     # ---------------------------------------------------------------- consumer manage
 

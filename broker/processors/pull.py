@@ -14,12 +14,14 @@ once, so a slow reader never pins a segment that retention wants to delete.
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING
 
 import structlog
 
 from broker.clients import normalize_subscription
 from broker.config import BrokerRole
+from broker.filter_sql import SqlFilterError, compile_sql
 from broker.long_polling import TagFilter
 from remoting.bodies import PERM_READ, MessageModel, SubscriptionData
 from remoting.codes import ResponseCode
@@ -27,6 +29,8 @@ from remoting.command import RemotingCommand, response_to
 from remoting.connection import Connection
 from remoting.dispatch import send_response
 from remoting.headers import PullMessageRequestHeader
+from store.message_codec import RecordError, decode_properties, decode_record
+from store.message_store import RecordFilter
 from store.results import GetMessageStatus
 
 if TYPE_CHECKING:
@@ -50,6 +54,26 @@ _STATUS_CODES = {
     GetMessageStatus.OFFSET_OVERFLOW_BADLY: ResponseCode.PULL_OFFSET_MOVED,
     GetMessageStatus.OFFSET_TOO_SMALL: ResponseCode.PULL_OFFSET_MOVED,
 }
+
+
+@functools.lru_cache(maxsize=4096)
+def sql_record_filter(expression: str) -> RecordFilter:
+    """``ExpressionMessageFilter.isMatchedByCommitLog`` for an SQL92 subscription: the
+    expression compiled once (cached by its text) and run on each record's properties.
+
+    Raises:
+        SqlFilterError: the expression does not parse.
+    """
+    compiled = compile_sql(expression)
+
+    def matches(record: memoryview) -> bool:
+        try:
+            props = decode_properties(decode_record(record, 0).properties)
+        except RecordError:
+            return False
+        return compiled.matches(props)
+
+    return matches
 
 
 def tag_filter_of(sub: SubscriptionData | None) -> TagFilter | None:
@@ -119,7 +143,9 @@ class PullProcessor:
                 f"topicConfig.readQueueNums:[{tc.read_queue_nums}] consumer:[{conn.peer}]",
             )
         expression_type = (h.expression_type or "TAG").upper()
-        if expression_type != "TAG":
+        if expression_type not in ("TAG", "SQL92") or (
+            expression_type == "SQL92" and not broker.config.enable_property_filter
+        ):
             return response_to(
                 request,
                 ResponseCode.SYSTEM_ERROR,
@@ -129,7 +155,12 @@ class PullProcessor:
         sub: SubscriptionData | None
         if h.sys_flag & FLAG_SUBSCRIPTION:
             sub = normalize_subscription(
-                SubscriptionData(h.topic, h.subscription or "*", sub_version=h.sub_version)
+                SubscriptionData(
+                    h.topic,
+                    h.subscription or "*",
+                    sub_version=h.sub_version,
+                    expression_type=expression_type,
+                )
             )
         else:
             info = broker.consumers.get(h.consumer_group)
@@ -162,9 +193,27 @@ class PullProcessor:
                     "the consumer's subscription not latest",
                 )
         tag_filter = tag_filter_of(sub)
+        record_filter = None
+        if expression_type == "SQL92" or sub.expression_type.upper() == "SQL92":
+            tag_filter = None
+            try:
+                record_filter = sql_record_filter(sub.sub_string)
+            except SqlFilterError as exc:
+                return response_to(
+                    request,
+                    ResponseCode.SUBSCRIPTION_PARSE_FAILED,
+                    f"parse the consumer's subscription failed: {exc}",
+                )
 
         store = broker.store
-        got = store.get_messages(h.topic, h.queue_id, h.queue_offset, h.max_msg_nums, tag_filter)
+        got = store.get_messages(
+            h.topic,
+            h.queue_id,
+            h.queue_offset,
+            h.max_msg_nums,
+            tag_filter,
+            record_filter=record_filter,
+        )
         try:
             status = got.status
             if status in (
