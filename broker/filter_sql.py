@@ -30,6 +30,8 @@ here as on an Apache broker:
 * Three-valued logic: a comparison with NULL is NULL, ``NOT NULL`` is NULL, ``AND``/``OR``
   short-circuit as in SQL, and only TRUE selects a message.
 * NOT binds tighter than comparison (``NOT a = 1`` is ``(NOT a) = 1``), as in the grammar.
+* Parsing stops where the expression can no longer continue; what follows is ignored
+  (``a LIKE 'x'`` is the bare property ``a``), as the JavaCC parser does.
 * Compile-time checks that RocketMQ makes: only numbers (or properties) around ``>``/``<``,
   no NULL literal in ``=``/``<>``, IN only after a property, BETWEEN bounds in order, float
   literals within ``Double.MIN_VALUE`` … ``Double.MAX_VALUE`` (so ``0.0`` is refused, as there).
@@ -40,7 +42,7 @@ from __future__ import annotations
 import functools
 import math
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Final, TypeAlias
@@ -140,8 +142,9 @@ class _Token:
         return f"{self.text!r} at column {self.pos + 1}"
 
 
-def _tokenize(text: str) -> list[_Token]:
-    tokens: list[_Token] = []
+def _tokenize(text: str) -> Iterator[_Token]:
+    """Tokens on demand: like JavaCC's token manager, a bad character past the point where
+    the expression ends is never looked at."""
     pos = 0
     while pos < len(text):
         m = _TOKEN_RE.match(text, pos)
@@ -149,23 +152,23 @@ def _tokenize(text: str) -> list[_Token]:
             raise SqlFilterError(f"unexpected character {text[pos]!r} at column {pos + 1}")
         kind = m.lastgroup
         value = m.group()
+        start, pos = pos, m.end()
         if kind == "id":
             upper = value.upper()
             if upper in _KEYWORDS:
-                tokens.append(_Token(_T.KEYWORD, upper, pos))
+                yield _Token(_T.KEYWORD, upper, start)
             else:
-                tokens.append(_Token(_T.ID, value, pos))
+                yield _Token(_T.ID, value, start)
         elif kind == "float":
-            tokens.append(_Token(_T.FLOAT, value, pos))
+            yield _Token(_T.FLOAT, value, start)
         elif kind == "decimal":
-            tokens.append(_Token(_T.DECIMAL, value, pos))
+            yield _Token(_T.DECIMAL, value, start)
         elif kind == "string":
-            tokens.append(_Token(_T.STRING, value[1:-1].replace("''", "'"), pos))
+            yield _Token(_T.STRING, value[1:-1].replace("''", "'"), start)
         elif kind == "op":
-            tokens.append(_Token(_T.OP, value, pos))
-        pos = m.end()
-    tokens.append(_Token(_T.EOF, "", len(text)))
-    return tokens
+            yield _Token(_T.OP, value, start)
+    while True:
+        yield _Token(_T.EOF, "", len(text))
 
 
 # ------------------------------------------------------------------ the expression tree
@@ -403,18 +406,24 @@ def _string_test(
 
 class _Parser:
     def __init__(self, text: str) -> None:
-        self.tokens = _tokenize(text)
+        self._source = _tokenize(text)
+        self.tokens: list[_Token] = []
         self.i = 0
+
+    def _at(self, index: int) -> _Token:
+        while len(self.tokens) <= index:
+            self.tokens.append(next(self._source))
+        return self.tokens[index]
 
     @property
     def tok(self) -> _Token:
-        return self.tokens[self.i]
+        return self._at(self.i)
 
     def peek(self, ahead: int = 1) -> _Token:
-        return self.tokens[min(self.i + ahead, len(self.tokens) - 1)]
+        return self._at(self.i + ahead)
 
     def advance(self) -> _Token:
-        tok = self.tokens[self.i]
+        tok = self._at(self.i)
         if tok.kind is not _T.EOF:
             self.i += 1
         return tok
@@ -437,10 +446,10 @@ class _Parser:
         return tok.text
 
     def parse(self) -> _Node:
-        node = _as_boolean(self.or_expr())
-        if self.tok.kind is not _T.EOF:
-            raise SqlFilterError(f"unexpected {self.tok.describe()}")
-        return node
+        # Whatever follows a complete expression is ignored, not refused: RocketMQ's
+        # JmsSelector() rule has no <EOF>, so "a = 1)" compiles as "a = 1" there, and a
+        # subscription that works on an Apache broker must work here.
+        return _as_boolean(self.or_expr())
 
     def or_expr(self) -> _Node:
         left = self.and_expr()
