@@ -24,14 +24,13 @@ import asyncio
 import socket
 import struct
 import time
-from types import TracebackType
-from typing import Self
 
 import structlog
 
-from client.errors import ClientError, ClientStateError, InvalidMessageError, NoRouteError
+from client.errors import ClientError, InvalidMessageError, NoRouteError
 from client.instance import ClientInstance, namesrv_from_env
 from client.message import MessageDecodeError, MessageView, check_topic, decode_messages
+from client.service import ClientService
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
 from remoting.errors import BrokerError, RemotingError
@@ -68,7 +67,7 @@ def decode_offset_msg_id(msg_id: str) -> tuple[str, int]:
     return f"{host}:{port}", offset
 
 
-class Admin:
+class Admin(ClientService):
     """Message lookups; ``async with`` starts and shuts it down."""
 
     def __init__(self, namesrv: str | None = None, *, instance_name: str | None = None) -> None:
@@ -85,22 +84,8 @@ class Admin:
         if instance is not None:
             await instance.release()
 
-    async def __aenter__(self) -> Self:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.shutdown()
-
-    def _running(self) -> ClientInstance:
-        if self._instance is None:
-            raise ClientStateError("the admin client is not started")
-        return self._instance
+    def _describe(self) -> str:
+        return "the admin client"
 
     # ------------------------------------------------------------------------ lookups
 

@@ -28,12 +28,10 @@ import struct
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from types import TracebackType
-from typing import Self
 
 import structlog
 
-from client.errors import ClientError, ClientStateError, InvalidMessageError, NoRouteError
+from client.errors import ClientError, InvalidMessageError, NoRouteError
 from client.fault import FaultStrategy, TopicPublishInfo
 from client.instance import DEFAULT_TOPIC, ClientInstance, namesrv_from_env
 from client.message import (
@@ -49,6 +47,7 @@ from client.message import (
     compress_body,
     java_hash,
 )
+from client.service import ClientService
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
 from remoting.errors import BrokerError, RemotingError
@@ -127,7 +126,7 @@ def select_by_hash(queues: list[MessageQueue], _msg: Message, arg: object) -> Me
     return queues[abs(code % len(queues)) if code >= 0 else abs(code) % len(queues)]
 
 
-class Producer:
+class Producer(ClientService):
     """Sends messages; ``async with`` starts and shuts it down.
 
     Args:
@@ -224,22 +223,8 @@ class Producer:
         await instance.release()
         log.info("producer_stopped", group=self.group)
 
-    async def __aenter__(self) -> Self:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.shutdown()
-
-    def _running(self) -> ClientInstance:
-        if self._instance is None:
-            raise ClientStateError(f"producer {self.group} is not started")
-        return self._instance
+    def _describe(self) -> str:
+        return f"producer {self.group}"
 
     # ------------------------------------------------------------------ ClientInstance
 

@@ -32,8 +32,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
-from typing import Self, cast
+from typing import cast
 
 import structlog
 
@@ -58,6 +57,7 @@ from client.offset_store import (
     default_offset_dir,
 )
 from client.rebalance import AllocateStrategy, allocate_averagely
+from client.service import ClientService
 from remoting.bodies import (
     PERM_READ,
     ConsumeFromWhere,
@@ -168,7 +168,7 @@ class _Worker:
     timed_out: bool = False
 
 
-class PushConsumer:
+class PushConsumer(ClientService):
     """Consumes the topics it subscribes to; ``async with`` starts and shuts it down.
 
     Args:
@@ -417,22 +417,8 @@ class PushConsumer:
         await instance.release()
         log.info("consumer_stopped", group=self.group)
 
-    async def __aenter__(self) -> Self:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.shutdown()
-
-    def _running(self) -> ClientInstance:
-        if self._instance is None:
-            raise ClientStateError(f"consumer {self.group} is not started")
-        return self._instance
+    def _describe(self) -> str:
+        return f"consumer {self.group}"
 
     async def _find_missing_routes(self, topics: list[str]) -> None:
         delay = 0.1
