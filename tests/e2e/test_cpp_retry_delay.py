@@ -192,26 +192,13 @@ def _push_retry(args: dict[str, Any]) -> dict[str, Any]:
     consumer._register_callback(on_message)  # wraps it in MSG_CALLBACK_FUNC, keeps a ref
     consumer.start()
     cpp_client.emit("started", pid=os.getpid())
-    stop = threading.Event()
-
-    def watch_stdin() -> None:
-        for line in sys.stdin:
-            if line.strip() == "stop":
-                break
-        stop.set()
-
-    threading.Thread(target=watch_stdin, daemon=True).start()
-    deadline = time.monotonic() + float(args.get("deadline_s", 25))
-    reason = "deadline"
-    while time.monotonic() < deadline:
-        if stop.wait(0.05):
-            reason = "stopped"
-            break
-        with lock:
-            count, last = state["count"], state["last"]
-        if count >= expect and time.monotonic() - last >= settle_s:
-            reason = "expected"
-            break
+    reason = cpp_client.run_until_done(
+        state,
+        lock,
+        expect=expect,
+        settle_s=settle_s,
+        deadline_s=float(args.get("deadline_s", 25)),
+    )
     consumer.shutdown()
     return {"reason": reason, "count": state["count"]}
 

@@ -138,6 +138,39 @@ def produce(args: dict[str, Any]) -> dict[str, Any]:
     return {"ok": ok, "errors": errors, "elapsed_s": round(elapsed, 3)}
 
 
+def run_until_done(
+    state: dict[str, Any],
+    lock: threading.Lock,
+    *,
+    expect: int | None,
+    settle_s: float,
+    deadline_s: float,
+    poll_s: float = 0.05,
+) -> str:
+    """Wait while a consumer receives: until ``expect`` messages have come and nothing more
+    for ``settle_s`` ("expected"), a "stop" line or EOF on stdin — the test went away —
+    ("stopped"), or ``deadline_s`` ("deadline"). ``state`` holds ``count`` and ``last``
+    (monotonic time of the last message), updated under ``lock`` by the callback."""
+    stop = threading.Event()
+
+    def watch_stdin() -> None:
+        for line in sys.stdin:
+            if line.strip() == "stop":
+                break
+        stop.set()
+
+    threading.Thread(target=watch_stdin, daemon=True).start()
+    deadline = time.monotonic() + deadline_s
+    while time.monotonic() < deadline:
+        if stop.wait(poll_s):
+            return "stopped"
+        with lock:
+            count, last = state["count"], state["last"]
+        if expect is not None and count >= expect and time.monotonic() - last >= settle_s:
+            return "expected"
+    return "deadline"
+
+
 def push(args: dict[str, Any]) -> dict[str, Any]:
     model = (
         MessageModel.BROADCASTING
@@ -176,28 +209,13 @@ def push(args: dict[str, Any]) -> dict[str, Any]:
     consumer.subscribe(args["topic"], on_message, args.get("expression", "*"))
     consumer.start()
     emit("started", pid=os.getpid())
-
-    stop = threading.Event()
-
-    def watch_stdin() -> None:
-        # A "stop" line or EOF (the test went away) ends the run.
-        for line in sys.stdin:
-            if line.strip() == "stop":
-                break
-        stop.set()
-
-    threading.Thread(target=watch_stdin, daemon=True).start()
-    deadline = time.monotonic() + float(args.get("deadline_s", 60))
-    reason = "deadline"
-    while time.monotonic() < deadline:
-        if stop.wait(0.1):
-            reason = "stopped"
-            break
-        with lock:
-            count, last = state["count"], state["last"]
-        if expect is not None and count >= int(expect) and time.monotonic() - last >= settle_s:
-            reason = "expected"
-            break
+    reason = run_until_done(
+        state,
+        lock,
+        expect=None if expect is None else int(expect),
+        settle_s=settle_s,
+        deadline_s=float(args.get("deadline_s", 60)),
+    )
     started = time.monotonic()
     consumer.shutdown()
     return {"reason": reason, "count": state["count"], "shutdown_s": time.monotonic() - started}
