@@ -4,10 +4,10 @@ RocketMQ counterpart: ``PullRequestHoldService`` and ``NotifyMessageArrivingList
 pull with the suspend flag that finds nothing is parked under ``topic@queueId`` for the
 client's ``suspendTimeoutMillis`` (or ``shortPollingTimeMills`` when long polling is off).
 It is run again (without suspension) as soon as the store dispatches a message for that
-queue that passes the request's tag filter, when its time is up, or on the periodic
-re-check (every 5 s; 1 s for short polling) that also catches messages whose arrival was not
-signalled. The answer of the re-run is sent on the request's connection, even if it is
-PULL_NOT_FOUND again.
+queue that passes the request's tag filter (and its SQL92 expression), when its time is up,
+or on the periodic re-check (every 5 s; 1 s for short polling) that also catches messages
+whose arrival was not signalled. The answer of the re-run is sent on the request's
+connection, even if it is PULL_NOT_FOUND again.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from store.dispatch import Arrival
 log = structlog.get_logger(__name__)
 
 TagFilter = Callable[[int], bool]
+PropertiesFilter = Callable[[dict[str, str]], bool]
 Rerun = Callable[[Connection, RemotingCommand], None]
 MaxOffset = Callable[[str, int], int]
 
@@ -37,6 +38,7 @@ class HeldPull:
     pull_from_offset: int
     deadline: float  # loop time
     tag_filter: TagFilter | None
+    props_filter: PropertiesFilter | None = field(default=None)
     timer: asyncio.TimerHandle | None = field(default=None)
 
 
@@ -70,10 +72,11 @@ class PullHoldService:
         pull_from_offset: int,
         timeout_ms: int,
         tag_filter: TagFilter | None,
+        props_filter: PropertiesFilter | None = None,
     ) -> None:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_ms / 1000
-        pull = HeldPull(conn, request, pull_from_offset, deadline, tag_filter)
+        pull = HeldPull(conn, request, pull_from_offset, deadline, tag_filter, props_filter)
         key = (topic, queue_id)
         self.held.setdefault(key, []).append(pull)
         # A timer per request answers it on time; a 5 s sweep alone would overshoot the
@@ -121,6 +124,12 @@ class PullHoldService:
             if arrival.max_offset > p.pull_from_offset
             and (p.tag_filter is None or p.tag_filter(arrival.tags_code))
         ]
+        if any(p.props_filter is not None for p in woken):
+            # An SQL92 pull wakes only for a message its expression selects, as RocketMQ's
+            # listener checks isMatchedByCommitLog on the dispatched properties; the periodic
+            # re-check still wakes it for anything (it may have missed an arrival).
+            props = arrival.properties
+            woken = [p for p in woken if p.props_filter is None or p.props_filter(props)]
         if not woken:
             return
         # Run after dispatch has finished its batch, not inside it.

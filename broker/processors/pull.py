@@ -194,9 +194,11 @@ class PullProcessor:
                 )
         tag_filter = tag_filter_of(sub)
         record_filter = None
-        if expression_type == "SQL92" or sub.expression_type.upper() == "SQL92":
+        props_filter = None
+        if sub.expression_type.upper() == "SQL92":
             tag_filter = None
             try:
+                props_filter = compile_sql(sub.sub_string).matches
                 record_filter = sql_record_filter(sub.sub_string)
             except SqlFilterError as exc:
                 return response_to(
@@ -257,6 +259,7 @@ class PullProcessor:
                 pull_from_offset=h.queue_offset,
                 timeout_ms=timeout_ms,
                 tag_filter=tag_filter,
+                props_filter=props_filter,
             )
             return None
         if code == ResponseCode.PULL_OFFSET_MOVED:

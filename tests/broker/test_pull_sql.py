@@ -3,19 +3,24 @@ the expression runs on each stored record's properties (``isMatchedByCommitLog``
 
 from __future__ import annotations
 
+import asyncio
+
 from broker.broker import Broker
 from remoting.bodies import ConsumerData, HeartbeatData, SubscriptionData
 from remoting.client import RemotingClient
 from remoting.codes import RequestCode, ResponseCode
 from tests.broker.conftest import (
     PULL_SUBSCRIPTION,
+    PULL_SUSPEND,
     BrokerFactory,
+    ClientFactory,
     call,
     pull_header,
     record_props,
     records,
     send_ok,
     wait_dispatched,
+    wait_until,
 )
 
 TOPIC = "TopicSql"
@@ -93,3 +98,34 @@ async def test_tag_pulls_are_unchanged_on_a_filtering_broker(
     response = await call(client, broker.address, RequestCode.PULL_MESSAGE, ext)
     assert response.code == ResponseCode.SUCCESS
     assert len(records(response.body_bytes)) == 6
+
+
+async def test_held_pull_wakes_only_for_a_message_its_expression_selects(
+    start_broker: BrokerFactory, client: RemotingClient, start_client: ClientFactory
+) -> None:
+    # No periodic re-check during the test: it wakes held pulls without any filter.
+    broker = await start_broker(enable_property_filter=True, long_polling_check_interval_ms=60_000)
+    consumer = await start_client()
+    await send_ok(client, broker.address, TOPIC, b"first", extra={"a": "0"})
+    await wait_dispatched(broker)
+    ext = pull_header(
+        TOPIC,
+        offset=1,
+        subscription="a > 5",
+        sys_flag=PULL_SUBSCRIPTION | PULL_SUSPEND,
+        suspend_ms=5000,
+    )
+    ext["expressionType"] = "SQL92"
+    held = asyncio.create_task(
+        call(consumer, broker.address, RequestCode.PULL_MESSAGE, ext, timeout_s=8.0)
+    )
+    await wait_until(lambda: broker.pull_hold.count == 1, "a parked pull")
+    await send_ok(client, broker.address, TOPIC, b"small", extra={"a": "1"})
+    await wait_dispatched(broker)
+    done, _ = await asyncio.wait({held}, timeout=0.3)
+    assert not done, "a pull for a > 5 was answered by a message with a = 1"
+
+    await send_ok(client, broker.address, TOPIC, b"big", extra={"a": "9"})
+    response = await asyncio.wait_for(held, 3.0)
+    assert response.code == ResponseCode.SUCCESS, response
+    assert [record_props(i)["a"] for i in records(response.body_bytes)] == ["9"]
