@@ -326,6 +326,20 @@ class MessageView:
     def size(self) -> int:
         return len(self.body)
 
+    @property
+    def user_properties(self) -> dict[str, str]:
+        """The properties the sender set, without the ones RocketMQ and the SDK add."""
+        return {k: v for k, v in self.properties.items() if k not in RESERVED_PROPERTIES}
+
+    def to_message(self, topic: str | None = None) -> Message:
+        """A new message with this one's body, tags, keys and user properties, for ``topic``
+        or else the topic it was first sent to (a retry or dead-letter copy names it in
+        RETRY_TOPIC): how a dead letter is re-sent once its cause is fixed."""
+        target = topic or self.properties.get(PROPERTY_RETRY_TOPIC) or self.topic
+        return Message(
+            target, self.body, tags=self.tags, keys=self.keys, properties=self.user_properties
+        )
+
 
 _HEAD = struct.Struct(">iiiiiqqiq")  # TOTALSIZE .. BORNTIMESTAMP (48 bytes)
 _INT = struct.Struct(">i")

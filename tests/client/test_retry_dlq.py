@@ -20,7 +20,16 @@ import pytest
 import client.instance
 from broker.broker import Broker
 from broker.namesrv.server import NameServer
-from client import ConsumeResult, Message, MessageQueue, MessageView, Producer, PushConsumer
+from client import (
+    ConsumeFromWhere,
+    ConsumeResult,
+    Message,
+    MessageQueue,
+    MessageView,
+    Producer,
+    PullConsumer,
+    PushConsumer,
+)
 from tests.client.conftest import BrokerFactory, create_topic, stored, wait_until
 from tests.client.test_push_consumer import committed, make_consumer
 
@@ -113,6 +122,56 @@ async def test_always_failing_message_ends_in_the_dlq(
     assert (tc.read_queue_nums, tc.write_queue_nums) == (1, 1)
     # Two retries went through the retry topic; the third failure went straight to the DLQ.
     assert broker.store.get_max_offset("%RETRY%cg-poison", 0) == 2
+
+
+async def test_a_dead_letter_can_be_read_and_sent_again(
+    namesrv: NameServer, broker: Broker, producer: Producer
+) -> None:
+    await create_topic(broker, TOPIC, queues=1)
+    original = Message(TOPIC, b"fix-me", tags="TagF", keys=["f-1"], properties={"order": "7"})
+    await producer.send(original)
+    fixed = asyncio.Event()
+    seen: list[MessageView] = []
+
+    async def fail_until_fixed(msg: MessageView) -> ConsumeResult:
+        seen.append(msg)
+        return ConsumeResult.SUCCESS if fixed.is_set() else ConsumeResult.RECONSUME_LATER
+
+    # max_reconsume_times=0: the first failure goes straight to the dead-letter queue
+    consumer = make_consumer(namesrv, "cg-redrive", fail_until_fixed, TOPIC, max_reconsume_times=0)
+    async with consumer:
+        await wait_until(
+            lambda: broker.store.get_max_offset("%DLQ%cg-redrive", 0) == 1, "the dead letter"
+        )
+        # An operator reads the dead-letter topic like any other (it is readable, as in 4.9)…
+        reader = PullConsumer(
+            "cg-dlq-reader",
+            namesrv.address,
+            consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+        )
+        reader.subscribe("%DLQ%cg-redrive")
+        letters: list[MessageView] = []
+        async with reader, asyncio.timeout(10):
+            while not letters:
+                letters += await reader.poll(0.5)
+        (letter,) = letters
+        assert letter.topic == "%DLQ%cg-redrive"
+        # …fixes the cause and sends it again, to the topic it was first sent to.
+        again = letter.to_message()
+        assert (again.topic, again.body, again.tags, again.keys) == (
+            TOPIC,
+            b"fix-me",
+            "TagF",
+            ["f-1"],
+        )
+        assert again.properties == {"order": "7"}
+        fixed.set()
+        await producer.send(again)
+        await wait_until(lambda: len(seen) == 2, "the re-sent message")
+    assert [(m.topic, m.body, m.properties["order"]) for m in seen] == [
+        (TOPIC, b"fix-me", "7"),
+        (TOPIC, b"fix-me", "7"),
+    ]
 
 
 async def test_listener_exception_is_a_retry(
