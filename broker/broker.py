@@ -29,6 +29,7 @@ from broker.offsets import OffsetTable
 from broker.persist import write_json
 from broker.processors.admin import AdminProcessor
 from broker.processors.clients import ClientProcessor
+from broker.processors.end_transaction import EndTransactionProcessor
 from broker.processors.pull import PullProcessor
 from broker.processors.send import SendProcessor
 from broker.processors.send_back import SendBackProcessor
@@ -37,6 +38,7 @@ from broker.schedule import ScheduleService
 from broker.stats import SAMPLE_INTERVAL_S, BrokerStats
 from broker.subscriptions import SubscriptionGroupTable
 from broker.topics import TopicTable
+from broker.transaction import TransactionService
 from remoting.client import RemotingClient
 from remoting.codes import RequestCode
 from remoting.connection import Connection
@@ -75,6 +77,7 @@ class Broker:
             root / "config" / "delayOffset.json",
             config.flush_delay_offset_interval_ms / 1000,
         )
+        self.transactions = TransactionService(self)
         self.subscription_groups = SubscriptionGroupTable(
             root / "config" / "subscriptionGroup.json",
             auto_create=config.auto_create_subscription_group,
@@ -151,6 +154,12 @@ class Broker:
         table.register(
             RequestCode.CONSUMER_SEND_MSG_BACK,
             send_back.handle,
+            self.send_lane,
+            reject=self._store_busy,
+        )
+        table.register(
+            RequestCode.END_TRANSACTION,
+            EndTransactionProcessor(self).handle,
             self.send_lane,
             reject=self._store_busy,
         )
@@ -240,6 +249,7 @@ class Broker:
         self.pull_hold.start()
         if self.config.broker_role is not BrokerRole.SLAVE:
             self.schedule.start()
+            self.transactions.start()
         await self.registration.start()
         self._tasks = [
             asyncio.create_task(
@@ -342,6 +352,7 @@ class Broker:
         await self.pull_hold.shutdown()
         await self.server.shutdown()
         await self.schedule.shutdown()
+        await self.transactions.shutdown()
         if self.vip_server is not None:
             await self.vip_server.shutdown()
         await self.client.shutdown()

@@ -87,6 +87,10 @@ class BrokerConfig:
     pull_lane_capacity: int = 100_000  # pullThreadPoolQueueCapacity
     wait_time_mills_in_send_queue: int = 200  # waitTimeMillsInSendQueue
     wait_time_mills_in_pull_queue: int = 5_000  # waitTimeMillsInPullQueue
+    reject_transaction_message: bool = False  # rejectTransactionMessage
+    transaction_check_interval_ms: int = 60_000  # transactionCheckInterval
+    transaction_timeout_ms: int = 6_000  # transactionTimeOut: a half message checked after
+    transaction_check_max: int = 15  # transactionCheckMax: then dropped as rolled back
     store: StoreConfig = field(default_factory=StoreConfig)
 
     def __post_init__(self) -> None:
@@ -112,6 +116,9 @@ class BrokerConfig:
             "pull_lane_capacity",
             "wait_time_mills_in_send_queue",
             "wait_time_mills_in_pull_queue",
+            "transaction_check_interval_ms",
+            "transaction_timeout_ms",
+            "transaction_check_max",
         ):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive")
@@ -168,6 +175,10 @@ BROKER_KEYS: dict[str, tuple[str, str]] = {
     "pullThreadPoolQueueCapacity": ("", "pull_lane_capacity"),
     "waitTimeMillsInSendQueue": ("", "wait_time_mills_in_send_queue"),
     "waitTimeMillsInPullQueue": ("", "wait_time_mills_in_pull_queue"),
+    "rejectTransactionMessage": ("", "reject_transaction_message"),
+    "transactionCheckInterval": ("", "transaction_check_interval_ms"),
+    "transactionTimeOut": ("", "transaction_timeout_ms"),
+    "transactionCheckMax": ("", "transaction_check_max"),
     "storePathRootDir": ("store", "root_dir"),
     "mappedFileSizeCommitLog": ("store", "commit_log_file_bytes"),
     "mappedFileSizeConsumeQueue": ("store", "consume_queue_file_bytes"),

@@ -26,8 +26,10 @@ from broker.topics import (
     DLQ_GROUP_TOPIC_PREFIX,
     NOT_ALLOWED_SEND_TOPICS,
     RETRY_GROUP_TOPIC_PREFIX,
+    TRANS_HALF_TOPIC,
     check_topic_name,
 )
+from broker.transaction import ensure_system_topics, is_half
 from remoting.bodies import PERM_READ, PERM_WRITE, TopicConfig
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand, response_to
@@ -35,7 +37,8 @@ from remoting.connection import Connection
 from remoting.headers import SendMessageRequestHeader
 from store.message_codec import (
     MULTI_TAGS_FLAG,
-    TRANSACTION_PREPARED_TYPE,
+    PROPERTY_REAL_QUEUE_ID,
+    PROPERTY_REAL_TOPIC,
     TRANSACTION_TYPE_MASK,
     Host,
     MessageBatch,
@@ -55,7 +58,7 @@ _UNKNOWN_HOST: Host = (bytes(4), 0)
 DLQ_QUEUE_NUMS = 1  # DLQ_NUMS_PER_GROUP
 _FAQ = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
 
-_STATUS_CODES: dict[PutMessageStatus, tuple[int, str | None]] = {
+STATUS_CODES: dict[PutMessageStatus, tuple[int, str | None]] = {
     PutMessageStatus.PUT_OK: (ResponseCode.SUCCESS, None),
     PutMessageStatus.FLUSH_DISK_TIMEOUT: (ResponseCode.FLUSH_DISK_TIMEOUT, None),
     PutMessageStatus.FLUSH_SLAVE_TIMEOUT: (ResponseCode.FLUSH_SLAVE_TIMEOUT, None),
@@ -135,13 +138,8 @@ class SendProcessor:
             queue_id = random.randrange(max(1, tc.write_queue_nums))  # noqa: S311 - load spread
         props_text = header.properties or ""
         props = decode_properties(props_text)
-        if not batch and (
-            header.sys_flag & TRANSACTION_TYPE_MASK == TRANSACTION_PREPARED_TYPE
-            or props.get("TRAN_MSG", "").lower() == "true"
-        ):
-            # Half messages need the transaction service (check-back, commit/rollback); until
-            # the broker has it, refuse them as RocketMQ does with rejectTransactionMessage
-            # rather than store a message no consumer would ever see.
+        half = not batch and is_half(header.sys_flag, props)
+        if half and self.broker.config.reject_transaction_message:
             return response_to(
                 request,
                 ResponseCode.NO_PERMISSION,
@@ -157,15 +155,26 @@ class SendProcessor:
             if routed is not None:
                 topic, queue_id = routed
                 delay_level = 0
-        if batch or delay_level <= 0:
+        store_queue_id = queue_id
+        sys_flag = header.sys_flag
+        if half:
+            # parseHalfMessageInner: parked in the half queue, its target kept in properties;
+            # a client's DELAY waits for the commit.
+            ensure_system_topics(self.broker)
+            props[PROPERTY_REAL_TOPIC] = topic
+            props[PROPERTY_REAL_QUEUE_ID] = str(queue_id)
+            topic, store_queue_id = TRANS_HALF_TOPIC, 0
+            sys_flag &= ~TRANSACTION_TYPE_MASK
+            delay_level = 0
+        elif batch or delay_level <= 0:
             # A delayed message keeps WAIT in its stored properties (protocol.md §13.6: 4.9
-            # re-serialises them, WAIT included, when it parks the message).
+            # re-serialises them, WAIT included, when it parks the message); so does a half
+            # message, whose property string the commit stores unchanged.
             props.pop("WAIT", None)
         born_host = _born_host(conn.peer)
         store_host = self.broker.store_host
         body = request.body if request.body is not None else b""
         store = self.broker.store
-        sys_flag = header.sys_flag
         if tc.topic_filter_type == "MULTI_TAG":
             sys_flag |= MULTI_TAGS_FLAG
         if batch:
@@ -189,7 +198,7 @@ class SendProcessor:
             put = await store.put_message(
                 MessageInner(
                     topic=topic,
-                    queue_id=queue_id,
+                    queue_id=store_queue_id,
                     body=body,
                     properties=encode_properties(props),
                     flag=header.flag,
@@ -286,7 +295,7 @@ class SendProcessor:
         return tc
 
     def _response(self, request: RemotingCommand, put: PutResult, queue_id: int) -> RemotingCommand:
-        code, remark = _STATUS_CODES[put.status]
+        code, remark = STATUS_CODES[put.status]
         append = put.append
         if append is None or not put.status.stored:
             if put.remark:

@@ -211,6 +211,7 @@ def send_header(
     sys_flag: int = 0,
     flag: int = 0,
     batch: bool = False,
+    born_timestamp: int = BORN_TIMESTAMP,
 ) -> SendMessageRequestHeader:
     return SendMessageRequestHeader(
         producer_group=producer_group,
@@ -219,7 +220,7 @@ def send_header(
         default_topic_queue_nums=default_topic_queue_nums,
         queue_id=queue_id,
         sys_flag=sys_flag,
-        born_timestamp=BORN_TIMESTAMP,
+        born_timestamp=born_timestamp,
         flag=flag,
         properties=props,
         reconsume_times=0,

@@ -401,15 +401,14 @@ async def test_half_message_with_delay_is_not_scheduled(
         sys_flag=TRANSACTION_PREPARED_TYPE,
         extra={"TRAN_MSG": "true", "PGROUP": "pg", "DELAY": "2"},
     )
-    if response.code == ResponseCode.NO_PERMISSION:
-        pytest.skip("the broker refuses half messages (no transaction service yet)")
     assert response.code == ResponseCode.SUCCESS, response
     await wait_dispatched(broker)
     assert count(broker, SCHEDULE_TOPIC, 1) == 0
+    assert count(broker, "RMQ_SYS_TRANS_HALF_TOPIC", 0) == 1
 
 
 async def test_store_does_not_schedule_a_prepared_message(broker: Broker) -> None:
-    """The store rule under the refusal above: only non-transactional and committed
+    """The store rule under the test above: only non-transactional and committed
     messages with a DELAY level go to SCHEDULE_TOPIC_XXXX."""
     result = await broker.store.put_message(
         MessageInner(

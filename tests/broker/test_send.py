@@ -17,7 +17,7 @@ from remoting.client import RemotingClient
 from remoting.codes import RequestCode, ResponseCode, SerializeType
 from remoting.command import RemotingCommand
 from store.config import FlushDiskType
-from store.message_codec import decode_offset_msg_id
+from store.message_codec import decode_offset_msg_id, decode_record
 from tests.broker.conftest import (
     BORN_TIMESTAMP,
     BrokerFactory,
@@ -589,18 +589,39 @@ async def test_broker_also_serves_the_vip_port(
     [({"TRAN_MSG": "true", "PGROUP": "pg"}, 0x4), ({"TRAN_MSG": "true"}, 0), ({}, 0x4)],
     ids=["flag-and-property", "property-only", "flag-only"],
 )
-async def test_transactional_half_messages_are_refused_not_lost(
+async def test_transactional_half_messages_wait_in_the_half_topic(
     broker: Broker, client: RemotingClient, extra: dict[str, str], sys_flag: int
 ) -> None:
-    """Without the transaction service a half message could never be committed: it is
-    refused with NO_PERMISSION (RocketMQ's rejectTransactionMessage answer), never stored."""
+    """A half message is parked in RMQ_SYS_TRANS_HALF_TOPIC queue 0, its target in
+    REAL_TOPIC / REAL_QID and its sysFlag type cleared; the real topic sees nothing yet."""
+    await send_ok(client, broker.address, "TopicTx", b"first", queue_id=2)
     response = await send(
-        client, broker.address, "TopicTx", b"half", extra=extra, sys_flag=sys_flag
+        client, broker.address, "TopicTx", b"half", queue_id=2, extra=extra, sys_flag=sys_flag
+    )
+    assert response.code == ResponseCode.SUCCESS, response
+    assert response.ext_fields["queueId"] == "2"
+    assert response.ext_fields["queueOffset"] == "0"  # of the half queue
+    await wait_dispatched(broker)
+    assert broker.store.get_max_offset("TopicTx", 2) == 1
+    assert broker.store.get_max_offset("RMQ_SYS_TRANS_HALF_TOPIC", 0) == 1
+    _, offset = decode_offset_msg_id(response.ext_fields["msgId"])
+    record = broker.store.look_message_by_offset(offset)
+    assert record is not None
+    info = decode_record(record, 0, check_crc=True)
+    assert (info.topic, info.queue_id, info.sys_flag & 0xC) == ("RMQ_SYS_TRANS_HALF_TOPIC", 0, 0)
+    props = record_props(info)
+    assert (props["REAL_TOPIC"], props["REAL_QID"]) == ("TopicTx", "2")
+    assert props["WAIT"] == "true"  # kept: the commit stores this property string unchanged
+
+
+async def test_reject_transaction_message_refuses_half_messages(
+    start_broker: BrokerFactory, client: RemotingClient
+) -> None:
+    broker = await start_broker(reject_transaction_message=True)
+    response = await send(
+        client, broker.address, "TopicTx", b"half", extra={"TRAN_MSG": "true"}, sys_flag=0x4
     )
     assert response.code == ResponseCode.NO_PERMISSION, response
-    assert response.remark is not None
-    assert "sending transaction message is forbidden" in response.remark
+    assert "sending transaction message is forbidden" in (response.remark or "")
     await assert_still_serves(client, broker)
-    assert broker.store.commit_log.max_offset == broker.store.commit_log.min_offset or all(
-        "TopicTx" not in key for key in broker.store.commit_log.queue_offsets
-    )
+    assert broker.store.get_max_offset("RMQ_SYS_TRANS_HALF_TOPIC", 0) == 0

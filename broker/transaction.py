@@ -1,0 +1,405 @@
+"""Transactional messages: half records, op records, and the check-back service.
+
+RocketMQ counterpart (4.9): ``TransactionalMessageBridge`` (half and op records),
+``TransactionalMessageServiceImpl.check`` with ``TransactionalMessageCheckService`` (the
+periodic scan) and ``AbstractTransactionalMessageCheckListener`` (CHECK_TRANSACTION_STATE to a
+producer). protocol.md §13.5 and store-format.md §13 are the reference.
+
+A half message is stored in ``RMQ_SYS_TRANS_HALF_TOPIC`` queue 0 with its target in
+REAL_TOPIC / REAL_QID, so consumers never see it. END_TRANSACTION commits it (the message is
+stored again, now for its real topic, then an op record) or rolls it back (an op record only).
+An op record, in ``RMQ_SYS_TRANS_OP_HALF_TOPIC`` with tag ``d``, holds the half record's queue
+offset as decimal text: the op queue is the log of decided transactions.
+
+Every ``transactionCheckInterval`` the service walks the half queue from the consume offset of
+group ``CID_RMQ_SYS_TRANS``, skipping what the op queue says is decided. A half message older
+than ``transactionTimeOut`` (or its CHECK_IMMUNITY_TIME_IN_SECONDS) gets one more
+TRANSACTION_CHECK_TIMES, is appended again (so the scan can move past it and still find it
+next time) and CHECK_TRANSACTION_STATE goes to a live producer of its group with the new
+offsets; the producer answers with END_TRANSACTION. After ``transactionCheckMax`` checks it
+goes to ``TRANS_CHECK_MAX_TIME_TOPIC`` and counts as rolled back. The half and op offsets of
+``CID_RMQ_SYS_TRANS`` live in consumerOffset.json, so a restarted broker carries on where it
+stopped; the op queue makes a re-scan harmless.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import structlog
+
+from broker.topics import TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
+from remoting.bodies import PERM_READ, PERM_WRITE
+from remoting.codes import RequestCode
+from remoting.command import RemotingCommand
+from remoting.headers import CheckTransactionStateRequestHeader
+from store.message_codec import (
+    PROPERTY_REAL_QUEUE_ID,
+    PROPERTY_REAL_TOPIC,
+    TRANSACTION_PREPARED_TYPE,
+    TRANSACTION_TYPE_MASK,
+    MessageInner,
+    RecordError,
+    RecordInfo,
+    decode_properties,
+    encode_properties,
+    encode_record,
+    inner_from_record,
+    offset_msg_id,
+    patch_append_fields,
+)
+
+if TYPE_CHECKING:
+    from broker.broker import Broker
+    from store.results import AppendResult
+
+log = structlog.get_logger(__name__)
+
+CHECK_GROUP = "CID_RMQ_SYS_TRANS"
+HALF_QUEUE_ID = 0
+OP_TAG = "d"
+PROPERTY_TRANSACTION_PREPARED = "TRAN_MSG"
+PROPERTY_PRODUCER_GROUP = "PGROUP"
+PROPERTY_CHECK_TIMES = "TRANSACTION_CHECK_TIMES"
+PROPERTY_CHECK_IMMUNITY = "CHECK_IMMUNITY_TIME_IN_SECONDS"
+PROPERTY_PREPARED_QUEUE_OFFSET = "TRAN_PREPARED_QUEUE_OFFSET"
+PROPERTY_UNIQ_KEY = "UNIQ_KEY"
+MAX_SCAN_S = 60.0  # MAX_PROCESS_TIME_LIMIT: one scan stops after a minute
+_OP_PROPERTIES = encode_properties({"TAGS": OP_TAG, "WAIT": "true"})
+
+
+def is_half(sys_flag: int, props: dict[str, str]) -> bool:
+    """A prepared message: the PREPARED sysFlag type, or TRAN_MSG=true as clients also set."""
+    return (
+        sys_flag & TRANSACTION_TYPE_MASK == TRANSACTION_PREPARED_TYPE
+        or props.get(PROPERTY_TRANSACTION_PREPARED, "").lower() == "true"
+    )
+
+
+def ensure_system_topics(broker: Broker) -> None:
+    """The half and op topics, created on first use as ``selectTopicConfig`` does."""
+    for topic in (TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC):
+        broker.topics.create_internal(topic, 1, PERM_READ | PERM_WRITE)
+
+
+@dataclass(slots=True)
+class CheckRound:
+    """What one scan did (for logs, tests and metrics)."""
+
+    checked: int = 0
+    discarded: int = 0
+    renewed: int = 0
+    skipped_done: int = 0
+    no_producer: int = 0
+
+
+class TransactionService:
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        config = broker.config
+        self.interval_s = config.transaction_check_interval_ms / 1000
+        self.timeout_ms = config.transaction_timeout_ms
+        self.check_max = config.transaction_check_max
+        self._task: asyncio.Task[None] | None = None
+        self._lock = asyncio.Lock()
+        self.checks_sent = 0
+        self.discarded = 0
+
+    # ------------------------------------------------------------------ op records
+
+    async def write_op(self, half: RecordInfo) -> bool:
+        """Record that the half message at ``half.queue_offset`` is decided."""
+        broker = self.broker
+        ensure_system_topics(broker)
+        op = MessageInner(
+            topic=TRANS_OP_HALF_TOPIC,
+            queue_id=half.queue_id,
+            body=str(half.queue_offset).encode(),
+            properties=_OP_PROPERTIES,
+            born_timestamp=int(time.time() * 1000),
+            born_host=broker.store_host,
+            store_host=broker.store_host,
+        )
+        result = await broker.store.put_message(op)
+        if not result.status.stored:
+            log.warning(
+                "transaction_op_refused", half_offset=half.queue_offset, status=result.status.name
+            )
+        return result.status.stored
+
+    # ------------------------------------------------------------------ the check loop
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.create_task(self._run(), name="transaction-check")
+
+    async def shutdown(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    async def _run(self) -> None:
+        while True:
+            await asyncio.sleep(self.interval_s)
+            try:
+                await self.check_once()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("transaction_check_failed")
+
+    async def check_once(self) -> CheckRound:
+        """One scan of the half queue (``TransactionalMessageServiceImpl.check``)."""
+        async with self._lock:
+            return await self._scan()
+
+    def _consume_offset(self, topic: str) -> int:
+        store = self.broker.store
+        offset = self.broker.offsets.query(CHECK_GROUP, topic, HALF_QUEUE_ID)
+        low = store.get_min_offset(topic, HALF_QUEUE_ID)
+        return low if offset < low else offset
+
+    def _decided(self, op_offset: int, half_offset: int) -> tuple[dict[int, int], list[int]]:
+        """``fillOpRemoveMap``: half offset → op offset for decisions not yet behind the
+        scan, and the op offsets that are (already consumed)."""
+        store = self.broker.store
+        decided: dict[int, int] = {}
+        behind: list[int] = []
+        cq = store.queues.get(TRANS_OP_HALF_TOPIC, HALF_QUEUE_ID)
+        if cq is None:
+            return decided, behind
+        start = max(op_offset, cq.min_offset)
+        for queue_offset, (commit_log_offset, _size, _tags) in list(
+            cq.entries(start, cq.max_offset - start)
+        ):
+            record = store.look_message_by_offset(commit_log_offset)
+            if record is None:
+                behind.append(queue_offset)
+                continue
+            try:
+                _info, inner = inner_from_record(record)
+                value = int(bytes(inner.body))
+            except (RecordError, ValueError):
+                log.warning("transaction_op_unreadable", op_offset=queue_offset)
+                behind.append(queue_offset)
+                continue
+            if value < half_offset:
+                behind.append(queue_offset)
+            else:
+                decided[value] = queue_offset
+        return decided, behind
+
+    async def _scan(self) -> CheckRound:
+        broker = self.broker
+        store = broker.store
+        done = CheckRound()
+        half_cq = store.queues.get(TRANS_HALF_TOPIC, HALF_QUEUE_ID)
+        if half_cq is None:
+            return done
+        half_offset = self._consume_offset(TRANS_HALF_TOPIC)
+        op_offset = self._consume_offset(TRANS_OP_HALF_TOPIC)
+        decided, done_ops = self._decided(op_offset, half_offset)
+        started_ms = int(time.time() * 1000)
+        deadline = time.monotonic() + MAX_SCAN_S
+        end = half_cq.max_offset  # what is appended during the scan waits for the next one
+        position = half_offset
+        while position < end and time.monotonic() < deadline:
+            if position in decided:
+                done_ops.append(decided.pop(position))
+                done.skipped_done += 1
+                position += 1
+                continue
+            entry = next(iter(half_cq.entries(position, 1)), None)
+            record = None if entry is None else store.look_message_by_offset(entry[1][0])
+            if record is None:
+                position += 1  # aged out of the store: nothing left to decide
+                continue
+            try:
+                info, inner = inner_from_record(record)
+            except RecordError:
+                log.warning("transaction_half_unreadable", half_offset=position)
+                position += 1
+                continue
+            props = decode_properties(info.properties)
+            renewed_from = props.get(PROPERTY_PREPARED_QUEUE_OFFSET, "")
+            if renewed_from.isdigit() and int(renewed_from) in decided:
+                # A copy made for its immunity time; the producer decided the original.
+                done_ops.append(decided.pop(int(renewed_from)))
+                done.skipped_done += 1
+                position += 1
+                continue
+            times = _int(props.get(PROPERTY_CHECK_TIMES), 0)
+            reserved_ms = broker.config.store.file_reserved_hours * 3_600_000
+            if times >= self.check_max or started_ms - info.store_timestamp > reserved_ms:
+                await self._discard(info, inner, props, times)
+                done.discarded += 1
+                position += 1
+                continue
+            if info.store_timestamp >= started_ms:
+                break  # stored after the scan began
+            age_ms = started_ms - info.born_timestamp
+            immunity_ms = self.timeout_ms
+            custom = _int(props.get(PROPERTY_CHECK_IMMUNITY), -1)
+            if custom >= 0:
+                immunity_ms = custom * 1000
+            if age_ms < immunity_ms:
+                if custom < 0 or renewed_from:
+                    break  # younger than the timeout: so is everything after it
+                # A long immunity of its own must not hold up the queue behind it: append
+                # a copy that remembers this offset, and move on.
+                props[PROPERTY_PREPARED_QUEUE_OFFSET] = str(position)
+                if await self._append_half(inner, props) is None:
+                    break
+                done.renewed += 1
+                position += 1
+                continue
+            props[PROPERTY_CHECK_TIMES] = str(times + 1)
+            appended = await self._append_half(inner, props)
+            if appended is None:
+                break  # the store refused; try again next round
+            position += 1
+            if self._send_check(inner, props, appended):
+                done.checked += 1
+            else:
+                done.no_producer += 1
+        if position != half_offset:
+            broker.offsets.commit(CHECK_GROUP, TRANS_HALF_TOPIC, HALF_QUEUE_ID, position)
+        new_op_offset = op_offset
+        done_set = set(done_ops)
+        while new_op_offset in done_set:
+            new_op_offset += 1
+        if new_op_offset != op_offset:
+            broker.offsets.commit(CHECK_GROUP, TRANS_OP_HALF_TOPIC, HALF_QUEUE_ID, new_op_offset)
+        if done.checked or done.discarded or done.no_producer:
+            log.info(
+                "transaction_check_round",
+                checked=done.checked,
+                discarded=done.discarded,
+                renewed=done.renewed,
+                no_producer=done.no_producer,
+                half_offset=position,
+                op_offset=new_op_offset,
+            )
+        return done
+
+    async def _append_half(self, inner: MessageInner, props: dict[str, str]) -> AppendResult | None:
+        """``putBackHalfMsgQueue``: the half message again, at the end of the half queue."""
+        inner.topic = TRANS_HALF_TOPIC
+        inner.queue_id = HALF_QUEUE_ID
+        inner.properties = encode_properties(props)
+        inner.store_host = self.broker.store_host
+        inner.wait_store_msg_ok = False
+        inner.delay_level = 0
+        result = await self.broker.store.put_message(inner)
+        if not result.status.stored or result.append is None:
+            log.warning("transaction_half_refused", status=result.status.name)
+            return None
+        return result.append
+
+    async def _discard(
+        self, info: RecordInfo, inner: MessageInner, props: dict[str, str], times: int
+    ) -> None:
+        """``resolveDiscardMsg``: kept for inspection in TRANS_CHECK_MAX_TIME_TOPIC."""
+        broker = self.broker
+        broker.topics.create_internal(TRANS_CHECK_MAX_TIME_TOPIC, 1, PERM_READ | PERM_WRITE)
+        inner.topic = TRANS_CHECK_MAX_TIME_TOPIC
+        inner.queue_id = 0
+        inner.store_host = broker.store_host
+        inner.wait_store_msg_ok = False
+        inner.delay_level = 0
+        result = await broker.store.put_message(inner)
+        self.discarded += 1
+        log.warning(
+            "transaction_discarded",
+            producer_group=props.get(PROPERTY_PRODUCER_GROUP),
+            topic=props.get(PROPERTY_REAL_TOPIC),
+            msg_id=props.get(PROPERTY_UNIQ_KEY),
+            checks=times,
+            half_offset=info.queue_offset,
+            kept=result.status.stored,
+        )
+
+    def _send_check(
+        self, inner: MessageInner, props: dict[str, str], appended: AppendResult
+    ) -> bool:
+        """CHECK_TRANSACTION_STATE (oneway) to one live producer of the message's group."""
+        group = props.get(PROPERTY_PRODUCER_GROUP, "")
+        channels = [c for c in self.broker.producers.groups.get(group, {}) if not c.closed]
+        if not channels:
+            log.warning("transaction_check_no_producer", producer_group=group)
+            return False
+        conn = random.choice(channels)  # noqa: S311 - spreading checks, not a secret
+        uniq = props.get(PROPERTY_UNIQ_KEY)
+        offset_id = offset_msg_id(self.broker.store_host, appended.commit_log_offset)
+        header = CheckTransactionStateRequestHeader(
+            tran_state_table_offset=appended.queue_offset,
+            commit_log_offset=appended.commit_log_offset,
+            msg_id=uniq,
+            transaction_id=uniq,
+            offset_msg_id=offset_id,
+        )
+        body = self._check_body(inner, props, appended)
+        request = RemotingCommand.request(
+            RequestCode.CHECK_TRANSACTION_STATE, header.to_ext_fields(), body
+        )
+        conn.invoke_oneway(request)
+        self.checks_sent += 1
+        log.info(
+            "transaction_check_sent",
+            producer_group=group,
+            msg_id=uniq,
+            peer=conn.peer,
+            checks=props.get(PROPERTY_CHECK_TIMES),
+        )
+        return True
+
+    def _check_body(
+        self, inner: MessageInner, props: dict[str, str], appended: AppendResult
+    ) -> bytes:
+        """The half message as a stored record, but for its real topic and queue, as
+        ``sendCheckMessage`` encodes it for the producer."""
+        record = bytearray(
+            encode_record(
+                topic=props.get(PROPERTY_REAL_TOPIC, TRANS_HALF_TOPIC).encode(),
+                queue_id=_int(props.get(PROPERTY_REAL_QUEUE_ID), 0),
+                body=inner.body,
+                flag=inner.flag,
+                properties=inner.properties.encode(),
+                sys_flag=inner.sys_flag,
+                born_timestamp=inner.born_timestamp,
+                born_host=inner.born_host,
+                store_host=self.broker.store_host,
+                reconsume_times=inner.reconsume_times,
+                prepared_transaction_offset=inner.prepared_transaction_offset,
+            )
+        )
+        patch_append_fields(
+            record,
+            0,
+            queue_offset=appended.queue_offset,
+            commit_log_offset=appended.commit_log_offset,
+            store_timestamp=appended.store_timestamp,
+            sys_flag=inner.sys_flag,
+        )
+        return bytes(record)
+
+    def backlog(self) -> int:
+        """Half messages not yet passed by the check scan (a cheap upper bound)."""
+        store = self.broker.store
+        return max(
+            0, store.get_max_offset(TRANS_HALF_TOPIC, 0) - self._consume_offset(TRANS_HALF_TOPIC)
+        )
+
+
+def _int(text: str | None, default: int) -> int:
+    try:
+        return int(text) if text is not None else default
+    except ValueError:
+        return default
