@@ -22,6 +22,11 @@ from client.message import ConsumeResult, Message, MessageView, SendResult, Send
 from client.producer import Producer
 from client.pull_consumer import PullConsumer
 from client.push_consumer import PushConsumer
+from client.transaction_producer import (
+    LocalTransactionState,
+    TransactionProducer,
+    TransactionSendResult,
+)
 from remoting.bodies import ConsumeFromWhere, MessageModel
 from remoting.route import MessageQueue
 
@@ -32,6 +37,7 @@ __all__ = [
     "ConsumeFromWhere",
     "ConsumeResult",
     "InvalidMessageError",
+    "LocalTransactionState",
     "Message",
     "MessageModel",
     "MessageQueue",
@@ -44,4 +50,6 @@ __all__ = [
     "RocketMQError",
     "SendResult",
     "SendStatus",
+    "TransactionProducer",
+    "TransactionSendResult",
 ]

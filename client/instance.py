@@ -17,19 +17,21 @@ import socket
 import time
 import weakref
 from collections.abc import Awaitable, Callable
-from typing import ClassVar, Protocol
+from typing import ClassVar, Protocol, runtime_checkable
 
 import structlog
 
 from client.errors import ClientError, NoRouteError
+from client.message import MessageDecodeError, MessageView, decode_messages
 from remoting.bodies import ConsumerData, HeartbeatData, KVTable, decode_consumer_list
 from remoting.client import ClientConfig, RemotingClient
 from remoting.codes import RequestCode, ResponseCode, SerializeType
 from remoting.command import RemotingCommand
 from remoting.connection import Connection
 from remoting.dispatch import Lane, ProcessorTable
-from remoting.errors import BrokerError, RemotingError
+from remoting.errors import BrokerError, HeaderError, RemotingError
 from remoting.headers import (
+    CheckTransactionStateRequestHeader,
     ConsumerGroupRequestHeader,
     GetRouteInfoRequestHeader,
     UnregisterClientRequestHeader,
@@ -60,6 +62,15 @@ class ProducerMember(Protocol):
     group: str
 
     def route_updated(self, topic: str, route: TopicRouteData) -> None: ...
+
+
+@runtime_checkable
+class TransactionChecker(Protocol):
+    """A producer that answers the broker's transaction checks."""
+
+    def check_transaction_state(
+        self, conn: Connection, header: CheckTransactionStateRequestHeader, msg: MessageView
+    ) -> None: ...
 
 
 class ConsumerMember(Protocol):
@@ -107,6 +118,11 @@ class ClientInstance:
             RequestCode.NOTIFY_CONSUMER_IDS_CHANGED,
             self._on_ids_changed,
             Lane("client-callbacks", workers=1, capacity=10_000),
+        )
+        table.register(
+            RequestCode.CHECK_TRANSACTION_STATE,
+            self._on_check_transaction,
+            Lane("transaction-checks", workers=1, capacity=2_000),
         )
         self.remoting = RemotingClient(ClientConfig(), table)
         self.routes: dict[str, TopicRouteData] = {}
@@ -347,14 +363,23 @@ class ClientInstance:
             for broker_id, addr in addrs.items():
                 if broker_id != MASTER_ID and not self.consumers:
                     continue
-                request = RemotingCommand.request(RequestCode.HEART_BEAT, {}, body)
-                try:
-                    response = await self.invoke_broker(addr, request, NAMESRV_TIMEOUT_S)
-                except RemotingError as exc:
-                    log.info("heartbeat_failed", broker=addr, error=str(exc))
-                    continue
-                if response.code != ResponseCode.SUCCESS:
-                    log.warning("heartbeat_refused", broker=addr, remark=response.remark)
+                await self.heartbeat_broker(addr, body)
+
+    async def heartbeat_broker(self, addr: str, body: bytes | None = None) -> bool:
+        """HEART_BEAT to one broker (e.g. one a producer just found, so that it can reach
+        the producer for transaction checks before the next round); whether it took it."""
+        if body is None:
+            body = self.heartbeat_data().encode()
+        request = RemotingCommand.request(RequestCode.HEART_BEAT, {}, body)
+        try:
+            response = await self.invoke_broker(addr, request, NAMESRV_TIMEOUT_S)
+        except RemotingError as exc:
+            log.info("heartbeat_failed", broker=addr, error=str(exc))
+            return False
+        if response.code != ResponseCode.SUCCESS:
+            log.warning("heartbeat_refused", broker=addr, remark=response.remark)
+            return False
+        return True
 
     # ------------------------------------------------------------------- consumers
 
@@ -390,6 +415,26 @@ class ClientInstance:
     async def _persist_offsets(self) -> None:
         for consumer in list(self.consumers.values()):
             await consumer.persist_offsets()
+
+    async def _on_check_transaction(self, conn: Connection, request: RemotingCommand) -> None:
+        """CHECK_TRANSACTION_STATE: hand the message to the producer of its group
+        (``ClientRemotingProcessor.checkTransactionState``); nothing is answered here."""
+        try:
+            header = CheckTransactionStateRequestHeader.from_ext_fields(request.ext_fields)
+            msgs = decode_messages(request.body_bytes, "")
+        except (HeaderError, MessageDecodeError) as exc:
+            log.warning("transaction_check_unreadable", broker=conn.peer, error=str(exc))
+            return
+        if not msgs:
+            log.warning("transaction_check_without_message", broker=conn.peer)
+            return
+        msg = msgs[0]
+        group = msg.properties.get("PGROUP", "")
+        producer = self.producers.get(group)
+        if not isinstance(producer, TransactionChecker):
+            log.warning("transaction_check_for_unknown_group", group=group, broker=conn.peer)
+            return
+        producer.check_transaction_state(conn, header, msg)
 
     async def _on_ids_changed(self, conn: Connection, request: RemotingCommand) -> None:
         log.info(

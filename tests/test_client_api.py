@@ -13,6 +13,7 @@ def test_client_all_is_pinned() -> None:
         "ConsumeFromWhere",
         "ConsumeResult",
         "InvalidMessageError",
+        "LocalTransactionState",
         "Message",
         "MessageModel",
         "MessageQueue",
@@ -25,6 +26,8 @@ def test_client_all_is_pinned() -> None:
         "RocketMQError",
         "SendResult",
         "SendStatus",
+        "TransactionProducer",
+        "TransactionSendResult",
     ]
     for name in client.__all__:
         assert getattr(client, name) is not None
