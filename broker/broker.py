@@ -37,6 +37,7 @@ from broker.registration import Registration
 from broker.schedule import ScheduleService
 from broker.stats import SAMPLE_INTERVAL_S, BrokerStats
 from broker.subscriptions import SubscriptionGroupTable
+from broker.timer import TimerService
 from broker.topics import TopicTable
 from broker.transaction import TransactionService
 from remoting.client import RemotingClient
@@ -78,6 +79,7 @@ class Broker:
             config.flush_delay_offset_interval_ms / 1000,
         )
         self.transactions = TransactionService(self)
+        self.timers = TimerService(self, root)
         self.subscription_groups = SubscriptionGroupTable(
             root / "config" / "subscriptionGroup.json",
             auto_create=config.auto_create_subscription_group,
@@ -238,6 +240,7 @@ class Broker:
         self.offsets.load()
         self.subscription_groups.load()
         self.schedule.load()
+        self.timers.load()
         self.topics.persist()
         await self.store.start()
         self.store.add_arrival_listener(self.pull_hold.on_arrival)
@@ -250,6 +253,7 @@ class Broker:
         if self.config.broker_role is not BrokerRole.SLAVE:
             self.schedule.start()
             self.transactions.start()
+            self.timers.start()
         await self.registration.start()
         self._tasks = [
             asyncio.create_task(
@@ -353,6 +357,7 @@ class Broker:
         await self.server.shutdown()
         await self.schedule.shutdown()
         await self.transactions.shutdown()
+        await self.timers.shutdown()
         if self.vip_server is not None:
             await self.vip_server.shutdown()
         await self.client.shutdown()

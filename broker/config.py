@@ -91,6 +91,12 @@ class BrokerConfig:
     transaction_check_interval_ms: int = 60_000  # transactionCheckInterval
     transaction_timeout_ms: int = 6_000  # transactionTimeOut: a half message checked after
     transaction_check_max: int = 15  # transactionCheckMax: then dropped as rolled back
+    timer_wheel_enable: bool = True  # timerWheelEnable (RocketMQ 5)
+    timer_precision_ms: int = 1_000  # timerPrecisionMs: the wheel's slot
+    timer_roll_window_slots: int = 2 * 24 * 3600  # timerRollWindowSlots: the wheel's size
+    timer_max_delay_sec: int = 3 * 24 * 3600  # timerMaxDelaySec
+    timer_flush_interval_ms: int = 1_000  # timerFlushIntervalMs
+    mapped_file_size_timer_log: int = 100 << 20  # mappedFileSizeTimerLog
     store: StoreConfig = field(default_factory=StoreConfig)
 
     def __post_init__(self) -> None:
@@ -119,9 +125,15 @@ class BrokerConfig:
             "transaction_check_interval_ms",
             "transaction_timeout_ms",
             "transaction_check_max",
+            "timer_precision_ms",
+            "timer_max_delay_sec",
+            "timer_flush_interval_ms",
+            "mapped_file_size_timer_log",
         ):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive")
+        if self.timer_roll_window_slots < 2:
+            raise ValueError("timerRollWindowSlots must be at least 2")
         if self.broker_permission & ~0xF:
             raise ValueError("brokerPermission takes the bits 1, 2, 4 and 8 only")
         if self.namesrv_addr is not None:
@@ -179,6 +191,12 @@ BROKER_KEYS: dict[str, tuple[str, str]] = {
     "transactionCheckInterval": ("", "transaction_check_interval_ms"),
     "transactionTimeOut": ("", "transaction_timeout_ms"),
     "transactionCheckMax": ("", "transaction_check_max"),
+    "timerWheelEnable": ("", "timer_wheel_enable"),
+    "timerPrecisionMs": ("", "timer_precision_ms"),
+    "timerRollWindowSlots": ("", "timer_roll_window_slots"),
+    "timerMaxDelaySec": ("", "timer_max_delay_sec"),
+    "timerFlushIntervalMs": ("", "timer_flush_interval_ms"),
+    "mappedFileSizeTimerLog": ("", "mapped_file_size_timer_log"),
     "storePathRootDir": ("store", "root_dir"),
     "mappedFileSizeCommitLog": ("store", "commit_log_file_bytes"),
     "mappedFileSizeConsumeQueue": ("store", "consume_queue_file_bytes"),

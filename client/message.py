@@ -18,7 +18,7 @@ import threading
 import time
 import zlib
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from enum import Enum
 from typing import Final
 
@@ -33,6 +33,8 @@ PROPERTY_WAIT: Final = "WAIT"
 PROPERTY_DELAY: Final = "DELAY"
 PROPERTY_UNIQ_KEY: Final = "UNIQ_KEY"
 PROPERTY_RETRY_TOPIC: Final = "RETRY_TOPIC"
+PROPERTY_TIMER_DELIVER_MS: Final = "TIMER_DELIVER_MS"
+PROPERTY_TIMER_DELAY_MS: Final = "TIMER_DELAY_MS"
 PROPERTY_MAX_RECONSUME_TIMES: Final = "MAX_RECONSUME_TIMES"
 PROPERTY_RECONSUME_TIME: Final = "RECONSUME_TIME"
 PROPERTY_MIN_OFFSET: Final = "MIN_OFFSET"
@@ -151,6 +153,9 @@ class Message:
         properties: user properties (string to string).
         delay_level: 1..18 delays delivery by the broker's ``messageDelayLevel`` entry.
         flag: an int stored with the message and handed back to consumers unchanged.
+        deliver_at: deliver at this time (timezone-aware), as a RocketMQ 5 timer message
+            (TIMER_DELIVER_MS); up to the broker's ``timerMaxDelaySec`` ahead.
+        delay: deliver this long after the broker stores it (TIMER_DELAY_MS).
     """
 
     topic: str
@@ -160,6 +165,8 @@ class Message:
     properties: dict[str, str] = field(default_factory=dict)
     delay_level: int = 0
     flag: int = 0
+    deliver_at: datetime | None = None
+    delay: timedelta | None = None
 
     @property
     def key_list(self) -> list[str]:
@@ -197,6 +204,7 @@ class Message:
             raise InvalidMessageError(
                 f"delay_level {self.delay_level} is not within 0..{MAX_DELAY_LEVEL}"
             )
+        self._validate_timer()
         for name, value in self.properties.items():
             if not isinstance(name, str) or not isinstance(value, str) or not name or not value:
                 raise InvalidMessageError(
@@ -209,6 +217,30 @@ class Message:
                     f"property {name!r} contains the \\x01 or \\x02 separator characters"
                 )
 
+    @property
+    def is_timed(self) -> bool:
+        """A delay level or a timer: the broker parks it, so it travels alone."""
+        return bool(self.delay_level) or self.deliver_at is not None or self.delay is not None
+
+    def _validate_timer(self) -> None:
+        if self.deliver_at is not None and self.delay is not None:
+            raise InvalidMessageError("give deliver_at or delay, not both")
+        if (self.deliver_at is not None or self.delay is not None) and self.delay_level:
+            raise InvalidMessageError("a timer (deliver_at / delay) excludes a delay_level")
+        if self.deliver_at is not None:
+            if not isinstance(self.deliver_at, datetime):
+                raise InvalidMessageError(f"deliver_at {self.deliver_at!r} is not a datetime")
+            if self.deliver_at.tzinfo is None or self.deliver_at.utcoffset() is None:
+                raise InvalidMessageError(
+                    f"deliver_at {self.deliver_at} has no time zone: give an aware datetime "
+                    "(datetime.now(timezone.utc) + ...)"
+                )
+        if self.delay is not None:
+            if not isinstance(self.delay, timedelta):
+                raise InvalidMessageError(f"delay {self.delay!r} is not a timedelta")
+            if self.delay < timedelta(0):
+                raise InvalidMessageError(f"delay {self.delay} is negative")
+
     def wire_properties(self, uniq_key: str, *, wait: bool = True) -> dict[str, str]:
         """The properties as they travel (TAGS, KEYS, DELAY, UNIQ_KEY, WAIT added)."""
         props = dict(self.properties)
@@ -219,6 +251,10 @@ class Message:
             props[PROPERTY_KEYS] = " ".join(keys)
         if self.delay_level:
             props[PROPERTY_DELAY] = str(self.delay_level)
+        if self.deliver_at is not None:
+            props[PROPERTY_TIMER_DELIVER_MS] = str(int(self.deliver_at.timestamp() * 1000))
+        elif self.delay is not None:
+            props[PROPERTY_TIMER_DELAY_MS] = str(self.delay // timedelta(milliseconds=1))
         props[PROPERTY_UNIQ_KEY] = uniq_key
         props[PROPERTY_WAIT] = "true" if wait else "false"
         return props
@@ -226,7 +262,7 @@ class Message:
     def wire_properties_text(self, uniq_key: str, *, wait: bool = True) -> str:
         """``encode_properties(self.wire_properties(...))``, quicker for the usual message
         without user properties or a delay (this runs once per message sent)."""
-        if self.properties or self.delay_level:
+        if self.properties or self.is_timed:
             return encode_properties(self.wire_properties(uniq_key, wait=wait))
         head = ""
         if self.tags:

@@ -307,8 +307,10 @@ class Producer(ClientService):
                 raise InvalidMessageError(
                     f"a batch goes to one topic: {msg.topic!r} differs from {topic!r}"
                 )
-            if msg.delay_level:
-                raise InvalidMessageError("messages of a batch cannot have a delay level")
+            if msg.is_timed:
+                raise InvalidMessageError(
+                    "messages of a batch cannot have a delay level or a timer"
+                )
             msg.validate(self.max_message_bytes)
             uniq = UNIQ_IDS.next_id()
             ids.append(uniq)
@@ -341,7 +343,7 @@ class Producer(ClientService):
         """
         body, sys_flag, props, uniq = self._prepare(msg)
         timeout = timeout_s or self.send_timeout_s
-        if not self.auto_batch or sys_flag or msg.delay_level:
+        if not self.auto_batch or sys_flag or msg.is_timed:
             out = _Outgoing(
                 RequestCode.SEND_MESSAGE_V2, body, sys_flag, props, msg.flag, uniq, False
             )

@@ -130,6 +130,8 @@ class TransactionProducer(Producer):
             NoRouteError, BrokerError, RemotingError: the half message was not stored.
         """
         msg.validate(self.max_message_bytes)
+        if msg.deliver_at is not None or msg.delay is not None:
+            raise InvalidMessageError("a transactional message cannot be a timer message")
         uniq = UNIQ_IDS.next_id()
         body = bytes(msg.body)
         sys_flag = TRANSACTION_PREPARED_TYPE

@@ -17,15 +17,18 @@ from __future__ import annotations
 
 import functools
 import random
+import time
 from typing import TYPE_CHECKING
 
 import structlog
 
 from broker.config import BrokerRole
+from broker.timer import PROPERTY_TIMER_OUT_MS, TimerPropertyError, deliver_time_ms, has_trigger
 from broker.topics import (
     DLQ_GROUP_TOPIC_PREFIX,
     NOT_ALLOWED_SEND_TOPICS,
     RETRY_GROUP_TOPIC_PREFIX,
+    TIMER_TOPIC,
     TRANS_HALF_TOPIC,
     check_topic_name,
 )
@@ -157,6 +160,18 @@ class SendProcessor:
                 delay_level = 0
         store_queue_id = queue_id
         sys_flag = header.sys_flag
+        if has_trigger(props) and not half:
+            timed = self._timer(request, props, batch=batch)
+            if isinstance(timed, RemotingCommand):
+                return timed
+            if timed is not None:
+                # RocketMQ 5's timer message: parked in the timer topic until it is due.
+                self.broker.topics.create_internal(TIMER_TOPIC, 1, PERM_READ | PERM_WRITE)
+                props[PROPERTY_REAL_TOPIC] = topic
+                props[PROPERTY_REAL_QUEUE_ID] = str(queue_id)
+                props[PROPERTY_TIMER_OUT_MS] = str(timed)
+                topic, store_queue_id = TIMER_TOPIC, 0
+                delay_level = 0
         if half:
             # parseHalfMessageInner: parked in the half queue, its target kept in properties;
             # a client's DELAY waits for the commit.
@@ -212,6 +227,31 @@ class SendProcessor:
                 )
             )
         return self._response(request, put, queue_id)
+
+    def _timer(
+        self, request: RemotingCommand, props: dict[str, str], *, batch: bool
+    ) -> RemotingCommand | int | None:
+        """The deliver time of a timer message (None when it is due already), or the
+        refusal of a bad one."""
+        config = self.broker.config
+        if batch:
+            return response_to(
+                request, ResponseCode.MESSAGE_ILLEGAL, "a batch cannot be a timer message"
+            )
+        now = int(time.time() * 1000)
+        try:
+            deliver = deliver_time_ms(props, now, config.timer_max_delay_sec * 1000)
+        except TimerPropertyError as exc:
+            return response_to(request, ResponseCode.MESSAGE_ILLEGAL, str(exc))
+        if deliver is None or deliver <= now:
+            return None
+        if not config.timer_wheel_enable:
+            return response_to(
+                request,
+                ResponseCode.MESSAGE_ILLEGAL,
+                "accurate timer message is not enabled, timerWheelEnable is false",
+            )
+        return deliver
 
     def _retry_or_dlq(
         self, request: RemotingCommand, header: SendMessageRequestHeader, topic: str
