@@ -81,6 +81,7 @@ def describe(msg: RecvMessage, property_keys: list[str]) -> dict[str, Any]:
         "queue_id": msg.queue_id,
         "queue_offset": msg.queue_offset,
         "reconsume_times": msg.reconsume_times,
+        "store_timestamp": msg.store_timestamp,
     }
 
 
