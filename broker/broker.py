@@ -27,9 +27,11 @@ from broker.locks import QueueLocks
 from broker.long_polling import PullHoldService
 from broker.offsets import OffsetTable
 from broker.persist import write_json
+from broker.pop import PopService
 from broker.processors.admin import AdminProcessor
 from broker.processors.clients import ClientProcessor
 from broker.processors.end_transaction import EndTransactionProcessor
+from broker.processors.pop import PopProcessor
 from broker.processors.pull import PullProcessor
 from broker.processors.send import SendProcessor
 from broker.processors.send_back import SendBackProcessor
@@ -80,6 +82,7 @@ class Broker:
         )
         self.transactions = TransactionService(self)
         self.timers = TimerService(self, root)
+        self.pop = PopService(self)
         self.subscription_groups = SubscriptionGroupTable(
             root / "config" / "subscriptionGroup.json",
             auto_create=config.auto_create_subscription_group,
@@ -166,6 +169,15 @@ class Broker:
             reject=self._store_busy,
         )
         table.register(RequestCode.PULL_MESSAGE, self.pull.handle, self.pull_lane)
+        self.pop_processor = PopProcessor(self)
+        pop_lane = Lane("pop", workers=4, capacity=50_000)
+        table.register(RequestCode.POP_MESSAGE, self.pop_processor.pop, pop_lane)
+        table.register(RequestCode.ACK_MESSAGE, self.pop_processor.ack, pop_lane)
+        table.register(
+            RequestCode.CHANGE_MESSAGE_INVISIBLETIME,
+            self.pop_processor.change_invisible_time,
+            pop_lane,
+        )
 
         clients = ClientProcessor(self)
         heartbeat_lane = Lane("heartbeat", workers=1, capacity=50_000)
@@ -244,6 +256,8 @@ class Broker:
         self.topics.persist()
         await self.store.start()
         self.store.add_arrival_listener(self.pull_hold.on_arrival)
+        self.store.add_arrival_listener(self.pop.on_arrival)
+        self.pop.load()
         await self.server.start()
         await self._start_vip_server()
         host = self.config.broker_ip1 or self.config.bind_address
@@ -254,6 +268,7 @@ class Broker:
             self.schedule.start()
             self.transactions.start()
             self.timers.start()
+            self.pop.start()
         await self.registration.start()
         self._tasks = [
             asyncio.create_task(
@@ -358,6 +373,8 @@ class Broker:
         await self.schedule.shutdown()
         await self.transactions.shutdown()
         await self.timers.shutdown()
+        await self.pop_processor.shutdown()
+        await self.pop.shutdown()
         if self.vip_server is not None:
             await self.vip_server.shutdown()
         await self.client.shutdown()

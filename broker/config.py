@@ -97,6 +97,7 @@ class BrokerConfig:
     timer_max_delay_sec: int = 3 * 24 * 3600  # timerMaxDelaySec
     timer_flush_interval_ms: int = 1_000  # timerFlushIntervalMs
     mapped_file_size_timer_log: int = 100 << 20  # mappedFileSizeTimerLog
+    revive_queue_num: int = 8  # reviveQueueNum: queues of the pop revive topic
     store: StoreConfig = field(default_factory=StoreConfig)
 
     def __post_init__(self) -> None:
@@ -129,6 +130,7 @@ class BrokerConfig:
             "timer_max_delay_sec",
             "timer_flush_interval_ms",
             "mapped_file_size_timer_log",
+            "revive_queue_num",
         ):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive")
@@ -197,6 +199,7 @@ BROKER_KEYS: dict[str, tuple[str, str]] = {
     "timerMaxDelaySec": ("", "timer_max_delay_sec"),
     "timerFlushIntervalMs": ("", "timer_flush_interval_ms"),
     "mappedFileSizeTimerLog": ("", "mapped_file_size_timer_log"),
+    "reviveQueueNum": ("", "revive_queue_num"),
     "storePathRootDir": ("store", "root_dir"),
     "mappedFileSizeCommitLog": ("store", "commit_log_file_bytes"),
     "mappedFileSizeConsumeQueue": ("store", "consume_queue_file_bytes"),

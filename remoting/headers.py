@@ -445,3 +445,59 @@ class QueryConsumeQueueRequestHeader(CommandHeader):
     index: int = wire("index")
     count: int = wire("count")
     consumer_group: str | None = wire("consumerGroup", None)
+
+
+# ======================================================================== 5.x pop (§14)
+
+
+@dataclass(slots=True, kw_only=True)
+class PopMessageRequestHeader(CommandHeader):
+    consumer_group: str = wire("consumerGroup")
+    topic: str = wire("topic")
+    queue_id: int = wire("queueId")  # -1: any queue of the topic
+    max_msg_nums: int = wire("maxMsgNums")
+    invisible_time: int = wire("invisibleTime")  # ms
+    poll_time: int = wire("pollTime")  # ms to hold the request when nothing is there
+    born_time: int = wire("bornTime")
+    init_mode: int = wire("initMode")  # ConsumeInitMode: 0 MIN (earliest), 1 MAX (latest)
+    exp_type: str | None = wire("expType", None)
+    exp: str | None = wire("exp", None)
+    order: bool | None = wire("order", None)
+    attempt_id: str | None = wire("attemptId", None)
+
+
+@dataclass(slots=True, kw_only=True)
+class PopMessageResponseHeader(CommandHeader):
+    pop_time: int = wire("popTime")
+    invisible_time: int = wire("invisibleTime")
+    revive_qid: int = wire("reviveQid")
+    rest_num: int = wire("restNum")
+    start_offset_info: str | None = wire("startOffsetInfo", None)
+    msg_offset_info: str | None = wire("msgOffsetInfo", None)
+    order_count_info: str | None = wire("orderCountInfo", None)
+
+
+@dataclass(slots=True, kw_only=True)
+class AckMessageRequestHeader(CommandHeader):
+    consumer_group: str = wire("consumerGroup")
+    topic: str = wire("topic")
+    queue_id: int = wire("queueId")
+    extra_info: str = wire("extraInfo")  # the receipt handle (ExtraInfoUtil format)
+    offset: int = wire("offset")
+
+
+@dataclass(slots=True, kw_only=True)
+class ChangeInvisibleTimeRequestHeader(CommandHeader):
+    consumer_group: str = wire("consumerGroup")
+    topic: str = wire("topic")
+    queue_id: int = wire("queueId")
+    extra_info: str = wire("extraInfo")
+    offset: int = wire("offset")
+    invisible_time: int = wire("invisibleTime")
+
+
+@dataclass(slots=True, kw_only=True)
+class ChangeInvisibleTimeResponseHeader(CommandHeader):
+    pop_time: int = wire("popTime")
+    invisible_time: int = wire("invisibleTime")
+    revive_qid: int = wire("reviveQid")

@@ -1,0 +1,262 @@
+"""POP_MESSAGE (200050), ACK_MESSAGE (200051), CHANGE_MESSAGE_INVISIBLETIME (200053).
+
+RocketMQ counterpart (5.x): ``PopMessageProcessor``, ``AckMessageProcessor`` and
+``ChangeInvisibleTimeProcessor`` over the remoting protocol (protocol.md §14); the state they
+share is ``broker.pop.PopService``. A pop that finds nothing waits up to its pollTime for a
+message on the topic (or the group's pop retry topic) without holding a lane worker, then
+answers POLLING_TIMEOUT as 5.x does. A receipt that names no open checkpoint (acked already,
+revived after its invisible time, or replaced by a change of invisible time) is refused with
+NO_MESSAGE, so a client learns its ack came too late.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING
+
+import structlog
+
+from broker.clients import normalize_subscription
+from broker.config import BrokerRole
+from broker.pop import Checkpoint, PopError
+from broker.processors.pull import tag_filter_of
+from remoting.bodies import PERM_READ, SubscriptionData
+from remoting.codes import ResponseCode
+from remoting.command import RemotingCommand, response_to
+from remoting.connection import Connection
+from remoting.dispatch import send_response
+from remoting.headers import (
+    AckMessageRequestHeader,
+    ChangeInvisibleTimeRequestHeader,
+    ChangeInvisibleTimeResponseHeader,
+    PopMessageRequestHeader,
+    PopMessageResponseHeader,
+)
+from remoting.receipt import Receipt, join_offset_info, real_topic
+
+if TYPE_CHECKING:
+    from broker.broker import Broker
+
+log = structlog.get_logger(__name__)
+
+POLLING_TIMEOUT = 210  # 5.x reuses 210 for it (4.9's DELETE_ACL_CONFIG_FAILED)
+MAX_POP_NUMS = 32
+MIN_INVISIBLE_MS = 10  # anything shorter is a client bug, not a wish
+MAX_POLL_MS = 60_000
+
+
+class PopProcessor:
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self._polls: set[asyncio.Task[None]] = set()
+
+    # ------------------------------------------------------------------------ pop
+
+    async def pop(self, conn: Connection, request: RemotingCommand) -> RemotingCommand | None:
+        h = PopMessageRequestHeader.from_ext_fields(request.ext_fields)
+        refused = self._check_pop(request, h)
+        if refused is not None:
+            return refused
+        response = await self._pop_once(request, h)
+        if response.code == POLLING_TIMEOUT and h.poll_time > 0:
+            # Nothing now: answer when a message comes or the poll time is up, off the lane.
+            deadline = asyncio.get_running_loop().time() + min(h.poll_time, MAX_POLL_MS) / 1000
+            task = asyncio.create_task(self._poll(conn, request, h, deadline))
+            self._polls.add(task)
+            task.add_done_callback(self._polls.discard)
+            return None
+        return response
+
+    def _check_pop(
+        self, request: RemotingCommand, h: PopMessageRequestHeader
+    ) -> RemotingCommand | None:
+        broker = self.broker
+        if not broker.config.broker_permission & PERM_READ:
+            return response_to(
+                request,
+                ResponseCode.NO_PERMISSION,
+                f"the broker[{broker.address}] pop message is forbidden",
+            )
+        if not 0 < h.max_msg_nums <= MAX_POP_NUMS:
+            return response_to(
+                request,
+                ResponseCode.INVALID_PARAMETER,
+                f"the broker[{broker.address}] pop message's num {h.max_msg_nums} is not "
+                f"within 1..{MAX_POP_NUMS}",
+            )
+        if h.invisible_time < MIN_INVISIBLE_MS:
+            return response_to(
+                request,
+                ResponseCode.INVALID_PARAMETER,
+                f"invisibleTime {h.invisible_time} ms is too short (at least {MIN_INVISIBLE_MS})",
+            )
+        tc = broker.topics.get(h.topic)
+        if tc is None:
+            return response_to(
+                request,
+                ResponseCode.TOPIC_NOT_EXIST,
+                f"topic[{h.topic}] not exist, apply first please!",
+            )
+        if not tc.perm & PERM_READ:
+            return response_to(
+                request,
+                ResponseCode.NO_PERMISSION,
+                f"the topic[{h.topic}] peeking message is forbidden",
+            )
+        if h.queue_id >= tc.read_queue_nums:
+            return response_to(
+                request,
+                ResponseCode.INVALID_PARAMETER,
+                f"queueId[{h.queue_id}] is illegal, topic:[{h.topic}] "
+                f"topicConfig.readQueueNums:[{tc.read_queue_nums}]",
+            )
+        sgc = broker.subscription_groups.find(h.consumer_group)
+        if sgc is None:
+            return response_to(
+                request,
+                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                f"subscription group [{h.consumer_group}] does not exist",
+            )
+        if not sgc.consume_enable:
+            return response_to(
+                request,
+                ResponseCode.NO_PERMISSION,
+                f"subscription group no permission, {h.consumer_group}",
+            )
+        if (h.exp_type or "TAG").upper() != "TAG":
+            return response_to(
+                request,
+                ResponseCode.SUBSCRIPTION_PARSE_FAILED,
+                f"pop filters by TAG here, not {h.exp_type}",
+            )
+        return None
+
+    async def _pop_once(
+        self, request: RemotingCommand, h: PopMessageRequestHeader
+    ) -> RemotingCommand:
+        broker = self.broker
+        tc = broker.topics.get(h.topic)
+        if tc is None:
+            return response_to(request, ResponseCode.TOPIC_NOT_EXIST, f"topic[{h.topic}] not exist")
+        sub = normalize_subscription(SubscriptionData(h.topic, h.exp or "*"))
+        try:
+            result = await broker.pop.pop(
+                group=h.consumer_group,
+                topic=h.topic,
+                queue_id=h.queue_id,
+                max_nums=h.max_msg_nums,
+                invisible_time=h.invisible_time,
+                init_mode=h.init_mode,
+                tag_filter=tag_filter_of(sub),
+                read_queue_nums=tc.read_queue_nums,
+            )
+        except PopError as exc:
+            return response_to(request, exc.code, exc.remark)
+        header = PopMessageResponseHeader(
+            pop_time=result.pop_time,
+            invisible_time=h.invisible_time,
+            revive_qid=result.revive_qid,
+            rest_num=result.rest_num,
+            start_offset_info=join_offset_info(result.start_offsets),
+            msg_offset_info=join_offset_info(result.msg_offsets),
+        )
+        if not result.records:
+            return response_to(
+                request, POLLING_TIMEOUT, "NO_MESSAGE_IN_QUEUE", header.to_ext_fields()
+            )
+        response = response_to(request, ResponseCode.SUCCESS, "FOUND", header.to_ext_fields())
+        response.body = b"".join(result.records)
+        return response
+
+    async def _poll(
+        self,
+        conn: Connection,
+        request: RemotingCommand,
+        h: PopMessageRequestHeader,
+        deadline: float,
+    ) -> None:
+        loop = asyncio.get_running_loop()
+        pop = self.broker.pop
+        try:
+            while True:
+                left = deadline - loop.time()
+                await pop.wait_for_messages(h.topic, max(left, 0.0))
+                if conn.closed:
+                    return
+                response = await self._pop_once(request, h)
+                if response.code != POLLING_TIMEOUT or loop.time() >= deadline:
+                    send_response(conn, request, response)
+                    return
+        except Exception:
+            log.exception("pop_poll_failed", group=h.consumer_group, topic=h.topic)
+
+    # ---------------------------------------------------------------- ack, change
+
+    def _checkpoint(
+        self,
+        request: RemotingCommand,
+        h: AckMessageRequestHeader | ChangeInvisibleTimeRequestHeader,
+    ) -> Checkpoint | RemotingCommand:
+        group, topic, queue_id, offset = h.consumer_group, h.topic, h.queue_id, h.offset
+        if self.broker.config.broker_role is BrokerRole.SLAVE:
+            return response_to(request, ResponseCode.SLAVE_NOT_AVAILABLE, "ack on a slave")
+        try:
+            receipt = Receipt.parse(h.extra_info)
+            stored_in = real_topic(receipt.kind, topic, group)
+        except ValueError as exc:
+            return response_to(request, ResponseCode.INVALID_PARAMETER, str(exc))
+        if self.broker.topics.get(topic) is None:
+            return response_to(request, ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist")
+        if receipt.queue_id != queue_id:
+            return response_to(
+                request,
+                ResponseCode.INVALID_PARAMETER,
+                f"queueId {queue_id} differs from the receipt's {receipt.queue_id}",
+            )
+        ck = self.broker.pop.find(
+            group, stored_in, queue_id, ck_offset=receipt.ck_queue_offset, pop_time=receipt.pop_time
+        )
+        if ck is None or offset not in ck.offsets or ck.acked & (1 << ck.offsets.index(offset)):
+            return response_to(
+                request,
+                ResponseCode.NO_MESSAGE,
+                f"the receipt of offset {offset} in {stored_in}:{queue_id} is expired or "
+                "unknown (acked, past its invisible time, or changed since)",
+            )
+        return ck
+
+    async def ack(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        h = AckMessageRequestHeader.from_ext_fields(request.ext_fields)
+        ck = self._checkpoint(request, h)
+        if isinstance(ck, RemotingCommand):
+            return ck
+        await self.broker.pop.ack(ck, h.offset)
+        return response_to(request, ResponseCode.SUCCESS)
+
+    async def change_invisible_time(
+        self, conn: Connection, request: RemotingCommand
+    ) -> RemotingCommand:
+        h = ChangeInvisibleTimeRequestHeader.from_ext_fields(request.ext_fields)
+        if h.invisible_time < MIN_INVISIBLE_MS:
+            return response_to(
+                request,
+                ResponseCode.INVALID_PARAMETER,
+                f"invisibleTime {h.invisible_time} ms is too short (at least {MIN_INVISIBLE_MS})",
+            )
+        ck = self._checkpoint(request, h)
+        if isinstance(ck, RemotingCommand):
+            return ck
+        try:
+            new = await self.broker.pop.change_invisible_time(ck, h.offset, h.invisible_time)
+        except PopError as exc:
+            return response_to(request, exc.code, exc.remark)
+        header = ChangeInvisibleTimeResponseHeader(
+            pop_time=new.pop_time, invisible_time=new.invisible_time, revive_qid=new.revive_qid
+        )
+        return response_to(request, ResponseCode.SUCCESS, None, header.to_ext_fields())
+
+    async def shutdown(self) -> None:
+        for task in list(self._polls):
+            task.cancel()
+        if self._polls:
+            await asyncio.wait(list(self._polls), timeout=2.0)
