@@ -22,6 +22,7 @@ from client.message import ConsumeResult, Message, MessageView, SendResult, Send
 from client.producer import Producer
 from client.pull_consumer import PullConsumer
 from client.push_consumer import PushConsumer
+from client.simple_consumer import ReceivedMessage, SimpleConsumer
 from client.transaction_producer import (
     LocalTransactionState,
     TransactionProducer,
@@ -46,10 +47,12 @@ __all__ = [
     "Producer",
     "PullConsumer",
     "PushConsumer",
+    "ReceivedMessage",
     "RemotingError",
     "RocketMQError",
     "SendResult",
     "SendStatus",
+    "SimpleConsumer",
     "TransactionProducer",
     "TransactionSendResult",
 ]

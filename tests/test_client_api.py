@@ -22,10 +22,12 @@ def test_client_all_is_pinned() -> None:
         "Producer",
         "PullConsumer",
         "PushConsumer",
+        "ReceivedMessage",
         "RemotingError",
         "RocketMQError",
         "SendResult",
         "SendStatus",
+        "SimpleConsumer",
         "TransactionProducer",
         "TransactionSendResult",
     ]

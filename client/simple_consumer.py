@@ -1,0 +1,292 @@
+"""SimpleConsumer: receive messages, then ack each one, or let it come back.
+
+RocketMQ counterpart: RocketMQ 5's ``SimpleConsumer`` (``receive`` / ``ack`` /
+``changeInvisibleDuration``), here over the remoting protocol's pop codes, as the 5.x Java
+client's ``MQClientAPIImpl.popMessageAsync`` / ``ackMessageAsync`` / ``changeInvisibleTimeAsync``
+do (protocol.md §14).
+
+``receive`` pops up to ``max_messages`` from one broker serving the next subscribed topic,
+waiting up to ``await_duration`` for any to arrive. Each message is invisible to every
+consumer of the group for ``invisible_duration``; ``ack`` ends it, and a message not acked in
+time comes back (from the group's pop retry topic) with ``delivery_attempt`` one higher, until
+the group's retry limit sends it to the dead-letter queue. ``change_invisible_duration`` gives
+a message more (or less) time and renews its receipt; the receipt it replaced can no longer be
+used. The receipt handle is 5.x's ``extraInfo`` string.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+
+import structlog
+
+from client.errors import ClientError, InvalidMessageError, NoRouteError
+from client.instance import ClientInstance, namesrv_from_env
+from client.message import MessageView, check_group, check_topic, decode_messages
+from client.service import ClientService
+from remoting.bodies import PERM_READ, ConsumeFromWhere
+from remoting.codes import RequestCode, ResponseCode
+from remoting.command import RemotingCommand
+from remoting.errors import BrokerError
+from remoting.headers import (
+    AckMessageRequestHeader,
+    ChangeInvisibleTimeRequestHeader,
+    PopMessageRequestHeader,
+)
+from remoting.receipt import NORMAL, Receipt, parse_offset_info, topic_type
+
+log = structlog.get_logger(__name__)
+
+POLLING_TIMEOUT = 210  # 5.x: nothing arrived within the poll time
+MAX_RECEIVE = 32
+INIT_MIN, INIT_MAX = 0, 1  # ConsumeInitMode
+
+
+@dataclass(slots=True)
+class ReceivedMessage(MessageView):
+    """A message from ``receive``: a ``MessageView`` with its receipt handle."""
+
+    receipt_handle: str = ""
+    delivery_attempt: int = 1  # 1 the first time; one more each time it comes back
+    invisible_until: float = 0.0  # epoch seconds, as the receipt says
+
+
+_VIEW_FIELDS = tuple(f.name for f in dataclasses.fields(MessageView))
+
+
+class SimpleConsumer(ClientService):
+    """Args:
+    group: the consumer group; its members share the messages.
+    namesrv: ``host:port[;host:port]``; default ``NAMESRV_ADDR``.
+    subscriptions: ``{topic: tag expression}`` (or call ``subscribe``).
+    await_duration: how long ``receive`` waits for messages to arrive.
+    consume_from_where: where a new group starts: the first message, or (RocketMQ 5's
+        default) the last one.
+    """
+
+    def __init__(
+        self,
+        group: str,
+        namesrv: str | None = None,
+        *,
+        subscriptions: Mapping[str, str] | None = None,
+        await_duration: timedelta = timedelta(seconds=20),
+        consume_from_where: ConsumeFromWhere = ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
+        request_timeout_s: float = 3.0,
+        instance_name: str | None = None,
+    ) -> None:
+        check_group(group)
+        if await_duration < timedelta(0):
+            raise InvalidMessageError(f"await_duration {await_duration} is negative")
+        self.group = group
+        self.namesrv = namesrv_from_env(namesrv)
+        self.subscriptions: dict[str, str] = {}
+        for topic, expression in (subscriptions or {}).items():
+            self.subscribe(topic, expression)
+        self.await_duration = await_duration
+        self.init_mode = (
+            INIT_MIN
+            if consume_from_where is ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
+            else INIT_MAX
+        )
+        self.request_timeout_s = request_timeout_s
+        self.instance_name = instance_name
+        self._instance: ClientInstance | None = None
+        self._topic_turn = 0
+        self._broker_turn = 0
+
+    def subscribe(self, topic: str, expression: str = "*") -> None:
+        check_topic(topic)
+        if not expression.strip():
+            raise InvalidMessageError("the tag expression must be non-blank ('*' for all)")
+        self.subscriptions[topic] = expression.strip()
+
+    async def start(self) -> None:
+        if self._instance is not None:
+            return
+        instance = await ClientInstance.acquire(self.namesrv, self.instance_name)
+        self._instance = instance
+        for topic in self.subscriptions:
+            await instance.update_route(topic)
+        log.info("simple_consumer_started", group=self.group, topics=sorted(self.subscriptions))
+
+    async def shutdown(self) -> None:
+        instance, self._instance = self._instance, None
+        if instance is not None:
+            await instance.release()
+            log.info("simple_consumer_stopped", group=self.group)
+
+    def _describe(self) -> str:
+        return f"simple consumer {self.group}"
+
+    # ---------------------------------------------------------------------- receive
+
+    async def _broker_for(self, topic: str) -> tuple[str, str]:
+        instance = self._running()
+        route = instance.routes.get(topic) or await instance.update_route(topic)
+        if route is None:
+            raise NoRouteError(topic, "the name server does not know it")
+        names = sorted(
+            qd.broker_name
+            for qd in route.queue_datas
+            if qd.perm & PERM_READ and qd.read_queue_nums > 0
+        )
+        for _ in range(len(names)):
+            self._broker_turn += 1
+            name = names[self._broker_turn % len(names)]
+            addr = instance.master_addr(name)
+            if addr is not None:
+                return name, addr
+        raise NoRouteError(topic, "no readable queue on a broker with a master")
+
+    async def receive(
+        self, max_messages: int = 16, invisible_duration: timedelta = timedelta(seconds=30)
+    ) -> list[ReceivedMessage]:
+        """Up to ``max_messages`` messages (1..32), each invisible to the group for
+        ``invisible_duration``; an empty list when none came within ``await_duration``.
+
+        Raises:
+            ClientStateError: not started, or nothing subscribed.
+            BrokerError: the broker refused (e.g. unknown topic).
+        """
+        if not 1 <= max_messages <= MAX_RECEIVE:
+            raise InvalidMessageError(f"max_messages {max_messages} is not within 1..{MAX_RECEIVE}")
+        invisible_ms = invisible_duration // timedelta(milliseconds=1)
+        if invisible_ms < 10:
+            raise InvalidMessageError(f"invisible_duration {invisible_duration} is under 10 ms")
+        if not self.subscriptions:
+            raise ClientError(f"{self._describe()} has no subscription")
+        instance = self._running()
+        topics = sorted(self.subscriptions)
+        self._topic_turn += 1
+        topic = topics[self._topic_turn % len(topics)]
+        broker_name, addr = await self._broker_for(topic)
+        poll_ms = self.await_duration // timedelta(milliseconds=1)
+        header = PopMessageRequestHeader(
+            consumer_group=self.group,
+            topic=topic,
+            queue_id=-1,
+            max_msg_nums=max_messages,
+            invisible_time=invisible_ms,
+            poll_time=poll_ms,
+            born_time=int(time.time() * 1000),
+            init_mode=self.init_mode,
+            exp_type="TAG",
+            exp=self.subscriptions[topic],
+        )
+        request = RemotingCommand.request(RequestCode.POP_MESSAGE, header.to_ext_fields())
+        response = await instance.invoke_broker(
+            addr, request, poll_ms / 1000 + self.request_timeout_s
+        )
+        if response.code in (POLLING_TIMEOUT, ResponseCode.PULL_NOT_FOUND):
+            return []
+        if response.code != ResponseCode.SUCCESS:
+            raise BrokerError.for_code(response.code, response.remark)
+        return self._received(response, broker_name)
+
+    def _received(self, response: RemotingCommand, broker_name: str) -> list[ReceivedMessage]:
+        """``processPopResponse``: each message's receipt from the response header."""
+        ext = response.ext_fields
+        pop_time = int(ext["popTime"])
+        invisible = int(ext["invisibleTime"])
+        revive_qid = int(ext["reviveQid"])
+        starts = parse_offset_info(ext.get("startOffsetInfo"))
+        out: list[ReceivedMessage] = []
+        for view in decode_messages(response.body_bytes, broker_name):
+            kind = topic_type(view.topic)
+            receipt = Receipt(
+                ck_queue_offset=int(starts.get((kind, view.queue_id), view.queue_offset)),
+                pop_time=pop_time,
+                invisible_time=invisible,
+                revive_qid=revive_qid,
+                kind=kind,
+                broker_name=broker_name,
+                queue_id=view.queue_id,
+                queue_offset=view.queue_offset,
+            )
+            if kind != NORMAL:
+                # A message back from the group's retry topic shows its own topic.
+                view.topic = view.properties.get("RETRY_TOPIC", view.topic)
+            values = {name: getattr(view, name) for name in _VIEW_FIELDS}
+            out.append(
+                ReceivedMessage(
+                    **values,
+                    receipt_handle=str(receipt),
+                    delivery_attempt=view.reconsume_times + 1,
+                    invisible_until=(pop_time + invisible) / 1000,
+                )
+            )
+        return out
+
+    # ------------------------------------------------------------- ack and change
+
+    def _target(self, msg: ReceivedMessage) -> tuple[Receipt, str]:
+        try:
+            receipt = Receipt.parse(msg.receipt_handle)
+        except ValueError as exc:
+            raise InvalidMessageError(f"bad receipt handle: {exc}") from None
+        addr = self._running().master_addr(receipt.broker_name)
+        if addr is None:
+            raise NoRouteError(msg.topic, f"broker {receipt.broker_name} has no master address")
+        return receipt, addr
+
+    async def ack(self, msg: ReceivedMessage) -> None:
+        """Done with ``msg``: it will not come back.
+
+        Raises:
+            BrokerError: the receipt has expired (past its invisible time, or replaced by
+                ``change_invisible_duration``), or the broker refused.
+        """
+        receipt, addr = self._target(msg)
+        header = AckMessageRequestHeader(
+            consumer_group=self.group,
+            topic=msg.topic,
+            queue_id=receipt.queue_id,
+            extra_info=msg.receipt_handle,
+            offset=msg.queue_offset,
+        )
+        request = RemotingCommand.request(RequestCode.ACK_MESSAGE, header.to_ext_fields())
+        response = await self._running().invoke_broker(addr, request, self.request_timeout_s)
+        if response.code != ResponseCode.SUCCESS:
+            raise BrokerError.for_code(response.code, response.remark)
+
+    async def change_invisible_duration(self, msg: ReceivedMessage, duration: timedelta) -> None:
+        """Keep ``msg`` invisible for ``duration`` from now (longer or shorter than before);
+        its receipt handle is renewed in place.
+
+        Raises:
+            BrokerError: the receipt has expired, or the broker refused.
+        """
+        invisible_ms = duration // timedelta(milliseconds=1)
+        if invisible_ms < 10:
+            raise InvalidMessageError(f"invisible duration {duration} is under 10 ms")
+        receipt, addr = self._target(msg)
+        header = ChangeInvisibleTimeRequestHeader(
+            consumer_group=self.group,
+            topic=msg.topic,
+            queue_id=receipt.queue_id,
+            extra_info=msg.receipt_handle,
+            offset=msg.queue_offset,
+            invisible_time=invisible_ms,
+        )
+        request = RemotingCommand.request(
+            RequestCode.CHANGE_MESSAGE_INVISIBLETIME, header.to_ext_fields()
+        )
+        response = await self._running().invoke_broker(addr, request, self.request_timeout_s)
+        if response.code != ResponseCode.SUCCESS:
+            raise BrokerError.for_code(response.code, response.remark)
+        ext = response.ext_fields
+        renewed = dataclasses.replace(
+            receipt,
+            ck_queue_offset=msg.queue_offset,
+            pop_time=int(ext["popTime"]),
+            invisible_time=int(ext["invisibleTime"]),
+            revive_qid=int(ext["reviveQid"]),
+            queue_offset=msg.queue_offset,
+        )
+        msg.receipt_handle = str(renewed)
+        msg.invisible_until = (renewed.pop_time + renewed.invisible_time) / 1000
