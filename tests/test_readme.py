@@ -10,15 +10,20 @@ from pathlib import Path
 README = Path(__file__).parent.parent / "README.md"
 
 
-def sdk_example() -> str:
+def sdk_examples() -> list[str]:
     text = README.read_text()
-    section = text.split("## The Python SDK", 1)[1]
-    match = re.search(r"```python\n(.*?)```", section, re.S)
-    assert match is not None, "the SDK section lost its python block"
-    return match.group(1)
+    section = text.split("## The Python SDK", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```python\n(.*?)```", section, re.S)
+    assert len(blocks) >= 2, "the SDK section lost its python blocks"
+    return blocks
 
 
-def test_readme_sdk_quick_start_runs(tmp_path: Path) -> None:
+def sdk_example() -> str:
+    return sdk_examples()[0]
+
+
+def run_example(tmp_path: Path, source: str) -> subprocess.CompletedProcess[str]:
+    """Run a README example against ``python -m broker standalone`` on free ports."""
     broker = subprocess.Popen(
         [
             sys.executable,
@@ -40,9 +45,9 @@ def test_readme_sdk_quick_start_runs(tmp_path: Path) -> None:
         assert broker.stdout is not None
         line = broker.stdout.readline()
         namesrv = dict(w.split("=", 1) for w in line.split()[1:])["namesrv"]
-        script = tmp_path / "quickstart.py"
+        script = tmp_path / "example.py"
         # The README uses make run's fixed port; the test's broker has a free one.
-        script.write_text(sdk_example().replace("127.0.0.1:9876", namesrv))
+        script.write_text(source.replace("127.0.0.1:9876", namesrv))
         run = subprocess.run(
             [sys.executable, str(script)],
             capture_output=True,
@@ -52,12 +57,23 @@ def test_readme_sdk_quick_start_runs(tmp_path: Path) -> None:
             cwd=Path(__file__).parent.parent,
         )
         assert run.returncode == 0, run.stderr[-3000:]
-        assert "SendStatus.SEND_OK" in run.stdout
-        assert (
-            "got orders b'TagA' b'hello'" in run.stdout or "got orders TagA b'hello'" in run.stdout
-        )
+        return run
     finally:
         broker.terminate()
         broker.wait(timeout=20)
         if broker.stdout is not None:
             broker.stdout.close()
+
+
+def test_readme_sdk_quick_start_runs(tmp_path: Path) -> None:
+    run = run_example(tmp_path, sdk_example())
+    assert "SendStatus.SEND_OK" in run.stdout
+    assert "got orders b'TagA' b'hello'" in run.stdout or "got orders TagA b'hello'" in run.stdout
+
+
+def test_readme_reliable_delivery_example_runs(tmp_path: Path) -> None:
+    run = run_example(tmp_path, sdk_examples()[1])
+    assert "local transaction for order 42" in run.stdout
+    assert "transaction COMMIT" in run.stdout
+    assert "reminder b'after a while' attempt 1" in run.stdout
+    assert "reminder b'at a time' attempt 1" in run.stdout
