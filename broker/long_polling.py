@@ -13,12 +13,12 @@ connection, even if it is PULL_NOT_FOUND again.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import structlog
 
+from broker.periodic import Periodic
 from remoting.command import RemotingCommand
 from remoting.connection import Connection
 from store.dispatch import Arrival
@@ -56,7 +56,9 @@ class PullHoldService:
         self._max_offset = max_offset
         self.check_interval_s = check_interval_s
         self.held: dict[tuple[str, int], list[HeldPull]] = {}
-        self._task: asyncio.Task[None] | None = None
+        self._loop = Periodic(
+            "pull-hold", self._round, check_interval_s, failure_event="held_pull_check_failed"
+        )
 
     @property
     def count(self) -> int:
@@ -150,24 +152,15 @@ class PullHoldService:
             for p in [p for p in pulls if p.conn is conn]:
                 self._release(key, p)
 
-    async def _run(self) -> None:
-        while True:
-            await asyncio.sleep(self.check_interval_s)
-            try:
-                self.check_all()
-            except Exception:
-                log.exception("held_pull_check_failed")
+    async def _round(self) -> None:
+        self.check_all()
 
     def start(self) -> None:
-        self._task = asyncio.create_task(self._run(), name="pull-hold")
+        self._loop.start()
 
     async def shutdown(self) -> None:
         """Answer every parked pull now (clients pull again elsewhere), then stop."""
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await self._loop.stop()
         for key, pulls in list(self.held.items()):
             for p in list(pulls):
                 self._run_again(key, p)

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from broker.periodic import Periodic
 from broker.topics import DLQ_GROUP_TOPIC_PREFIX
 from remoting.bodies import PERM_READ, PERM_WRITE
 from remoting.receipt import pop_retry_topic
@@ -150,7 +151,13 @@ class PopService:
         self.checkpoints: dict[CheckpointKey, Checkpoint] = {}
         self._waiters: dict[str, asyncio.Event] = {}
         self._rotation = 0
-        self._task: asyncio.Task[None] | None = None
+        self._loop = Periodic(
+            "pop-revive",
+            self._round,
+            REVIVE_PERIOD_S,
+            first_delay_s=0.0,
+            failure_event="pop_revive_failed",
+        )
         self.revived = 0
         self.dead_lettered = 0
 
@@ -364,29 +371,17 @@ class PopService:
     # ------------------------------------------------------------------- revive
 
     def start(self) -> None:
-        if self._task is None:
-            self._task = asyncio.create_task(self._run(), name="pop-revive")
+        self._loop.start()
 
     async def shutdown(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await self._loop.stop()
         self._commit_revive_offsets()
         for event in self._waiters.values():
             event.set()
 
-    async def _run(self) -> None:
-        while True:
-            try:
-                await self.revive_due(int(time.time() * 1000))
-                self._commit_revive_offsets()
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception("pop_revive_failed")
-            await asyncio.sleep(REVIVE_PERIOD_S)
+    async def _round(self) -> None:
+        await self.revive_due(int(time.time() * 1000))
+        self._commit_revive_offsets()
 
     async def revive_due(self, now_ms: int) -> int:
         """Re-put the un-acked messages of every checkpoint past its invisible time."""

@@ -17,13 +17,13 @@ most what was delivered since the last write, never loses a message. Runs on mas
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from broker.periodic import Periodic
 from broker.persist import read_json, write_json
 from store.message_codec import (
     PROPERTY_REAL_QUEUE_ID,
@@ -52,7 +52,14 @@ class ScheduleService:
         self.levels_ms = broker.config.store.delay_levels_ms
         self.offsets: dict[int, int] = {}  # level -> next queue offset to look at
         self._dirty = False
-        self._task: asyncio.Task[None] | None = None
+        self._last_flush = 0.0
+        self._loop = Periodic(
+            "schedule",
+            self._round,
+            PERIOD_S,
+            first_delay_s=FIRST_RUN_DELAY_S,
+            failure_event="schedule_round_failed",
+        )
         self.delivered = 0
 
     # -------------------------------------------------------------------- persistence
@@ -81,34 +88,23 @@ class ScheduleService:
     # ------------------------------------------------------------------------- loop
 
     def start(self) -> None:
-        if self._task is None:
-            self._task = asyncio.create_task(self._run(), name="schedule")
+        self._last_flush = time.monotonic()
+        self._loop.start()
 
     async def shutdown(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await self._loop.stop()
         self.persist()
 
-    async def _run(self) -> None:
-        await asyncio.sleep(FIRST_RUN_DELAY_S)
-        last_flush = time.monotonic()
-        while True:
-            try:
-                await self.deliver_due()
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception("schedule_round_failed")
+    async def _round(self) -> None:
+        try:
+            await self.deliver_due()
+        finally:
             now = time.monotonic()
-            if self._dirty and now - last_flush >= self.flush_interval_s:
-                last_flush = now
+            if self._dirty and now - self._last_flush >= self.flush_interval_s:
+                self._last_flush = now
                 doc = self.to_json()
                 self._dirty = False
                 await asyncio.to_thread(write_json, self.path, doc)
-            await asyncio.sleep(PERIOD_S)
 
     async def deliver_due(self) -> int:
         """One round over every level; how many messages were delivered."""

@@ -34,7 +34,6 @@ segments are deleted once every entry in them is behind the wheel.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import struct
 import time
 from array import array
@@ -43,6 +42,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import structlog
 
+from broker.periodic import Periodic
 from broker.persist import read_json, write_json
 from broker.topics import TIMER_TOPIC
 from store.mapped_file import MappedFileQueue
@@ -147,7 +147,13 @@ class TimerService:
         self._segment_visit: dict[int, int] = {}  # segment start -> latest visit time in it
         self._dirty = False
         self._last_checkpoint = 0.0
-        self._task: asyncio.Task[None] | None = None
+        self._loop = Periodic(
+            "timer-wheel",
+            self._round,
+            min(0.1, self.precision_ms / 4000),
+            first_delay_s=0.0,
+            failure_event="timer_round_failed",
+        )
 
     # ------------------------------------------------------------------ time arithmetic
 
@@ -287,33 +293,21 @@ class TimerService:
     # -------------------------------------------------------------------------- loop
 
     def start(self) -> None:
-        if self.enabled and self._task is None:
-            self._task = asyncio.create_task(self._run(), name="timer-wheel")
+        if self.enabled:
+            self._loop.start()
 
     async def shutdown(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await self._loop.stop()
         self.checkpoint()
         self.log.close()
 
-    async def _run(self) -> None:
-        tick_s = min(0.1, self.precision_ms / 4000)
-        while True:
-            try:
-                await self.enqueue()
-                await self.dequeue(int(time.time() * 1000))
-                since = time.monotonic() - self._last_checkpoint
-                if self._dirty and since >= self.flush_interval_s:
-                    self.checkpoint()
-                self._delete_old_segments()
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception("timer_round_failed")
-            await asyncio.sleep(tick_s)
+    async def _round(self) -> None:
+        await self.enqueue()
+        await self.dequeue(int(time.time() * 1000))
+        since = time.monotonic() - self._last_checkpoint
+        if self._dirty and since >= self.flush_interval_s:
+            self.checkpoint()
+        self._delete_old_segments()
 
     async def enqueue(self) -> int:
         """New timer messages from the consume queue into the wheel."""

@@ -25,7 +25,6 @@ stopped; the op queue makes a re-scan harmless.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import random
 import time
 from dataclasses import dataclass
@@ -33,6 +32,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 
+from broker.periodic import Periodic
 from broker.topics import TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
 from remoting.bodies import PERM_READ, PERM_WRITE
 from remoting.codes import RequestCode
@@ -105,7 +105,12 @@ class TransactionService:
         self.interval_s = config.transaction_check_interval_ms / 1000
         self.timeout_ms = config.transaction_timeout_ms
         self.check_max = config.transaction_check_max
-        self._task: asyncio.Task[None] | None = None
+        self._loop = Periodic(
+            "transaction-check",
+            self.check_once,
+            self.interval_s,
+            failure_event="transaction_check_failed",
+        )
         self._lock = asyncio.Lock()
         self.checks_sent = 0
         self.discarded = 0
@@ -135,25 +140,10 @@ class TransactionService:
     # ------------------------------------------------------------------ the check loop
 
     def start(self) -> None:
-        if self._task is None:
-            self._task = asyncio.create_task(self._run(), name="transaction-check")
+        self._loop.start()
 
     async def shutdown(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
-
-    async def _run(self) -> None:
-        while True:
-            await asyncio.sleep(self.interval_s)
-            try:
-                await self.check_once()
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception("transaction_check_failed")
+        await self._loop.stop()
 
     async def check_once(self) -> CheckRound:
         """One scan of the half queue (``TransactionalMessageServiceImpl.check``)."""
