@@ -55,7 +55,6 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -66,6 +65,7 @@ from remoting import ClientConfig, RemotingClient, RemotingCommand, RequestCode,
 from remoting.bodies import KVTable
 from remoting.headers import CreateTopicRequestHeader
 from tests.bench import loadgen
+from tests.bench.common import attempt, first_line, pinned, progress
 from tests.bench.peers import (
     AeroliteBroker,
     DriverResult,
@@ -157,20 +157,6 @@ def rocketmq_available() -> bool:
 # ----------------------------------------------------------------------------- helpers
 
 
-@contextlib.contextmanager
-def _pinned(cpu: int | None) -> Iterator[None]:
-    """Pin this process to ``cpu`` for the duration (no-op for ``None``)."""
-    if cpu is None:
-        yield
-        return
-    before = os.sched_getaffinity(0)
-    os.sched_setaffinity(0, {cpu})
-    try:
-        yield
-    finally:
-        os.sched_setaffinity(0, before)
-
-
 def _rate_row(done: dict[str, Any], body_bytes: int, messages_key: str) -> dict[str, Any]:
     """A driver's ``done`` line plus what every table shows: MB/s, CPU per message."""
     rate = float(done.get("messages_per_s") or 0.0)
@@ -187,21 +173,6 @@ def _rate_row(done: dict[str, Any], body_bytes: int, messages_key: str) -> dict[
         round(100 * server_cpu / window) if window and server_cpu is not None else None
     )
     return row
-
-
-def _attempt(label: str, fn: Callable[[], dict[str, Any]], notes: list[str]) -> dict[str, Any]:
-    """Run one measurement; a failure becomes ``{"error": ...}`` and a note, not a crash."""
-    try:
-        return fn()
-    except Exception as exc:  # one measurement that fails is reported, the rest go on
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        notes.append(f"{label}: {first}")
-        print(f"  {label}: FAILED: {exc}", file=sys.stderr, flush=True)
-        return {"error": first}
-
-
-def _progress(text: str) -> None:
-    print(f"  {text}", file=sys.stderr, flush=True)
 
 
 # ----------------------------------------------------------------------- echo ceiling
@@ -258,7 +229,7 @@ def echo_ceiling(cfg: BrokerBenchConfig, pin: bool) -> dict[str, Any]:
     ) as server:
         port = server.wait_ready()
         with (
-            _pinned(LOADGEN_CPU if pin else None),
+            pinned(LOADGEN_CPU if pin else None),
             asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner,
         ):
             return runner.run(_echo_shapes(port, cfg))
@@ -438,22 +409,22 @@ def aerolite_phase(
             run = _Run(cfg, home, broker, pin, notes)
             asyncio.run(_admin(broker, PRODUCE_TOPIC, cfg.queues))
             for n in cfg.threads:
-                _progress(f"{tag}: produce, {n} thread(s)")
-                out["produce"][str(n)] = _attempt(
+                progress(f"{tag}: produce, {n} thread(s)")
+                out["produce"][str(n)] = attempt(
                     f"{tag} produce x{n}",
                     functools.partial(_aerolite_produce, run, broker, n),
                     notes,
                 )
             if not sync:
                 asyncio.run(_admin(broker, CONSUME_TOPIC, cfg.queues))
-                _progress(f"{tag}: preload {cfg.consume_messages:,} messages")
-                out["preload"] = _attempt(
+                progress(f"{tag}: preload {cfg.consume_messages:,} messages")
+                out["preload"] = attempt(
                     f"{tag} preload", lambda: _aerolite_preload(run, broker), notes
                 )
                 if "error" not in out["preload"]:
                     for kind in ("push", "pull"):
-                        _progress(f"{tag}: consume, {kind}")
-                        out["consume"][kind] = _attempt(
+                        progress(f"{tag}: consume, {kind}")
+                        out["consume"][kind] = attempt(
                             f"{tag} {kind}",
                             functools.partial(_aerolite_consume, run, broker, kind),
                             notes,
@@ -461,7 +432,7 @@ def aerolite_phase(
             with contextlib.suppress(Exception):
                 out["runtime"] = asyncio.run(_runtime(broker))
     except Exception as exc:  # a system that fails is reported, the benchmark goes on
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        first = first_line(exc)
         notes.append(f"{tag}: {first}")
         out["error"] = first
     out["log"] = broker.warnings()
@@ -548,16 +519,16 @@ def peer_phase(
             run = _Run(cfg, work / f"home-{spec.key}-{mode}", server, pin, notes)
             produce_at = spec.where(server, "produce")
             for n in cfg.threads:
-                _progress(f"{tag}: produce, {n} thread(s)")
-                out["produce"][str(n)] = _attempt(
+                progress(f"{tag}: produce, {n} thread(s)")
+                out["produce"][str(n)] = attempt(
                     f"{tag} produce x{n}",
                     functools.partial(_peer_produce, run, spec.module, n, **produce_at),
                     notes,
                 )
             if not sync:
                 consume_at = spec.where(server, "consume")
-                _progress(f"{tag}: preload {cfg.consume_messages:,} messages")
-                out["preload"] = _attempt(
+                progress(f"{tag}: preload {cfg.consume_messages:,} messages")
+                out["preload"] = attempt(
                     f"{tag} preload",
                     lambda: (
                         run.driver(
@@ -572,8 +543,8 @@ def peer_phase(
                 )
                 if "error" not in out["preload"]:
                     for kind, command in zip(("push", "pull"), spec.consume_commands, strict=True):
-                        _progress(f"{tag}: consume, {command}")
-                        out["consume"][kind] = _attempt(
+                        progress(f"{tag}: consume, {command}")
+                        out["consume"][kind] = attempt(
                             f"{tag} {command}",
                             functools.partial(
                                 _peer_consume, run, spec.module, command, **consume_at
@@ -581,7 +552,7 @@ def peer_phase(
                             notes,
                         )
     except Exception as exc:  # a peer that fails is reported, the benchmark goes on
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        first = first_line(exc)
         if sync and spec.key == "nats" and "unknown field" in str(exc):
             out["skipped"] = (
                 "this nats-server has no `sync_interval: always` (JetStream fsyncs every "
@@ -688,8 +659,8 @@ def run(quick: bool = False, config: BrokerBenchConfig | None = None) -> Report:
     results["config"]["work_dir"] = str(work.relative_to(REPO_ROOT))
     systems = results["systems"]
     try:
-        _progress("echo ceiling")
-        results["echo"] = _attempt("echo ceiling", lambda: echo_ceiling(cfg, pin), notes)
+        progress("echo ceiling")
+        results["echo"] = attempt("echo ceiling", lambda: echo_ceiling(cfg, pin), notes)
         systems["aerolite_async"] = aerolite_phase(cfg, work, pin, sync=False, notes=notes)
         if cfg.sync_flush:
             systems["aerolite_sync"] = aerolite_phase(cfg, work, pin, sync=True, notes=notes)

@@ -32,7 +32,7 @@ import json
 import math
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -49,6 +49,7 @@ from remoting import (
 )
 from remoting.header_codec import encode_json
 from tests.bench import loadgen
+from tests.bench.common import pinned
 from tests.bench.processes import ServerProcess
 from tests.bench.remoting_server import ECHO_CODE, THREADED_LANE_THREADS
 from tests.bench.report import (
@@ -424,20 +425,6 @@ async def _measure(
     return samples, client_samples
 
 
-@contextlib.contextmanager
-def _pinned(cpu: int | None) -> Iterator[None]:
-    """Pin this process to ``cpu`` for the duration (no-op for ``None``)."""
-    if cpu is None:
-        yield
-        return
-    before = os.sched_getaffinity(0)
-    os.sched_setaffinity(0, {cpu})
-    try:
-        yield
-    finally:
-        os.sched_setaffinity(0, before)
-
-
 def _run_servers(
     ring: loadgen.FrameRing, body: bytes, cfg: RemotingBenchConfig, pin: bool
 ) -> tuple[dict[str, Samples], Samples]:
@@ -455,7 +442,7 @@ def _run_servers(
         for proc in procs.values():
             proc.wait_ready()
         with (
-            _pinned(LOADGEN_CPU if pin else None),
+            pinned(LOADGEN_CPU if pin else None),
             asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner,
         ):
             return runner.run(_measure(procs, ring, body, cfg, pin))

@@ -53,7 +53,6 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -63,6 +62,7 @@ import structlog
 from remoting import ClientConfig, RemotingClient, RemotingCommand, RequestCode, ResponseCode
 from tests.bench import loadgen
 from tests.bench.broker_bench import _admin
+from tests.bench.common import attempt, first_line, pinned, progress
 from tests.bench.peers import (
     AeroliteBroker,
     NatsServer,
@@ -155,44 +155,12 @@ QUICK = replace(
 # ----------------------------------------------------------------------------- helpers
 
 
-@contextlib.contextmanager
-def _pinned(cpu: int | None) -> Iterator[None]:
-    """Pin this process to ``cpu`` for the duration (no-op for ``None``)."""
-    if cpu is None:
-        yield
-        return
-    before = os.sched_getaffinity(0)
-    os.sched_setaffinity(0, {cpu})
-    try:
-        yield
-    finally:
-        os.sched_setaffinity(0, before)
-
-
 def _can_pin(cfg: SdkBenchConfig) -> bool:
     return (
         cfg.pin_cpus
         and hasattr(os, "sched_getaffinity")
         and {CLIENT_CPU, SERVER_CPU} <= os.sched_getaffinity(0)
     )
-
-
-def _progress(text: str) -> None:
-    print(f"  {text}", file=sys.stderr, flush=True)
-
-
-def _first_line(exc: BaseException) -> str:
-    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-
-
-def _attempt(label: str, fn: Callable[[], dict[str, Any]], notes: list[str]) -> dict[str, Any]:
-    """Run one measurement; a failure becomes ``{"error": ...}`` and a note, not a crash."""
-    try:
-        return fn()
-    except Exception as exc:  # one measurement that fails is reported, the rest go on
-        notes.append(f"{label}: {_first_line(exc)}")
-        print(f"  {label}: FAILED: {exc}", file=sys.stderr, flush=True)
-        return {"error": _first_line(exc)}
 
 
 def _rate_row(done: dict[str, Any], body_bytes: int, messages_key: str) -> dict[str, Any]:
@@ -301,7 +269,7 @@ def echo_round_trips(cfg: SdkBenchConfig, pin: bool) -> list[int]:
     ) as server:
         port = server.wait_ready()
         with (
-            _pinned(CLIENT_CPU if pin else None),
+            pinned(CLIENT_CPU if pin else None),
             asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner,
         ):
             return runner.run(_echo_round_trips(port, cfg))
@@ -379,7 +347,7 @@ def aerolite_phase(cfg: SdkBenchConfig, work: Path, pin: bool, notes: list[str])
         with broker:
             run = _Run(cfg, work / "home-aerolite", broker, pin)
             for shape in SHAPES:
-                _progress(f"{tag}: produce, {shape}")
+                progress(f"{tag}: produce, {shape}")
                 with contextlib.ExitStack() as stack:
                     echo_port = None
                     if shape == "one":
@@ -394,14 +362,14 @@ def aerolite_phase(cfg: SdkBenchConfig, work: Path, pin: bool, notes: list[str])
                             echo_port = echo.wait_ready()
                         except Exception as exc:  # the echo figure falls back to a run alone
                             notes.append(f"echo server for the interleaved round trips: {exc}")
-                    out["produce"][shape] = _attempt(
+                    out["produce"][shape] = attempt(
                         f"{tag} produce {shape}",
                         functools.partial(_aerolite_produce, run, broker, shape, echo_port),
                         notes,
                     )
             asyncio.run(_admin(broker, CONSUME_TOPIC, cfg.queues))
-            _progress(f"{tag}: preload {cfg.consume_messages:,} messages")
-            out["preload"] = _attempt(
+            progress(f"{tag}: preload {cfg.consume_messages:,} messages")
+            out["preload"] = attempt(
                 f"{tag} preload",
                 lambda: (
                     run_driver(
@@ -429,8 +397,8 @@ def aerolite_phase(cfg: SdkBenchConfig, work: Path, pin: bool, notes: list[str])
                 )
             if "error" not in preload:
                 for command in ("push", "pull"):
-                    _progress(f"{tag}: consume, {command}")
-                    out["consume"][command] = _attempt(
+                    progress(f"{tag}: consume, {command}")
+                    out["consume"][command] = attempt(
                         f"{tag} {command}",
                         functools.partial(
                             run.consume,
@@ -442,8 +410,8 @@ def aerolite_phase(cfg: SdkBenchConfig, work: Path, pin: bool, notes: list[str])
                         notes,
                     )
     except Exception as exc:  # a system that fails is reported, the benchmark goes on
-        notes.append(f"{tag}: {_first_line(exc)}")
-        out["error"] = _first_line(exc)
+        notes.append(f"{tag}: {first_line(exc)}")
+        out["error"] = first_line(exc)
     out["log"] = broker.warnings()
     out["exit_code"] = broker.exit_code
     if broker.exit_code not in (0, None):
@@ -487,8 +455,8 @@ def peer_phase(
         with server:
             run = _Run(cfg, work / f"home-{spec.key}", server, pin)
             for shape in SHAPES:
-                _progress(f"{label}: produce, {shape}")
-                out["produce"][shape] = _attempt(
+                progress(f"{label}: produce, {shape}")
+                out["produce"][shape] = attempt(
                     f"{label} produce {shape}",
                     functools.partial(
                         run.produce, spec.module, shape, **spec.where(server, f"produce_{shape}")
@@ -496,8 +464,8 @@ def peer_phase(
                     notes,
                 )
             consume_at = spec.where(server, "consume")
-            _progress(f"{label}: preload {cfg.consume_messages:,} messages")
-            out["preload"] = _attempt(
+            progress(f"{label}: preload {cfg.consume_messages:,} messages")
+            out["preload"] = attempt(
                 f"{label} preload",
                 lambda: (
                     run_driver(
@@ -516,15 +484,15 @@ def peer_phase(
                 notes,
             )
             if "error" not in out["preload"]:
-                _progress(f"{label}: consume, {spec.consume_command}")
-                out["consume"][spec.consume_command] = _attempt(
+                progress(f"{label}: consume, {spec.consume_command}")
+                out["consume"][spec.consume_command] = attempt(
                     f"{label} {spec.consume_command}",
                     functools.partial(run.consume, spec.module, spec.consume_command, **consume_at),
                     notes,
                 )
     except Exception as exc:  # a peer that fails is reported, the benchmark goes on
-        notes.append(f"{label}: {_first_line(exc)}")
-        out["error"] = _first_line(exc)
+        notes.append(f"{label}: {first_line(exc)}")
+        out["error"] = first_line(exc)
     out["log"] = server.warnings()
     return out
 
@@ -635,8 +603,8 @@ def run(quick: bool = False, config: SdkBenchConfig | None = None) -> Report:
     if echo:
         results["echo"] = {**echo, "interleaved": True}
     else:
-        _progress("echo round trips (the interleaved ones are missing)")
-        results["echo"] = _attempt(
+        progress("echo round trips (the interleaved ones are missing)")
+        results["echo"] = attempt(
             "echo round trips",
             lambda: {**_echo_summary(echo_round_trips(cfg, pin)), "interleaved": False},
             notes,

@@ -1,0 +1,48 @@
+"""Helpers the broker, SDK and remoting benchmarks share while they measure.
+
+CPU pinning of the running process, progress lines on stderr, and running one measurement so
+that its failure becomes a row and a note instead of ending the benchmark. Report-only helpers
+(cell formatting, the busy-machine note) live in ``tests.bench.report``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from collections.abc import Callable, Iterator
+from typing import Any
+
+
+@contextlib.contextmanager
+def pinned(cpu: int | None) -> Iterator[None]:
+    """Pin this process to ``cpu`` for the duration (no-op for ``None``)."""
+    if cpu is None:
+        yield
+        return
+    before = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {cpu})
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, before)
+
+
+def progress(text: str) -> None:
+    """One indented progress line on stderr, so stdout stays the report."""
+    print(f"  {text}", file=sys.stderr, flush=True)
+
+
+def first_line(exc: BaseException) -> str:
+    """The first line of an exception's text, or its type name when it has none."""
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+
+
+def attempt(label: str, fn: Callable[[], dict[str, Any]], notes: list[str]) -> dict[str, Any]:
+    """Run one measurement; a failure becomes ``{"error": ...}`` and a note, not a crash."""
+    try:
+        return fn()
+    except Exception as exc:  # one measurement that fails is reported, the rest go on
+        notes.append(f"{label}: {first_line(exc)}")
+        print(f"  {label}: FAILED: {exc}", file=sys.stderr, flush=True)
+        return {"error": first_line(exc)}
