@@ -66,6 +66,7 @@ from remoting.bodies import KVTable
 from remoting.headers import CreateTopicRequestHeader
 from tests.bench import loadgen
 from tests.bench.common import attempt, first_line, pinned, progress
+from tests.bench.common import row_rate as _rate
 from tests.bench.peers import (
     AeroliteBroker,
     DriverResult,
@@ -85,10 +86,17 @@ from tests.bench.remoting_server import ECHO_CODE
 from tests.bench.report import (
     REPO_ROOT,
     Report,
+    busy_note,
     machine_info,
     machine_line,
     markdown_table,
     text_table,
+)
+from tests.bench.report import (
+    fmt_count as _n,
+)
+from tests.bench.report import (
+    fmt_num as _f,
 )
 
 NAME = "broker"
@@ -574,13 +582,6 @@ def _ratio(a: Any, b: Any) -> float | None:
     return round(a / b, 2)
 
 
-def _rate(row: dict[str, Any] | None) -> float | None:
-    if not row or "error" in row or "skipped" in row:
-        return None
-    rate = row.get("messages_per_s")
-    return float(rate) if isinstance(rate, int | float) and rate > 0 else None
-
-
 def compute_ratios(results: dict[str, Any]) -> dict[str, Any]:
     systems = results["systems"]
     echo = results.get("echo") or {}
@@ -679,14 +680,6 @@ def run(quick: bool = False, config: BrokerBenchConfig | None = None) -> Report:
 
 
 # ---------------------------------------------------------------------------- render
-
-
-def _f(value: Any, fmt: str) -> str:
-    return "—" if not isinstance(value, int | float) else format(value, fmt)
-
-
-def _n(value: Any) -> str:
-    return "—" if not isinstance(value, int | float) or value <= 0 else f"{value:,.0f}"
 
 
 def _cell_rate(row: dict[str, Any] | None) -> str:
@@ -1021,18 +1014,6 @@ def _reading(results: dict[str, Any]) -> str:
     return text
 
 
-def _busy_note(results: dict[str, Any]) -> str:
-    machine = results["machine"]
-    load, cpus = machine.get("loadavg"), machine.get("cpus") or 1
-    if not load or load[0] < 0.5 * cpus:
-        return ""
-    return (
-        f" Other work was running on the machine (load average {load[0]:.2f} on {cpus} CPUs "
-        "before the run, not pinned away from ours): each figure comes from one run and "
-        "carries its noise."
-    )
-
-
 def render_markdown(results: dict[str, Any]) -> str:
     cfg = results["config"]
     pinned = (
@@ -1044,7 +1025,7 @@ def render_markdown(results: dict[str, Any]) -> str:
         "## Broker: produce and consume with a real RocketMQ client, next to Redis and NATS",
         "",
         f"Measured {machine_line(results['machine'])}; {pinned}; "
-        f"the run took {results['seconds']} s.{_busy_note(results)}",
+        f"the run took {results['seconds']} s.{busy_note(results)}",
         "",
         *(f"- {line}" for line in _peer_lines(results)),
     ]

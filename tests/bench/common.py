@@ -46,3 +46,12 @@ def attempt(label: str, fn: Callable[[], dict[str, Any]], notes: list[str]) -> d
         notes.append(f"{label}: {first_line(exc)}")
         print(f"  {label}: FAILED: {exc}", file=sys.stderr, flush=True)
         return {"error": first_line(exc)}
+
+
+def row_rate(row: dict[str, Any] | None) -> float | None:
+    """A driver row's messages per second, or ``None`` when it failed, was skipped or sent
+    nothing (so a ratio against it is left out rather than shown as 0)."""
+    if not row or "error" in row or "skipped" in row:
+        return None
+    value = row.get("messages_per_s")
+    return float(value) if isinstance(value, int | float) and value > 0 else None

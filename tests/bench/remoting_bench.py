@@ -61,6 +61,9 @@ from tests.bench.report import (
     percentile,
     text_table,
 )
+from tests.bench.report import (
+    fmt_num as _f,
+)
 
 NAME = "remoting"
 THROUGHPUT_GOAL = 0.60  # Aerolite / raw, pipelined
@@ -622,10 +625,6 @@ def run(quick: bool = False, config: RemotingBenchConfig | None = None) -> Repor
 
 
 # ---------------------------------------------------------------------------- render
-
-
-def _f(value: float | None, fmt: str) -> str:
-    return "—" if value is None else format(value, fmt)
 
 
 def _rows(results: dict[str, Any]) -> list[tuple[str, dict[str, Any], dict[str, Any]]]:

@@ -142,3 +142,26 @@ def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str
     align = ["---", *(["---:"] * (len(headers) - 1))]
     lines = [headers, align, *rows]
     return "\n".join("| " + " | ".join(str(c) for c in cells) + " |" for cells in lines)
+
+
+def fmt_num(value: Any, spec: str) -> str:
+    """``value`` in ``format`` spec ``spec``, or a dash when it is not a number (not measured)."""
+    return "—" if not isinstance(value, int | float) else format(value, spec)
+
+
+def fmt_count(value: Any) -> str:
+    """A positive count or rate with thousands separators, or a dash (not measured, or none)."""
+    return "—" if not isinstance(value, int | float) or value <= 0 else f"{value:,.0f}"
+
+
+def busy_note(results: dict[str, Any]) -> str:
+    """A sentence for the report when the machine was busy before the run, else ``""``."""
+    machine = results["machine"]
+    load, cpus = machine.get("loadavg"), machine.get("cpus") or 1
+    if not load or load[0] < 0.5 * cpus:
+        return ""
+    return (
+        f" Other work was running on the machine (load average {load[0]:.2f} on {cpus} CPUs "
+        "before the run, not pinned away from ours): each figure comes from one run and "
+        "carries its noise."
+    )

@@ -63,6 +63,7 @@ from remoting import ClientConfig, RemotingClient, RemotingCommand, RequestCode,
 from tests.bench import loadgen
 from tests.bench.broker_bench import _admin
 from tests.bench.common import attempt, first_line, pinned, progress
+from tests.bench.common import row_rate as _rate
 from tests.bench.peers import (
     AeroliteBroker,
     NatsServer,
@@ -79,11 +80,18 @@ from tests.bench.remoting_server import ECHO_CODE
 from tests.bench.report import (
     REPO_ROOT,
     Report,
+    busy_note,
     machine_info,
     machine_line,
     markdown_table,
     percentile,
     text_table,
+)
+from tests.bench.report import (
+    fmt_count as _n,
+)
+from tests.bench.report import (
+    fmt_num as _f,
 )
 
 NAME = "sdk"
@@ -500,13 +508,6 @@ def peer_phase(
 # ---------------------------------------------------------------------------- ratios
 
 
-def _rate(row: dict[str, Any] | None) -> float | None:
-    if not row or "error" in row:
-        return None
-    rate = row.get("messages_per_s")
-    return float(rate) if isinstance(rate, int | float) and rate > 0 else None
-
-
 def _ratio(a: float | None, b: float | None) -> float | None:
     if a is None or b is None or not b:
         return None
@@ -616,14 +617,6 @@ def run(quick: bool = False, config: SdkBenchConfig | None = None) -> Report:
 
 
 # ---------------------------------------------------------------------------- render
-
-
-def _f(value: Any, fmt: str) -> str:
-    return "—" if not isinstance(value, int | float) else format(value, fmt)
-
-
-def _n(value: Any) -> str:
-    return "—" if not isinstance(value, int | float) or value <= 0 else f"{value:,.0f}"
 
 
 def _cell(row: dict[str, Any]) -> str:
@@ -928,18 +921,6 @@ def render_console(results: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _busy_note(results: dict[str, Any]) -> str:
-    machine = results["machine"]
-    load, cpus = machine.get("loadavg"), machine.get("cpus") or 1
-    if not load or load[0] < 0.5 * cpus:
-        return ""
-    return (
-        f" Other work was running on the machine (load average {load[0]:.2f} on {cpus} CPUs "
-        "before the run, not pinned away from ours): each figure comes from one run and "
-        "carries its noise."
-    )
-
-
 def render_markdown(results: dict[str, Any]) -> str:
     cfg = results["config"]
     pinned = (
@@ -951,7 +932,7 @@ def render_markdown(results: dict[str, Any]) -> str:
         "## SDK: the asyncio client against the broker, next to Redis and NATS",
         "",
         f"Measured {machine_line(results['machine'])}; {pinned}; "
-        f"the run took {results['seconds']} s.{_busy_note(results)}",
+        f"the run took {results['seconds']} s.{busy_note(results)}",
         "",
         *(f"- {line}" for line in _peer_lines(results)),
         "",
