@@ -48,7 +48,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import json
 import os
 import shutil
 import sys
@@ -65,7 +64,15 @@ from remoting import ClientConfig, RemotingClient, RemotingCommand, RequestCode,
 from remoting.bodies import KVTable
 from remoting.headers import CreateTopicRequestHeader
 from tests.bench import loadgen
-from tests.bench.common import attempt, first_line, pinned, progress
+from tests.bench.common import (
+    attempt,
+    first_line,
+    peer_where,
+    pinned,
+    progress,
+    send_failures,
+    server_log_lines,
+)
 from tests.bench.common import row_rate as _rate
 from tests.bench.peers import (
     AeroliteBroker,
@@ -81,7 +88,12 @@ from tests.bench.peers import (
     run_driver,
 )
 from tests.bench.processes import ServerProcess
-from tests.bench.profiling import profile_while_driving, speedscope_top
+from tests.bench.profiling import (
+    profile_while_driving,
+    save_summary,
+    speedscope_top,
+    top_self_rows,
+)
 from tests.bench.remoting_server import ECHO_CODE
 from tests.bench.report import (
     REPO_ROOT,
@@ -496,10 +508,7 @@ class PeerSpec:
         return NatsServer(work, cpu, sync_always=sync)
 
     def where(self, server: Service, name: str) -> dict[str, Any]:
-        port = server.port if isinstance(server, RedisServer | NatsServer) else 0
-        if self.key == "redis":
-            return {"port": port, "stream": name}
-        return {"port": port, "stream": name.upper(), "subject": name.lower()}
+        return peer_where(self.key, server, name)
 
 
 PEER_SPECS = (
@@ -696,11 +705,6 @@ def _ms(us: Any) -> str:
     return "—" if not isinstance(us, int | float) else f"{us / 1e3:.2f}"
 
 
-def _failures(row: dict[str, Any]) -> str:
-    failed = int(row.get("errors") or 0) + int(row.get("not_ok") or 0)
-    return str(failed) if failed else "0"
-
-
 def _produce_rows(results: dict[str, Any], mode: str) -> list[list[str]]:
     systems, ratios = results["systems"], results["ratios"]["produce"].get(mode, {})
     echo = (results.get("echo") or {}).get("produce", {})
@@ -839,7 +843,7 @@ def _detail_rows(results: dict[str, Any]) -> list[list[str]]:
                     _f(row.get("client_cpu_pct"), ".0f"),
                     _f(probe.get("p99_ms"), ".1f"),
                     _f(probe.get("max_ms"), ".0f"),
-                    _failures(row),
+                    str(send_failures(row)),
                 ]
             )
     return rows
@@ -895,7 +899,7 @@ def _odd_lines(results: dict[str, Any]) -> list[str]:
                 )
             kinds = {**(row.get("error_kinds") or {}), **(row.get("not_ok_kinds") or {})}
             if kinds:
-                failed = _failures(row)
+                failed = send_failures(row)
                 top = "; ".join(f"{n} x {k[:140]}" for k, n in kinds.items())
                 lines.append(f"{label}, {what}: {failed} sends failed ({top})")
             probe = row.get("stall_probe") or {}
@@ -910,11 +914,7 @@ def _odd_lines(results: dict[str, Any]) -> list[str]:
                 top = "; ".join(f"{n} x {k[:120]}" for k, n in client_log["kinds"].items())
                 lines.append(f"{label}, {what}: C++ client log, {client_log['lines']} lines: {top}")
                 seen_issues.update(k for k in KNOWN_CLIENT_ISSUES if k in top)
-        log = system.get("log") or {}
-        if log.get("lines"):
-            kinds = log.get("events") or log.get("kinds") or {}
-            top = "; ".join(f"{n} x {k[:120]}" for k, n in kinds.items())
-            lines.append(f"{label}: server log, {log['lines']} warning/error lines: {top}")
+        lines += server_log_lines(label, system)
     lines += [KNOWN_CLIENT_ISSUES[k] for k in KNOWN_CLIENT_ISSUES if k in seen_issues]
     return lines
 
@@ -1171,19 +1171,13 @@ def main() -> None:
     summary = profile_broker(
         seconds=args.seconds, threads=args.threads, out=args.out, sync=args.sync, native=args.native
     )
-    args.out.with_name(args.out.name.replace(".speedscope", "")).write_text(
-        json.dumps(summary, indent=2) + "\n"
-    )
+    save_summary(args.out, summary)
     print(
         f"py-spy, {args.seconds:g} s, "
         f"{summary['threads']} producer threads, {summary['flush']}, "
         f"{summary['messages_per_s_while_sampled']} msg/s while sampled; {summary['speedscope']}"
     )
-    rows = [
-        [f"{r['function']} ({r['file']})", f"{r['self_pct']:.1f}", f"{r['total_pct']:.1f}"]
-        for r in summary["top_self"]
-    ]
-    print(text_table(("function", "self %", "total %"), rows))
+    print(text_table(("function", "self %", "total %"), top_self_rows(summary)))
 
 
 if __name__ == "__main__":

@@ -13,6 +13,8 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from tests.bench.peers import NatsServer, RedisServer, Service
+
 
 @contextlib.contextmanager
 def pinned(cpu: int | None) -> Iterator[None]:
@@ -55,3 +57,27 @@ def row_rate(row: dict[str, Any] | None) -> float | None:
         return None
     value = row.get("messages_per_s")
     return float(value) if isinstance(value, int | float) and value > 0 else None
+
+
+def peer_where(key: str, server: Service, name: str) -> dict[str, Any]:
+    """Where a Redis or NATS driver sends or reads the run called ``name``: a Redis stream,
+    or a JetStream stream (upper case, as NATS names them) with its subject."""
+    port = server.port if isinstance(server, RedisServer | NatsServer) else 0
+    if key == "redis":
+        return {"port": port, "stream": name}
+    return {"port": port, "stream": name.upper(), "subject": name.lower()}
+
+
+def send_failures(row: dict[str, Any]) -> int:
+    """Sends of a driver row that raised or came back not OK."""
+    return int(row.get("errors") or 0) + int(row.get("not_ok") or 0)
+
+
+def server_log_lines(label: str, system: dict[str, Any]) -> list[str]:
+    """The report line for a server's warning/error log lines, if it wrote any."""
+    log = system.get("log") or {}
+    if not log.get("lines"):
+        return []
+    kinds = log.get("events") or log.get("kinds") or {}
+    top = "; ".join(f"{n} x {k[:120]}" for k, n in kinds.items())
+    return [f"{label}: server log, {log['lines']} warning/error lines: {top}"]

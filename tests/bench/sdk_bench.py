@@ -47,7 +47,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import json
 import os
 import shutil
 import sys
@@ -62,7 +61,15 @@ import structlog
 from remoting import ClientConfig, RemotingClient, RemotingCommand, RequestCode, ResponseCode
 from tests.bench import loadgen
 from tests.bench.broker_bench import _admin
-from tests.bench.common import attempt, first_line, pinned, progress
+from tests.bench.common import (
+    attempt,
+    first_line,
+    peer_where,
+    pinned,
+    progress,
+    send_failures,
+    server_log_lines,
+)
 from tests.bench.common import row_rate as _rate
 from tests.bench.peers import (
     AeroliteBroker,
@@ -75,7 +82,12 @@ from tests.bench.peers import (
     run_driver,
 )
 from tests.bench.processes import ServerProcess
-from tests.bench.profiling import profile_while_driving, speedscope_top
+from tests.bench.profiling import (
+    profile_while_driving,
+    save_summary,
+    speedscope_top,
+    top_self_rows,
+)
 from tests.bench.remoting_server import ECHO_CODE
 from tests.bench.report import (
     REPO_ROOT,
@@ -442,10 +454,7 @@ class PeerSpec:
         return NatsServer(work, cpu)
 
     def where(self, server: Service, name: str) -> dict[str, Any]:
-        port = server.port if isinstance(server, RedisServer | NatsServer) else 0
-        if self.key == "redis":
-            return {"port": port, "stream": name}
-        return {"port": port, "stream": name.upper(), "subject": name.lower()}
+        return peer_where(self.key, server, name)
 
 
 PEER_SPECS = (
@@ -703,10 +712,6 @@ _DETAIL_HEADERS = (
 )
 
 
-def _failures(row: dict[str, Any]) -> int:
-    return int(row.get("errors") or 0) + int(row.get("not_ok") or 0)
-
-
 def _detail_rows(results: dict[str, Any]) -> list[list[str]]:
     rows: list[list[str]] = []
     for key, system in results["systems"].items():
@@ -735,7 +740,7 @@ def _detail_rows(results: dict[str, Any]) -> list[list[str]]:
                     _f(row.get("client_cpu_pct"), ".0f"),
                     _f(row.get("server_cpu_pct"), ".0f"),
                     _f(probe.get("max_ms"), ".0f"),
-                    str(_failures(row)),
+                    str(send_failures(row)),
                 ]
             )
     return rows
@@ -858,7 +863,7 @@ def _odd_lines(results: dict[str, Any]) -> list[str]:
             kinds = {**(row.get("error_kinds") or {}), **(row.get("not_ok_kinds") or {})}
             if kinds:
                 top = "; ".join(f"{n} x {k[:140]}" for k, n in kinds.items())
-                lines.append(f"{label}, {name}: {_failures(row)} sends failed ({top})")
+                lines.append(f"{label}, {name}: {send_failures(row)} sends failed ({top})")
             if "stored" in row and row["stored"] != row.get("acknowledged"):
                 lines.append(
                     f"{label}, {name}: the broker's queues hold {row['stored']:,} messages, "
@@ -877,11 +882,7 @@ def _odd_lines(results: dict[str, Any]) -> list[str]:
                     f"{label}, {name}: {probe['over_100ms']} of {probe['probes']} stall probes "
                     f"waited over 100 ms (worst {probe['max_ms']:.0f} ms)"
                 )
-        log = system.get("log") or {}
-        if log.get("lines"):
-            kinds = log.get("events") or log.get("kinds") or {}
-            top = "; ".join(f"{n} x {k[:120]}" for k, n in kinds.items())
-            lines.append(f"{label}: server log, {log['lines']} warning/error lines: {top}")
+        lines += server_log_lines(label, system)
     return lines
 
 
@@ -1083,20 +1084,14 @@ def main() -> None:
         native=args.native,
         spy=args.spy,
     )
-    args.out.with_name(args.out.name.replace(".speedscope", "")).write_text(
-        json.dumps(summary, indent=2) + "\n"
-    )
+    save_summary(args.out, summary)
     print(
         f"py-spy, {args.seconds:g} s, {args.spy}, shape {summary['shape']}, "
         f"{summary['messages_per_s_while_sampled']} msg/s and "
         f"{summary['client_cpu_us_per_msg']} µs of client CPU per message while sampled; "
         f"{summary['speedscope']}"
     )
-    rows = [
-        [f"{r['function']} ({r['file']})", f"{r['self_pct']:.1f}", f"{r['total_pct']:.1f}"]
-        for r in summary["top_self"]
-    ]
-    print(text_table(("function", "self %", "total %"), rows))
+    print(text_table(("function", "self %", "total %"), top_self_rows(summary)))
 
 
 if __name__ == "__main__":
