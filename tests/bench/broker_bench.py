@@ -65,10 +65,11 @@ from remoting.bodies import KVTable
 from remoting.headers import CreateTopicRequestHeader
 from tests.bench import loadgen
 from tests.bench.common import (
+    against_echo_server,
     attempt,
+    broker_stopped,
     first_line,
     peer_where,
-    pinned,
     progress,
     send_failures,
     server_log_lines,
@@ -87,7 +88,6 @@ from tests.bench.peers import (
     find_peers,
     run_driver,
 )
-from tests.bench.processes import ServerProcess
 from tests.bench.profiling import (
     profile_while_driving,
     save_summary,
@@ -242,17 +242,11 @@ async def _echo_shapes(port: int, cfg: BrokerBenchConfig) -> dict[str, Any]:
 
 def echo_ceiling(cfg: BrokerBenchConfig, pin: bool) -> dict[str, Any]:
     """The raw uvloop echo server, in its own process, under each client shape."""
-    import uvloop
-
-    with ServerProcess(
-        "raw uvloop echo", "tests.bench.echo_server", cpu=SERVER_CPU if pin else None
-    ) as server:
-        port = server.wait_ready()
-        with (
-            pinned(LOADGEN_CPU if pin else None),
-            asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner,
-        ):
-            return runner.run(_echo_shapes(port, cfg))
+    return against_echo_server(
+        functools.partial(_echo_shapes, cfg=cfg),
+        SERVER_CPU if pin else None,
+        LOADGEN_CPU if pin else None,
+    )
 
 
 # ---------------------------------------------------------------------------- Aerolite
@@ -455,10 +449,7 @@ def aerolite_phase(
         first = first_line(exc)
         notes.append(f"{tag}: {first}")
         out["error"] = first
-    out["log"] = broker.warnings()
-    out["exit_code"] = broker.exit_code
-    if broker.exit_code not in (0, None):
-        notes.append(f"{tag}: the broker exited with {broker.exit_code} on SIGTERM")
+    broker_stopped(out, broker, tag, notes)
     return out
 
 

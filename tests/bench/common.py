@@ -7,13 +7,17 @@ that its failure becomes a row and a note instead of ending the benchmark. Repor
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import sys
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Callable, Coroutine, Iterator
+from typing import Any, TypeVar
 
 from tests.bench.peers import NatsServer, RedisServer, Service
+from tests.bench.processes import ServerProcess
+
+T = TypeVar("T")
 
 
 @contextlib.contextmanager
@@ -81,3 +85,25 @@ def server_log_lines(label: str, system: dict[str, Any]) -> list[str]:
     kinds = log.get("events") or log.get("kinds") or {}
     top = "; ".join(f"{n} x {k[:120]}" for k, n in kinds.items())
     return [f"{label}: server log, {log['lines']} warning/error lines: {top}"]
+
+
+def against_echo_server(
+    drive: Callable[[int], Coroutine[Any, Any, T]], server_cpu: int | None, client_cpu: int | None
+) -> T:
+    """Start the raw uvloop echo server in a process of its own (on ``server_cpu``) and run
+    ``drive(port)`` here on a uvloop loop, pinned to ``client_cpu``."""
+    import uvloop
+
+    with ServerProcess("raw uvloop echo", "tests.bench.echo_server", cpu=server_cpu) as server:
+        port = server.wait_ready()
+        with pinned(client_cpu), asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+            return runner.run(drive(port))
+
+
+def broker_stopped(out: dict[str, Any], broker: Service, tag: str, notes: list[str]) -> None:
+    """Record a stopped broker's log warnings and exit code in ``out``; an exit other than a
+    clean one on SIGTERM also becomes a note."""
+    out["log"] = broker.warnings()
+    out["exit_code"] = broker.exit_code
+    if broker.exit_code not in (0, None):
+        notes.append(f"{tag}: the broker exited with {broker.exit_code} on SIGTERM")

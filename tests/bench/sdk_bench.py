@@ -62,10 +62,11 @@ from remoting import ClientConfig, RemotingClient, RemotingCommand, RequestCode,
 from tests.bench import loadgen
 from tests.bench.broker_bench import _admin
 from tests.bench.common import (
+    against_echo_server,
     attempt,
+    broker_stopped,
     first_line,
     peer_where,
-    pinned,
     progress,
     send_failures,
     server_log_lines,
@@ -282,17 +283,11 @@ async def _echo_round_trips(port: int, cfg: SdkBenchConfig) -> list[int]:
 def echo_round_trips(cfg: SdkBenchConfig, pin: bool) -> list[int]:
     """Round trips (ns) of 1 KiB requests, one at a time, to the raw uvloop echo server in a
     process of its own; the load generator runs here, pinned to the clients' CPU."""
-    import uvloop
-
-    with ServerProcess(
-        "raw uvloop echo", "tests.bench.echo_server", cpu=SERVER_CPU if pin else None
-    ) as server:
-        port = server.wait_ready()
-        with (
-            pinned(CLIENT_CPU if pin else None),
-            asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner,
-        ):
-            return runner.run(_echo_round_trips(port, cfg))
+    return against_echo_server(
+        functools.partial(_echo_round_trips, cfg=cfg),
+        SERVER_CPU if pin else None,
+        CLIENT_CPU if pin else None,
+    )
 
 
 def _echo_summary(latencies_ns: list[int]) -> dict[str, Any]:
@@ -432,10 +427,7 @@ def aerolite_phase(cfg: SdkBenchConfig, work: Path, pin: bool, notes: list[str])
     except Exception as exc:  # a system that fails is reported, the benchmark goes on
         notes.append(f"{tag}: {first_line(exc)}")
         out["error"] = first_line(exc)
-    out["log"] = broker.warnings()
-    out["exit_code"] = broker.exit_code
-    if broker.exit_code not in (0, None):
-        notes.append(f"{tag}: the broker exited with {broker.exit_code} on SIGTERM")
+    broker_stopped(out, broker, tag, notes)
     return out
 
 
