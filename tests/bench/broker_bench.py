@@ -98,10 +98,13 @@ from tests.bench.remoting_server import ECHO_CODE
 from tests.bench.report import (
     REPO_ROOT,
     Report,
-    busy_note,
+    console_tail,
     machine_info,
     machine_line,
     markdown_table,
+    markdown_tail,
+    measured_line,
+    pinning_text,
     text_table,
 )
 from tests.bench.report import (
@@ -941,13 +944,7 @@ def render_console(results: dict[str, Any]) -> str:
         "",
         text_table(_DETAIL_HEADERS, _detail_rows(results)),
     ]
-    reading = _reading(results)
-    if reading:
-        lines += ["", reading.replace("**", "")]
-    odd = _odd_lines(results)
-    if odd or results["notes"]:
-        lines += ["", *results["notes"], *odd]
-    lines += ["", f"({results['seconds']} s)"]
+    lines += console_tail(results, _reading(results), _odd_lines(results))
     return "\n".join(lines)
 
 
@@ -1007,16 +1004,11 @@ def _reading(results: dict[str, Any]) -> str:
 
 def render_markdown(results: dict[str, Any]) -> str:
     cfg = results["config"]
-    pinned = (
-        f"every server pinned to CPU {SERVER_CPU}, every client to CPU {LOADGEN_CPU}"
-        if cfg["pinned"]
-        else "no CPU pinning"
-    )
+    pinning = pinning_text(cfg["pinned"], SERVER_CPU, LOADGEN_CPU)
     parts = [
         "## Broker: produce and consume with a real RocketMQ client, next to Redis and NATS",
         "",
-        f"Measured {machine_line(results['machine'])}; {pinned}; "
-        f"the run took {results['seconds']} s.{busy_note(results)}",
+        measured_line(results, pinning),
         "",
         *(f"- {line}" for line in _peer_lines(results)),
     ]
@@ -1076,13 +1068,9 @@ def render_markdown(results: dict[str, Any]) -> str:
         "",
         markdown_table(_DETAIL_HEADERS, _detail_rows(results)),
     ]
-    reading = _reading(results)
-    if reading:
-        parts += ["", reading]
-    odd = _odd_lines(results)
-    if odd or results["notes"]:
-        parts += ["", "**Failures and log warnings in this run:**", ""]
-        parts += [f"- {line}" for line in [*results["notes"], *odd]]
+    parts += markdown_tail(
+        results, _reading(results), _odd_lines(results), "Failures and log warnings in this run"
+    )
     return "\n".join(parts)
 
 
