@@ -51,14 +51,11 @@ import functools
 import os
 import shutil
 import sys
-import tempfile
 import time
 import uuid
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
-
-import structlog
 
 from remoting import ClientConfig, RemotingClient, RemotingCommand, RequestCode, ResponseCode
 from remoting.bodies import KVTable
@@ -67,8 +64,11 @@ from tests.bench import loadgen
 from tests.bench.common import (
     against_echo_server,
     attempt,
+    bench_work_dir,
     broker_stopped,
+    can_pin,
     first_line,
+    parse_profile_args,
     peer_where,
     progress,
     send_failures,
@@ -630,11 +630,7 @@ def run(quick: bool = False, config: BrokerBenchConfig | None = None) -> Report:
     cfg = config or (QUICK if quick else FULL)
     started = time.perf_counter()
     machine = machine_info()  # before our own load shows in the load average
-    pin = (
-        cfg.pin_cpus
-        and hasattr(os, "sched_getaffinity")
-        and {LOADGEN_CPU, SERVER_CPU} <= os.sched_getaffinity(0)
-    )
+    pin = cfg.pin_cpus and can_pin(LOADGEN_CPU, SERVER_CPU)
     notes: list[str] = []
     peers = find_peers() if cfg.peers else {}
     results: dict[str, Any] = {
@@ -657,9 +653,7 @@ def run(quick: bool = False, config: BrokerBenchConfig | None = None) -> Report:
         # No markdown: the docs keep the last section that measured something.
         return Report(NAME, results, render_console(results), "", notes)
 
-    base = REPO_ROOT / "bench-results"
-    base.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix="broker-bench-", dir=base))
+    work = bench_work_dir("broker-bench-")
     results["config"]["work_dir"] = str(work.relative_to(REPO_ROOT))
     systems = results["systems"]
     try:
@@ -1089,10 +1083,8 @@ def profile_broker(
     """py-spy the broker for ``seconds`` while one client process produces with ``threads``
     threads (not a figure: the sampler slows the broker down)."""
     cfg = FULL
-    pin = hasattr(os, "sched_getaffinity") and {LOADGEN_CPU, SERVER_CPU} <= os.sched_getaffinity(0)
-    base = REPO_ROOT / "bench-results"
-    base.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix="broker-profile-", dir=base))
+    pin = can_pin(LOADGEN_CPU, SERVER_CPU)
+    work = bench_work_dir("broker-profile-")
     settings = {"flushDiskType": "SYNC_FLUSH" if sync else "ASYNC_FLUSH"}
     try:
         with AeroliteBroker(work / "aerolite", SERVER_CPU if pin else None, settings) as broker:
@@ -1143,10 +1135,7 @@ def main() -> None:
     parser.add_argument(
         "--out", type=Path, default=REPO_ROOT / "bench-results" / "broker-profile.speedscope.json"
     )
-    args = parser.parse_args()
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(30))
-    if not args.profile:
-        parser.error("nothing to do: the benchmark runs from `python -m tests.bench --only broker`")
+    args = parse_profile_args(parser, "broker")
     summary = profile_broker(
         seconds=args.seconds, threads=args.threads, out=args.out, sync=args.sync, native=args.native
     )

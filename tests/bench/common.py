@@ -7,15 +7,21 @@ that its failure becomes a row and a note instead of ending the benchmark. Repor
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import os
 import sys
+import tempfile
 from collections.abc import Callable, Coroutine, Iterator
+from pathlib import Path
 from typing import Any, TypeVar
+
+import structlog
 
 from tests.bench.peers import NatsServer, RedisServer, Service
 from tests.bench.processes import ServerProcess
+from tests.bench.report import REPO_ROOT
 
 T = TypeVar("T")
 
@@ -32,6 +38,30 @@ def pinned(cpu: int | None) -> Iterator[None]:
         yield
     finally:
         os.sched_setaffinity(0, before)
+
+
+def can_pin(*cpus: int) -> bool:
+    """Whether this process may run on every one of ``cpus`` (so pinning to them works)."""
+    return hasattr(os, "sched_getaffinity") and set(cpus) <= os.sched_getaffinity(0)
+
+
+def bench_work_dir(prefix: str) -> Path:
+    """A new temporary directory under ``bench-results/`` (the caller removes it)."""
+    base = REPO_ROOT / "bench-results"
+    base.mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(prefix=prefix, dir=base))
+
+
+def parse_profile_args(parser: argparse.ArgumentParser, only: str) -> argparse.Namespace:
+    """Parse a bench module's own command line, which only has a ``--profile`` mode: logs at
+    warning level, and an error naming ``python -m tests.bench --only <only>`` without it."""
+    args = parser.parse_args()
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(30))
+    if not args.profile:
+        parser.error(
+            f"nothing to do: the benchmark runs from `python -m tests.bench --only {only}`"
+        )
+    return args
 
 
 def progress(text: str) -> None:

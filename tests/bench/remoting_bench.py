@@ -49,7 +49,7 @@ from remoting import (
 )
 from remoting.header_codec import encode_json
 from tests.bench import loadgen
-from tests.bench.common import pinned
+from tests.bench.common import can_pin, pinned
 from tests.bench.processes import ServerProcess
 from tests.bench.remoting_server import ECHO_CODE, THREADED_LANE_THREADS
 from tests.bench.report import (
@@ -576,11 +576,7 @@ def run(quick: bool = False, config: RemotingBenchConfig | None = None) -> Repor
     cfg = config or (QUICK if quick else FULL)
     started = time.perf_counter()
     machine = machine_info()  # before our own load shows in the load average
-    pin = (
-        cfg.pin_cpus
-        and hasattr(os, "sched_getaffinity")
-        and {LOADGEN_CPU, SERVER_CPU} <= os.sched_getaffinity(0)
-    )
+    pin = cfg.pin_cpus and can_pin(LOADGEN_CPU, SERVER_CPU)
     body = os.urandom(cfg.body_bytes)
     codecs = codec_bench(body, cfg.codec_iterations, cfg.codec_repeats)
     ring = loadgen.FrameRing.echo_requests(ECHO_CODE, body, cfg.ring_frames)

@@ -50,13 +50,10 @@ import functools
 import os
 import shutil
 import sys
-import tempfile
 import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
-
-import structlog
 
 from remoting import ClientConfig, RemotingClient, RemotingCommand, RequestCode, ResponseCode
 from tests.bench import loadgen
@@ -64,8 +61,11 @@ from tests.bench.broker_bench import _admin
 from tests.bench.common import (
     against_echo_server,
     attempt,
+    bench_work_dir,
     broker_stopped,
+    can_pin,
     first_line,
+    parse_profile_args,
     peer_where,
     progress,
     send_failures,
@@ -180,11 +180,7 @@ QUICK = replace(
 
 
 def _can_pin(cfg: SdkBenchConfig) -> bool:
-    return (
-        cfg.pin_cpus
-        and hasattr(os, "sched_getaffinity")
-        and {CLIENT_CPU, SERVER_CPU} <= os.sched_getaffinity(0)
-    )
+    return cfg.pin_cpus and can_pin(CLIENT_CPU, SERVER_CPU)
 
 
 def _rate_row(done: dict[str, Any], body_bytes: int, messages_key: str) -> dict[str, Any]:
@@ -590,9 +586,7 @@ def run(quick: bool = False, config: SdkBenchConfig | None = None) -> Report:
         "systems": {},
         "notes": notes,
     }
-    base = REPO_ROOT / "bench-results"
-    base.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix="sdk-bench-", dir=base))
+    work = bench_work_dir("sdk-bench-")
     results["config"]["work_dir"] = str(work.relative_to(REPO_ROOT))
     systems = results["systems"]
     try:
@@ -984,9 +978,7 @@ def profile_sdk(
     sampled process down)."""
     cfg = FULL
     pin = _can_pin(cfg)
-    base = REPO_ROOT / "bench-results"
-    base.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix="sdk-profile-", dir=base))
+    work = bench_work_dir("sdk-profile-")
     topic = "SdkProfile"
     try:
         with AeroliteBroker(
@@ -1051,10 +1043,7 @@ def main() -> None:
     parser.add_argument(
         "--out", type=Path, default=REPO_ROOT / "bench-results" / "sdk-profile.speedscope.json"
     )
-    args = parser.parse_args()
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(30))
-    if not args.profile:
-        parser.error("nothing to do: the benchmark runs from `python -m tests.bench --only sdk`")
+    args = parse_profile_args(parser, "sdk")
     summary = profile_sdk(
         seconds=args.seconds,
         shape=args.shape,
