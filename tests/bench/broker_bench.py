@@ -62,6 +62,7 @@ from remoting.bodies import KVTable
 from remoting.headers import CreateTopicRequestHeader
 from tests.bench import loadgen
 from tests.bench.common import (
+    DriverRun,
     against_echo_server,
     attempt,
     bench_work_dir,
@@ -82,11 +83,9 @@ from tests.bench.peers import (
     Peer,
     RedisServer,
     Service,
-    StallProbe,
     cpp_client_log,
     dist_version,
     find_peers,
-    run_driver,
 )
 from tests.bench.profiling import (
     profile_while_driving,
@@ -304,34 +303,21 @@ async def _runtime(broker: AeroliteBroker) -> dict[str, str]:
     return {k: table[k] for k in keys if k in table}
 
 
-class _Run:
+class _Run(DriverRun):
     """Shared arguments of one system's measurements."""
 
     def __init__(
         self, cfg: BrokerBenchConfig, home: Path, server: Service, pin: bool, notes: list[str]
     ) -> None:
+        super().__init__(cfg.body_bytes, home, server, LOADGEN_CPU if pin else None)
         self.cfg = cfg
-        self.home = home
-        self.server = server
         self.notes = notes
-        self.client_cpu = LOADGEN_CPU if pin else None
-
-    def args(self, **extra: Any) -> dict[str, Any]:
-        return {
-            "body_bytes": self.cfg.body_bytes,
-            "server_pid": self.server.pid,
-            "cpu": self.client_cpu,
-            **extra,
-        }
 
     def driver(self, module: str, command: str, timeout_s: float, **extra: Any) -> DriverResult:
         """Run a driver with a ``StallProbe`` on the server; the probe's summary goes into
         the ``done`` line as ``stall_probe``."""
-        with StallProbe(self.server) as probe:
-            result = run_driver(
-                module, command, self.args(**extra), home=self.home, timeout_s=timeout_s + 60.0
-            )
-        result.done["stall_probe"] = probe.summary()
+        result, probe = self.probed(module, command, timeout_s, **extra)
+        result.done["stall_probe"] = probe
         return result
 
 

@@ -19,7 +19,14 @@ from typing import Any, TypeVar
 
 import structlog
 
-from tests.bench.peers import NatsServer, RedisServer, Service
+from tests.bench.peers import (
+    DriverResult,
+    NatsServer,
+    RedisServer,
+    Service,
+    StallProbe,
+    run_driver,
+)
 from tests.bench.processes import ServerProcess
 from tests.bench.report import REPO_ROOT
 
@@ -137,3 +144,35 @@ def broker_stopped(out: dict[str, Any], broker: Service, tag: str, notes: list[s
     out["exit_code"] = broker.exit_code
     if broker.exit_code not in (0, None):
         notes.append(f"{tag}: the broker exited with {broker.exit_code} on SIGTERM")
+
+
+class DriverRun:
+    """Runs bench drivers against one server: the arguments every driver takes, and a
+    ``StallProbe`` on the server for the length of each run."""
+
+    def __init__(
+        self, body_bytes: int, home: Path, server: Service, client_cpu: int | None
+    ) -> None:
+        self.body_bytes = body_bytes
+        self.home = home
+        self.server = server
+        self.client_cpu = client_cpu
+
+    def args(self, **extra: Any) -> dict[str, Any]:
+        return {
+            "body_bytes": self.body_bytes,
+            "server_pid": self.server.pid,
+            "cpu": self.client_cpu,
+            **extra,
+        }
+
+    def probed(
+        self, module: str, command: str, timeout_s: float, **extra: Any
+    ) -> tuple[DriverResult, dict[str, Any]]:
+        """Run a driver (allowing a minute over ``timeout_s`` to start and stop) and return
+        its result with the stall probe's summary."""
+        with StallProbe(self.server) as probe:
+            result = run_driver(
+                module, command, self.args(**extra), home=self.home, timeout_s=timeout_s + 60.0
+            )
+        return result, probe.summary()

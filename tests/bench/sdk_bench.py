@@ -59,6 +59,7 @@ from remoting import ClientConfig, RemotingClient, RemotingCommand, RequestCode,
 from tests.bench import loadgen
 from tests.bench.broker_bench import _admin
 from tests.bench.common import (
+    DriverRun,
     against_echo_server,
     attempt,
     bench_work_dir,
@@ -77,7 +78,6 @@ from tests.bench.peers import (
     NatsServer,
     RedisServer,
     Service,
-    StallProbe,
     dist_version,
     find_peers,
     run_driver,
@@ -199,28 +199,19 @@ def _rate_row(done: dict[str, Any], body_bytes: int, messages_key: str) -> dict[
     return row
 
 
-class _Run:
+class _Run(DriverRun):
     """Runs drivers against one server, each with a ``StallProbe`` on the server."""
 
     def __init__(self, cfg: SdkBenchConfig, home: Path, server: Service, pin: bool) -> None:
+        super().__init__(cfg.body_bytes, home, server, CLIENT_CPU if pin else None)
         self.cfg = cfg
-        self.home = home
-        self.server = server
-        self.client_cpu = CLIENT_CPU if pin else None
 
     def driver(
         self, module: str, command: str, timeout_s: float, messages_key: str, **extra: Any
     ) -> dict[str, Any]:
-        args = {
-            "body_bytes": self.cfg.body_bytes,
-            "server_pid": self.server.pid,
-            "cpu": self.client_cpu,
-            **extra,
-        }
-        with StallProbe(self.server) as probe:
-            result = run_driver(module, command, args, home=self.home, timeout_s=timeout_s + 60.0)
+        result, probe = self.probed(module, command, timeout_s, **extra)
         row = _rate_row(result.done, self.cfg.body_bytes, messages_key)
-        row["stall_probe"] = probe.summary()
+        row["stall_probe"] = probe
         return row
 
     def produce(self, module: str, shape: str, **where: Any) -> dict[str, Any]:
