@@ -214,6 +214,19 @@ class _Run(DriverRun):
         row["stall_probe"] = probe
         return row
 
+    def preload(self, module: str, **where: Any) -> dict[str, Any]:
+        """Fill the consume stream (not timed, no stall probe); the driver's ``done`` line."""
+        cfg = self.cfg
+        args = {
+            **where,
+            "count": cfg.consume_messages,
+            "body_bytes": cfg.body_bytes,
+            "cpu": self.client_cpu,
+        }
+        return run_driver(
+            module, "preload", args, home=self.home, timeout_s=cfg.consume_max_s + 60.0
+        ).done
+
     def produce(self, module: str, shape: str, **where: Any) -> dict[str, Any]:
         cfg = self.cfg
         count, max_s = {
@@ -376,21 +389,12 @@ def aerolite_phase(cfg: SdkBenchConfig, work: Path, pin: bool, notes: list[str])
             progress(f"{tag}: preload {cfg.consume_messages:,} messages")
             out["preload"] = attempt(
                 f"{tag} preload",
-                lambda: (
-                    run_driver(
-                        SDK_DRIVER,
-                        "preload",
-                        {
-                            "namesrv": broker.namesrv,
-                            "topic": CONSUME_TOPIC,
-                            "count": cfg.consume_messages,
-                            "batch": cfg.batch,
-                            "body_bytes": cfg.body_bytes,
-                            "cpu": run.client_cpu,
-                        },
-                        home=run.home,
-                        timeout_s=cfg.consume_max_s + 60.0,
-                    ).done
+                functools.partial(
+                    run.preload,
+                    SDK_DRIVER,
+                    namesrv=broker.namesrv,
+                    topic=CONSUME_TOPIC,
+                    batch=cfg.batch,
                 ),
                 notes,
             )
@@ -466,20 +470,7 @@ def peer_phase(
             progress(f"{label}: preload {cfg.consume_messages:,} messages")
             out["preload"] = attempt(
                 f"{label} preload",
-                lambda: (
-                    run_driver(
-                        spec.module,
-                        "preload",
-                        {
-                            **consume_at,
-                            "count": cfg.consume_messages,
-                            "body_bytes": cfg.body_bytes,
-                            "cpu": run.client_cpu,
-                        },
-                        home=run.home,
-                        timeout_s=cfg.consume_max_s + 60.0,
-                    ).done
-                ),
+                functools.partial(run.preload, spec.module, **consume_at),
                 notes,
             )
             if "error" not in out["preload"]:
