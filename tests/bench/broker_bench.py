@@ -60,7 +60,7 @@ from typing import Any
 from remoting import ClientConfig, RemotingClient, RemotingCommand, RequestCode, ResponseCode
 from remoting.bodies import KVTable
 from remoting.headers import CreateTopicRequestHeader
-from tests.bench import loadgen
+from tests.bench import common, loadgen
 from tests.bench.common import (
     DriverRun,
     against_echo_server,
@@ -70,7 +70,6 @@ from tests.bench.common import (
     can_pin,
     first_line,
     parse_profile_args,
-    peer_where,
     progress,
     send_failures,
     server_log_lines,
@@ -79,9 +78,7 @@ from tests.bench.common import row_rate as _rate
 from tests.bench.peers import (
     AeroliteBroker,
     DriverResult,
-    NatsServer,
     Peer,
-    RedisServer,
     Service,
     cpp_client_log,
     dist_version,
@@ -477,18 +474,8 @@ def _peer_consume(run: _Run, module: str, command: str, **where: Any) -> dict[st
 
 
 @dataclass(frozen=True, slots=True)
-class PeerSpec:
-    key: str
-    module: str
+class PeerSpec(common.PeerSpec):
     consume_commands: tuple[str, str]  # (push counterpart, pull counterpart)
-
-    def server(self, work: Path, cpu: int | None, sync: bool) -> Service:
-        if self.key == "redis":
-            return RedisServer(work, cpu, "always" if sync else "everysec")
-        return NatsServer(work, cpu, sync_always=sync)
-
-    def where(self, server: Service, name: str) -> dict[str, Any]:
-        return peer_where(self.key, server, name)
 
 
 PEER_SPECS = (

@@ -14,6 +14,7 @@ import os
 import sys
 import tempfile
 from collections.abc import Callable, Coroutine, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -100,13 +101,26 @@ def row_rate(row: dict[str, Any] | None) -> float | None:
     return float(value) if isinstance(value, int | float) and value > 0 else None
 
 
-def peer_where(key: str, server: Service, name: str) -> dict[str, Any]:
-    """Where a Redis or NATS driver sends or reads the run called ``name``: a Redis stream,
-    or a JetStream stream (upper case, as NATS names them) with its subject."""
-    port = server.port if isinstance(server, RedisServer | NatsServer) else 0
-    if key == "redis":
-        return {"port": port, "stream": name}
-    return {"port": port, "stream": name.upper(), "subject": name.lower()}
+@dataclass(frozen=True, slots=True)
+class PeerSpec:
+    """A peer system (``key`` "redis" or "nats") and the bench driver module that drives it."""
+
+    key: str
+    module: str
+
+    def server(self, work: Path, cpu: int | None, sync: bool = False) -> Service:
+        """The peer's server; ``sync`` asks it to flush every write before answering."""
+        if self.key == "redis":
+            return RedisServer(work, cpu, "always" if sync else "everysec")
+        return NatsServer(work, cpu, sync_always=sync)
+
+    def where(self, server: Service, name: str) -> dict[str, Any]:
+        """Where a driver sends or reads the run called ``name``: a Redis stream, or a
+        JetStream stream (upper case, as NATS names them) with its subject."""
+        port = server.port if isinstance(server, RedisServer | NatsServer) else 0
+        if self.key == "redis":
+            return {"port": port, "stream": name}
+        return {"port": port, "stream": name.upper(), "subject": name.lower()}
 
 
 def send_failures(row: dict[str, Any]) -> int:

@@ -56,7 +56,7 @@ from pathlib import Path
 from typing import Any
 
 from remoting import ClientConfig, RemotingClient, RemotingCommand, RequestCode, ResponseCode
-from tests.bench import loadgen
+from tests.bench import common, loadgen
 from tests.bench.broker_bench import _admin
 from tests.bench.common import (
     DriverRun,
@@ -67,7 +67,6 @@ from tests.bench.common import (
     can_pin,
     first_line,
     parse_profile_args,
-    peer_where,
     progress,
     send_failures,
     server_log_lines,
@@ -75,8 +74,6 @@ from tests.bench.common import (
 from tests.bench.common import row_rate as _rate
 from tests.bench.peers import (
     AeroliteBroker,
-    NatsServer,
-    RedisServer,
     Service,
     dist_version,
     find_peers,
@@ -429,18 +426,8 @@ def aerolite_phase(cfg: SdkBenchConfig, work: Path, pin: bool, notes: list[str])
 
 
 @dataclass(frozen=True, slots=True)
-class PeerSpec:
-    key: str
-    module: str
+class PeerSpec(common.PeerSpec):
     consume_command: str
-
-    def server(self, work: Path, cpu: int | None) -> Service:
-        if self.key == "redis":
-            return RedisServer(work, cpu, "everysec")
-        return NatsServer(work, cpu)
-
-    def where(self, server: Service, name: str) -> dict[str, Any]:
-        return peer_where(self.key, server, name)
 
 
 PEER_SPECS = (
