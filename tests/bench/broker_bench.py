@@ -71,6 +71,7 @@ from tests.bench.common import (
     first_line,
     parse_profile_args,
     progress,
+    results_head,
     send_failures,
     server_log_lines,
 )
@@ -606,16 +607,15 @@ def run(quick: bool = False, config: BrokerBenchConfig | None = None) -> Report:
     pin = cfg.pin_cpus and can_pin(LOADGEN_CPU, SERVER_CPU)
     notes: list[str] = []
     peers = find_peers() if cfg.peers else {}
-    results: dict[str, Any] = {
-        "benchmark": NAME,
-        "quick": quick,
-        "machine": machine,
-        "config": {**asdict(cfg), "pinned": pin},
-        "peers": {k: asdict(p) for k, p in peers.items()},
-        "client": f"rocketmq {dist_version('rocketmq') or '?'} (PyPI, the C++ client 1.2.x)",
-        "systems": {},
-        "notes": notes,
-    }
+    results = results_head(
+        NAME,
+        quick=quick,
+        machine=machine,
+        config={**asdict(cfg), "pinned": pin},
+        peers=peers,
+        notes=notes,
+        client=f"rocketmq {dist_version('rocketmq') or '?'} (PyPI, the C++ client 1.2.x)",
+    )
     if not rocketmq_available():
         notes.append(
             "the official RocketMQ client (PyPI rocketmq==0.4.4) is not installed: "

@@ -14,7 +14,7 @@ import os
 import sys
 import tempfile
 from collections.abc import Callable, Coroutine, Iterator
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -70,6 +70,31 @@ def parse_profile_args(parser: argparse.ArgumentParser, only: str) -> argparse.N
             f"nothing to do: the benchmark runs from `python -m tests.bench --only {only}`"
         )
     return args
+
+
+def results_head(
+    name: str,
+    *,
+    quick: bool,
+    machine: dict[str, Any],
+    config: dict[str, Any],
+    peers: dict[str, Any],
+    notes: list[str],
+    **clients: Any,
+) -> dict[str, Any]:
+    """The start of a client-server bench's results: what ran, where, with which settings
+    and peers, then ``clients`` (who drove each system), the systems (filled in as they run)
+    and the ``notes`` list the run appends to."""
+    return {
+        "benchmark": name,
+        "quick": quick,
+        "machine": machine,
+        "config": config,
+        "peers": {k: asdict(p) for k, p in peers.items()},
+        **clients,
+        "systems": {},
+        "notes": notes,
+    }
 
 
 def progress(text: str) -> None:

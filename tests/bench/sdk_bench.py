@@ -68,6 +68,7 @@ from tests.bench.common import (
     first_line,
     parse_profile_args,
     progress,
+    results_head,
     send_failures,
     server_log_lines,
 )
@@ -540,21 +541,20 @@ def run(quick: bool = False, config: SdkBenchConfig | None = None) -> Report:
     pin = _can_pin(cfg)
     notes: list[str] = []
     peers = find_peers() if cfg.peers else {}
-    results: dict[str, Any] = {
-        "benchmark": NAME,
-        "quick": quick,
-        "machine": machine,
-        "config": {**asdict(cfg), "pinned": pin},
-        "peers": {k: asdict(p) for k, p in peers.items()},
-        "clients": {
+    results = results_head(
+        NAME,
+        quick=quick,
+        machine=machine,
+        config={**asdict(cfg), "pinned": pin},
+        peers=peers,
+        notes=notes,
+        clients={
             "aerolite": "Aerolite's asyncio SDK (client/)",
             "redis": f"redis {dist_version('redis') or '?'} asyncio, "
             f"hiredis {dist_version('hiredis') or '?'}",
             "nats": f"nats-py {dist_version('nats-py') or '?'}",
         },
-        "systems": {},
-        "notes": notes,
-    }
+    )
     work = bench_work_dir("sdk-bench-")
     results["config"]["work_dir"] = str(work.relative_to(REPO_ROOT))
     systems = results["systems"]
