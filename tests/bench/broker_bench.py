@@ -48,47 +48,67 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import json
 import os
 import shutil
 import sys
-import tempfile
 import time
 import uuid
-from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-import structlog
-
 from remoting import ClientConfig, RemotingClient, RemotingCommand, RequestCode, ResponseCode
 from remoting.bodies import KVTable
 from remoting.headers import CreateTopicRequestHeader
-from tests.bench import loadgen
+from tests.bench import common, loadgen
+from tests.bench.common import (
+    DriverRun,
+    against_echo_server,
+    attempt,
+    bench_work_dir,
+    broker_stopped,
+    can_pin,
+    first_line,
+    parse_profile_args,
+    progress,
+    results_head,
+    send_failures,
+    server_log_lines,
+)
+from tests.bench.common import row_rate as _rate
 from tests.bench.peers import (
     AeroliteBroker,
     DriverResult,
-    NatsServer,
     Peer,
-    RedisServer,
     Service,
-    StallProbe,
     cpp_client_log,
     dist_version,
     find_peers,
-    run_driver,
 )
-from tests.bench.processes import ServerProcess
-from tests.bench.profiling import profile_while_driving, speedscope_top
+from tests.bench.profiling import (
+    profile_while_driving,
+    save_summary,
+    speedscope_top,
+    top_self_rows,
+)
 from tests.bench.remoting_server import ECHO_CODE
 from tests.bench.report import (
     REPO_ROOT,
     Report,
+    console_tail,
     machine_info,
     machine_line,
     markdown_table,
+    markdown_tail,
+    measured_line,
+    pinning_text,
     text_table,
+)
+from tests.bench.report import (
+    fmt_count as _n,
+)
+from tests.bench.report import (
+    fmt_num as _f,
 )
 
 NAME = "broker"
@@ -157,20 +177,6 @@ def rocketmq_available() -> bool:
 # ----------------------------------------------------------------------------- helpers
 
 
-@contextlib.contextmanager
-def _pinned(cpu: int | None) -> Iterator[None]:
-    """Pin this process to ``cpu`` for the duration (no-op for ``None``)."""
-    if cpu is None:
-        yield
-        return
-    before = os.sched_getaffinity(0)
-    os.sched_setaffinity(0, {cpu})
-    try:
-        yield
-    finally:
-        os.sched_setaffinity(0, before)
-
-
 def _rate_row(done: dict[str, Any], body_bytes: int, messages_key: str) -> dict[str, Any]:
     """A driver's ``done`` line plus what every table shows: MB/s, CPU per message."""
     rate = float(done.get("messages_per_s") or 0.0)
@@ -187,21 +193,6 @@ def _rate_row(done: dict[str, Any], body_bytes: int, messages_key: str) -> dict[
         round(100 * server_cpu / window) if window and server_cpu is not None else None
     )
     return row
-
-
-def _attempt(label: str, fn: Callable[[], dict[str, Any]], notes: list[str]) -> dict[str, Any]:
-    """Run one measurement; a failure becomes ``{"error": ...}`` and a note, not a crash."""
-    try:
-        return fn()
-    except Exception as exc:  # one measurement that fails is reported, the rest go on
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        notes.append(f"{label}: {first}")
-        print(f"  {label}: FAILED: {exc}", file=sys.stderr, flush=True)
-        return {"error": first}
-
-
-def _progress(text: str) -> None:
-    print(f"  {text}", file=sys.stderr, flush=True)
 
 
 # ----------------------------------------------------------------------- echo ceiling
@@ -251,17 +242,11 @@ async def _echo_shapes(port: int, cfg: BrokerBenchConfig) -> dict[str, Any]:
 
 def echo_ceiling(cfg: BrokerBenchConfig, pin: bool) -> dict[str, Any]:
     """The raw uvloop echo server, in its own process, under each client shape."""
-    import uvloop
-
-    with ServerProcess(
-        "raw uvloop echo", "tests.bench.echo_server", cpu=SERVER_CPU if pin else None
-    ) as server:
-        port = server.wait_ready()
-        with (
-            _pinned(LOADGEN_CPU if pin else None),
-            asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner,
-        ):
-            return runner.run(_echo_shapes(port, cfg))
+    return against_echo_server(
+        functools.partial(_echo_shapes, cfg=cfg),
+        SERVER_CPU if pin else None,
+        LOADGEN_CPU if pin else None,
+    )
 
 
 # ---------------------------------------------------------------------------- Aerolite
@@ -316,34 +301,21 @@ async def _runtime(broker: AeroliteBroker) -> dict[str, str]:
     return {k: table[k] for k in keys if k in table}
 
 
-class _Run:
+class _Run(DriverRun):
     """Shared arguments of one system's measurements."""
 
     def __init__(
         self, cfg: BrokerBenchConfig, home: Path, server: Service, pin: bool, notes: list[str]
     ) -> None:
+        super().__init__(cfg.body_bytes, home, server, LOADGEN_CPU if pin else None)
         self.cfg = cfg
-        self.home = home
-        self.server = server
         self.notes = notes
-        self.client_cpu = LOADGEN_CPU if pin else None
-
-    def args(self, **extra: Any) -> dict[str, Any]:
-        return {
-            "body_bytes": self.cfg.body_bytes,
-            "server_pid": self.server.pid,
-            "cpu": self.client_cpu,
-            **extra,
-        }
 
     def driver(self, module: str, command: str, timeout_s: float, **extra: Any) -> DriverResult:
         """Run a driver with a ``StallProbe`` on the server; the probe's summary goes into
         the ``done`` line as ``stall_probe``."""
-        with StallProbe(self.server) as probe:
-            result = run_driver(
-                module, command, self.args(**extra), home=self.home, timeout_s=timeout_s + 60.0
-            )
-        result.done["stall_probe"] = probe.summary()
+        result, probe = self.probed(module, command, timeout_s, **extra)
+        result.done["stall_probe"] = probe
         return result
 
 
@@ -438,22 +410,22 @@ def aerolite_phase(
             run = _Run(cfg, home, broker, pin, notes)
             asyncio.run(_admin(broker, PRODUCE_TOPIC, cfg.queues))
             for n in cfg.threads:
-                _progress(f"{tag}: produce, {n} thread(s)")
-                out["produce"][str(n)] = _attempt(
+                progress(f"{tag}: produce, {n} thread(s)")
+                out["produce"][str(n)] = attempt(
                     f"{tag} produce x{n}",
                     functools.partial(_aerolite_produce, run, broker, n),
                     notes,
                 )
             if not sync:
                 asyncio.run(_admin(broker, CONSUME_TOPIC, cfg.queues))
-                _progress(f"{tag}: preload {cfg.consume_messages:,} messages")
-                out["preload"] = _attempt(
+                progress(f"{tag}: preload {cfg.consume_messages:,} messages")
+                out["preload"] = attempt(
                     f"{tag} preload", lambda: _aerolite_preload(run, broker), notes
                 )
                 if "error" not in out["preload"]:
                     for kind in ("push", "pull"):
-                        _progress(f"{tag}: consume, {kind}")
-                        out["consume"][kind] = _attempt(
+                        progress(f"{tag}: consume, {kind}")
+                        out["consume"][kind] = attempt(
                             f"{tag} {kind}",
                             functools.partial(_aerolite_consume, run, broker, kind),
                             notes,
@@ -461,13 +433,10 @@ def aerolite_phase(
             with contextlib.suppress(Exception):
                 out["runtime"] = asyncio.run(_runtime(broker))
     except Exception as exc:  # a system that fails is reported, the benchmark goes on
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        first = first_line(exc)
         notes.append(f"{tag}: {first}")
         out["error"] = first
-    out["log"] = broker.warnings()
-    out["exit_code"] = broker.exit_code
-    if broker.exit_code not in (0, None):
-        notes.append(f"{tag}: the broker exited with {broker.exit_code} on SIGTERM")
+    broker_stopped(out, broker, tag, notes)
     return out
 
 
@@ -506,21 +475,8 @@ def _peer_consume(run: _Run, module: str, command: str, **where: Any) -> dict[st
 
 
 @dataclass(frozen=True, slots=True)
-class PeerSpec:
-    key: str
-    module: str
+class PeerSpec(common.PeerSpec):
     consume_commands: tuple[str, str]  # (push counterpart, pull counterpart)
-
-    def server(self, work: Path, cpu: int | None, sync: bool) -> Service:
-        if self.key == "redis":
-            return RedisServer(work, cpu, "always" if sync else "everysec")
-        return NatsServer(work, cpu, sync_always=sync)
-
-    def where(self, server: Service, name: str) -> dict[str, Any]:
-        port = server.port if isinstance(server, RedisServer | NatsServer) else 0
-        if self.key == "redis":
-            return {"port": port, "stream": name}
-        return {"port": port, "stream": name.upper(), "subject": name.lower()}
 
 
 PEER_SPECS = (
@@ -548,16 +504,16 @@ def peer_phase(
             run = _Run(cfg, work / f"home-{spec.key}-{mode}", server, pin, notes)
             produce_at = spec.where(server, "produce")
             for n in cfg.threads:
-                _progress(f"{tag}: produce, {n} thread(s)")
-                out["produce"][str(n)] = _attempt(
+                progress(f"{tag}: produce, {n} thread(s)")
+                out["produce"][str(n)] = attempt(
                     f"{tag} produce x{n}",
                     functools.partial(_peer_produce, run, spec.module, n, **produce_at),
                     notes,
                 )
             if not sync:
                 consume_at = spec.where(server, "consume")
-                _progress(f"{tag}: preload {cfg.consume_messages:,} messages")
-                out["preload"] = _attempt(
+                progress(f"{tag}: preload {cfg.consume_messages:,} messages")
+                out["preload"] = attempt(
                     f"{tag} preload",
                     lambda: (
                         run.driver(
@@ -572,8 +528,8 @@ def peer_phase(
                 )
                 if "error" not in out["preload"]:
                     for kind, command in zip(("push", "pull"), spec.consume_commands, strict=True):
-                        _progress(f"{tag}: consume, {command}")
-                        out["consume"][kind] = _attempt(
+                        progress(f"{tag}: consume, {command}")
+                        out["consume"][kind] = attempt(
                             f"{tag} {command}",
                             functools.partial(
                                 _peer_consume, run, spec.module, command, **consume_at
@@ -581,7 +537,7 @@ def peer_phase(
                             notes,
                         )
     except Exception as exc:  # a peer that fails is reported, the benchmark goes on
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        first = first_line(exc)
         if sync and spec.key == "nats" and "unknown field" in str(exc):
             out["skipped"] = (
                 "this nats-server has no `sync_interval: always` (JetStream fsyncs every "
@@ -601,13 +557,6 @@ def _ratio(a: Any, b: Any) -> float | None:
     if not isinstance(a, int | float) or not isinstance(b, int | float) or not b or not a:
         return None
     return round(a / b, 2)
-
-
-def _rate(row: dict[str, Any] | None) -> float | None:
-    if not row or "error" in row or "skipped" in row:
-        return None
-    rate = row.get("messages_per_s")
-    return float(rate) if isinstance(rate, int | float) and rate > 0 else None
 
 
 def compute_ratios(results: dict[str, Any]) -> dict[str, Any]:
@@ -655,23 +604,18 @@ def run(quick: bool = False, config: BrokerBenchConfig | None = None) -> Report:
     cfg = config or (QUICK if quick else FULL)
     started = time.perf_counter()
     machine = machine_info()  # before our own load shows in the load average
-    pin = (
-        cfg.pin_cpus
-        and hasattr(os, "sched_getaffinity")
-        and {LOADGEN_CPU, SERVER_CPU} <= os.sched_getaffinity(0)
-    )
+    pin = cfg.pin_cpus and can_pin(LOADGEN_CPU, SERVER_CPU)
     notes: list[str] = []
     peers = find_peers() if cfg.peers else {}
-    results: dict[str, Any] = {
-        "benchmark": NAME,
-        "quick": quick,
-        "machine": machine,
-        "config": {**asdict(cfg), "pinned": pin},
-        "peers": {k: asdict(p) for k, p in peers.items()},
-        "client": f"rocketmq {dist_version('rocketmq') or '?'} (PyPI, the C++ client 1.2.x)",
-        "systems": {},
-        "notes": notes,
-    }
+    results = results_head(
+        NAME,
+        quick=quick,
+        machine=machine,
+        config={**asdict(cfg), "pinned": pin},
+        peers=peers,
+        notes=notes,
+        client=f"rocketmq {dist_version('rocketmq') or '?'} (PyPI, the C++ client 1.2.x)",
+    )
     if not rocketmq_available():
         notes.append(
             "the official RocketMQ client (PyPI rocketmq==0.4.4) is not installed: "
@@ -682,14 +626,12 @@ def run(quick: bool = False, config: BrokerBenchConfig | None = None) -> Report:
         # No markdown: the docs keep the last section that measured something.
         return Report(NAME, results, render_console(results), "", notes)
 
-    base = REPO_ROOT / "bench-results"
-    base.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix="broker-bench-", dir=base))
+    work = bench_work_dir("broker-bench-")
     results["config"]["work_dir"] = str(work.relative_to(REPO_ROOT))
     systems = results["systems"]
     try:
-        _progress("echo ceiling")
-        results["echo"] = _attempt("echo ceiling", lambda: echo_ceiling(cfg, pin), notes)
+        progress("echo ceiling")
+        results["echo"] = attempt("echo ceiling", lambda: echo_ceiling(cfg, pin), notes)
         systems["aerolite_async"] = aerolite_phase(cfg, work, pin, sync=False, notes=notes)
         if cfg.sync_flush:
             systems["aerolite_sync"] = aerolite_phase(cfg, work, pin, sync=True, notes=notes)
@@ -710,14 +652,6 @@ def run(quick: bool = False, config: BrokerBenchConfig | None = None) -> Report:
 # ---------------------------------------------------------------------------- render
 
 
-def _f(value: Any, fmt: str) -> str:
-    return "—" if not isinstance(value, int | float) else format(value, fmt)
-
-
-def _n(value: Any) -> str:
-    return "—" if not isinstance(value, int | float) or value <= 0 else f"{value:,.0f}"
-
-
 def _cell_rate(row: dict[str, Any] | None) -> str:
     if not row:
         return "—"
@@ -730,11 +664,6 @@ def _cell_rate(row: dict[str, Any] | None) -> str:
 
 def _ms(us: Any) -> str:
     return "—" if not isinstance(us, int | float) else f"{us / 1e3:.2f}"
-
-
-def _failures(row: dict[str, Any]) -> str:
-    failed = int(row.get("errors") or 0) + int(row.get("not_ok") or 0)
-    return str(failed) if failed else "0"
 
 
 def _produce_rows(results: dict[str, Any], mode: str) -> list[list[str]]:
@@ -875,7 +804,7 @@ def _detail_rows(results: dict[str, Any]) -> list[list[str]]:
                     _f(row.get("client_cpu_pct"), ".0f"),
                     _f(probe.get("p99_ms"), ".1f"),
                     _f(probe.get("max_ms"), ".0f"),
-                    _failures(row),
+                    str(send_failures(row)),
                 ]
             )
     return rows
@@ -931,7 +860,7 @@ def _odd_lines(results: dict[str, Any]) -> list[str]:
                 )
             kinds = {**(row.get("error_kinds") or {}), **(row.get("not_ok_kinds") or {})}
             if kinds:
-                failed = _failures(row)
+                failed = send_failures(row)
                 top = "; ".join(f"{n} x {k[:140]}" for k, n in kinds.items())
                 lines.append(f"{label}, {what}: {failed} sends failed ({top})")
             probe = row.get("stall_probe") or {}
@@ -946,11 +875,7 @@ def _odd_lines(results: dict[str, Any]) -> list[str]:
                 top = "; ".join(f"{n} x {k[:120]}" for k, n in client_log["kinds"].items())
                 lines.append(f"{label}, {what}: C++ client log, {client_log['lines']} lines: {top}")
                 seen_issues.update(k for k in KNOWN_CLIENT_ISSUES if k in top)
-        log = system.get("log") or {}
-        if log.get("lines"):
-            kinds = log.get("events") or log.get("kinds") or {}
-            top = "; ".join(f"{n} x {k[:120]}" for k, n in kinds.items())
-            lines.append(f"{label}: server log, {log['lines']} warning/error lines: {top}")
+        lines += server_log_lines(label, system)
     lines += [KNOWN_CLIENT_ISSUES[k] for k in KNOWN_CLIENT_ISSUES if k in seen_issues]
     return lines
 
@@ -986,13 +911,7 @@ def render_console(results: dict[str, Any]) -> str:
         "",
         text_table(_DETAIL_HEADERS, _detail_rows(results)),
     ]
-    reading = _reading(results)
-    if reading:
-        lines += ["", reading.replace("**", "")]
-    odd = _odd_lines(results)
-    if odd or results["notes"]:
-        lines += ["", *results["notes"], *odd]
-    lines += ["", f"({results['seconds']} s)"]
+    lines += console_tail(results, _reading(results), _odd_lines(results))
     return "\n".join(lines)
 
 
@@ -1050,30 +969,13 @@ def _reading(results: dict[str, Any]) -> str:
     return text
 
 
-def _busy_note(results: dict[str, Any]) -> str:
-    machine = results["machine"]
-    load, cpus = machine.get("loadavg"), machine.get("cpus") or 1
-    if not load or load[0] < 0.5 * cpus:
-        return ""
-    return (
-        f" Other work was running on the machine (load average {load[0]:.2f} on {cpus} CPUs "
-        "before the run, not pinned away from ours): each figure comes from one run and "
-        "carries its noise."
-    )
-
-
 def render_markdown(results: dict[str, Any]) -> str:
     cfg = results["config"]
-    pinned = (
-        f"every server pinned to CPU {SERVER_CPU}, every client to CPU {LOADGEN_CPU}"
-        if cfg["pinned"]
-        else "no CPU pinning"
-    )
+    pinning = pinning_text(cfg["pinned"], SERVER_CPU, LOADGEN_CPU)
     parts = [
         "## Broker: produce and consume with a real RocketMQ client, next to Redis and NATS",
         "",
-        f"Measured {machine_line(results['machine'])}; {pinned}; "
-        f"the run took {results['seconds']} s.{_busy_note(results)}",
+        measured_line(results, pinning),
         "",
         *(f"- {line}" for line in _peer_lines(results)),
     ]
@@ -1133,13 +1035,9 @@ def render_markdown(results: dict[str, Any]) -> str:
         "",
         markdown_table(_DETAIL_HEADERS, _detail_rows(results)),
     ]
-    reading = _reading(results)
-    if reading:
-        parts += ["", reading]
-    odd = _odd_lines(results)
-    if odd or results["notes"]:
-        parts += ["", "**Failures and log warnings in this run:**", ""]
-        parts += [f"- {line}" for line in [*results["notes"], *odd]]
+    parts += markdown_tail(
+        results, _reading(results), _odd_lines(results), "Failures and log warnings in this run"
+    )
     return "\n".join(parts)
 
 
@@ -1158,10 +1056,8 @@ def profile_broker(
     """py-spy the broker for ``seconds`` while one client process produces with ``threads``
     threads (not a figure: the sampler slows the broker down)."""
     cfg = FULL
-    pin = hasattr(os, "sched_getaffinity") and {LOADGEN_CPU, SERVER_CPU} <= os.sched_getaffinity(0)
-    base = REPO_ROOT / "bench-results"
-    base.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix="broker-profile-", dir=base))
+    pin = can_pin(LOADGEN_CPU, SERVER_CPU)
+    work = bench_work_dir("broker-profile-")
     settings = {"flushDiskType": "SYNC_FLUSH" if sync else "ASYNC_FLUSH"}
     try:
         with AeroliteBroker(work / "aerolite", SERVER_CPU if pin else None, settings) as broker:
@@ -1212,26 +1108,17 @@ def main() -> None:
     parser.add_argument(
         "--out", type=Path, default=REPO_ROOT / "bench-results" / "broker-profile.speedscope.json"
     )
-    args = parser.parse_args()
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(30))
-    if not args.profile:
-        parser.error("nothing to do: the benchmark runs from `python -m tests.bench --only broker`")
+    args = parse_profile_args(parser, "broker")
     summary = profile_broker(
         seconds=args.seconds, threads=args.threads, out=args.out, sync=args.sync, native=args.native
     )
-    args.out.with_name(args.out.name.replace(".speedscope", "")).write_text(
-        json.dumps(summary, indent=2) + "\n"
-    )
+    save_summary(args.out, summary)
     print(
         f"py-spy, {args.seconds:g} s, "
         f"{summary['threads']} producer threads, {summary['flush']}, "
         f"{summary['messages_per_s_while_sampled']} msg/s while sampled; {summary['speedscope']}"
     )
-    rows = [
-        [f"{r['function']} ({r['file']})", f"{r['self_pct']:.1f}", f"{r['total_pct']:.1f}"]
-        for r in summary["top_self"]
-    ]
-    print(text_table(("function", "self %", "total %"), rows))
+    print(text_table(("function", "self %", "total %"), top_self_rows(summary)))
 
 
 if __name__ == "__main__":

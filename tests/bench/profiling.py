@@ -122,3 +122,19 @@ def speedscope_top(path: Path, top: int) -> list[dict[str, Any]]:
         }
         for (name, file), weight in ordered
     ]
+
+
+def save_summary(out: Path, summary: dict[str, Any]) -> None:
+    """Write a ``--profile`` summary as JSON beside its speedscope file (``x.speedscope.json``
+    gives ``x.json``)."""
+    out.with_name(out.name.replace(".speedscope", "")).write_text(
+        json.dumps(summary, indent=2) + "\n"
+    )
+
+
+def top_self_rows(summary: dict[str, Any]) -> list[list[str]]:
+    """The rows of a summary's ``top_self`` table: function (file), self %, total %."""
+    return [
+        [f"{r['function']} ({r['file']})", f"{r['self_pct']:.1f}", f"{r['total_pct']:.1f}"]
+        for r in summary["top_self"]
+    ]

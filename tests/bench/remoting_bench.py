@@ -32,7 +32,7 @@ import json
 import math
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -49,6 +49,7 @@ from remoting import (
 )
 from remoting.header_codec import encode_json
 from tests.bench import loadgen
+from tests.bench.common import can_pin, pinned
 from tests.bench.processes import ServerProcess
 from tests.bench.remoting_server import ECHO_CODE, THREADED_LANE_THREADS
 from tests.bench.report import (
@@ -59,6 +60,9 @@ from tests.bench.report import (
     median,
     percentile,
     text_table,
+)
+from tests.bench.report import (
+    fmt_num as _f,
 )
 
 NAME = "remoting"
@@ -424,20 +428,6 @@ async def _measure(
     return samples, client_samples
 
 
-@contextlib.contextmanager
-def _pinned(cpu: int | None) -> Iterator[None]:
-    """Pin this process to ``cpu`` for the duration (no-op for ``None``)."""
-    if cpu is None:
-        yield
-        return
-    before = os.sched_getaffinity(0)
-    os.sched_setaffinity(0, {cpu})
-    try:
-        yield
-    finally:
-        os.sched_setaffinity(0, before)
-
-
 def _run_servers(
     ring: loadgen.FrameRing, body: bytes, cfg: RemotingBenchConfig, pin: bool
 ) -> tuple[dict[str, Samples], Samples]:
@@ -455,7 +445,7 @@ def _run_servers(
         for proc in procs.values():
             proc.wait_ready()
         with (
-            _pinned(LOADGEN_CPU if pin else None),
+            pinned(LOADGEN_CPU if pin else None),
             asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner,
         ):
             return runner.run(_measure(procs, ring, body, cfg, pin))
@@ -586,11 +576,7 @@ def run(quick: bool = False, config: RemotingBenchConfig | None = None) -> Repor
     cfg = config or (QUICK if quick else FULL)
     started = time.perf_counter()
     machine = machine_info()  # before our own load shows in the load average
-    pin = (
-        cfg.pin_cpus
-        and hasattr(os, "sched_getaffinity")
-        and {LOADGEN_CPU, SERVER_CPU} <= os.sched_getaffinity(0)
-    )
+    pin = cfg.pin_cpus and can_pin(LOADGEN_CPU, SERVER_CPU)
     body = os.urandom(cfg.body_bytes)
     codecs = codec_bench(body, cfg.codec_iterations, cfg.codec_repeats)
     ring = loadgen.FrameRing.echo_requests(ECHO_CODE, body, cfg.ring_frames)
@@ -635,10 +621,6 @@ def run(quick: bool = False, config: RemotingBenchConfig | None = None) -> Repor
 
 
 # ---------------------------------------------------------------------------- render
-
-
-def _f(value: float | None, fmt: str) -> str:
-    return "—" if value is None else format(value, fmt)
 
 
 def _rows(results: dict[str, Any]) -> list[tuple[str, dict[str, Any], dict[str, Any]]]:

@@ -142,3 +142,67 @@ def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str
     align = ["---", *(["---:"] * (len(headers) - 1))]
     lines = [headers, align, *rows]
     return "\n".join("| " + " | ".join(str(c) for c in cells) + " |" for cells in lines)
+
+
+def fmt_num(value: Any, spec: str) -> str:
+    """``value`` in ``format`` spec ``spec``, or a dash when it is not a number (not measured)."""
+    return "—" if not isinstance(value, int | float) else format(value, spec)
+
+
+def fmt_count(value: Any) -> str:
+    """A positive count or rate with thousands separators, or a dash (not measured, or none)."""
+    return "—" if not isinstance(value, int | float) or value <= 0 else f"{value:,.0f}"
+
+
+def busy_note(results: dict[str, Any]) -> str:
+    """A sentence for the report when the machine was busy before the run, else ``""``."""
+    machine = results["machine"]
+    load, cpus = machine.get("loadavg"), machine.get("cpus") or 1
+    if not load or load[0] < 0.5 * cpus:
+        return ""
+    return (
+        f" Other work was running on the machine (load average {load[0]:.2f} on {cpus} CPUs "
+        "before the run, not pinned away from ours): each figure comes from one run and "
+        "carries its noise."
+    )
+
+
+def pinning_text(pinned: bool, server_cpu: int, client_cpu: int) -> str:
+    """How the run placed its processes, for the line under a section's heading."""
+    if not pinned:
+        return "no CPU pinning"
+    return f"every server pinned to CPU {server_cpu}, every client to CPU {client_cpu}"
+
+
+def measured_line(results: dict[str, Any], pinning: str) -> str:
+    """The line under a section's heading: machine, pinning, duration, busy-machine note."""
+    return (
+        f"Measured {machine_line(results['machine'])}; {pinning}; "
+        f"the run took {results['seconds']} s.{busy_note(results)}"
+    )
+
+
+def console_tail(results: dict[str, Any], reading: str, odd: Sequence[str]) -> list[str]:
+    """The end of a console report: the reading without Markdown bold, then the notes and
+    odd lines, then the duration."""
+    lines: list[str] = []
+    if reading:
+        lines += ["", reading.replace("**", "")]
+    if odd or results["notes"]:
+        lines += ["", *results["notes"], *odd]
+    lines += ["", f"({results['seconds']} s)"]
+    return lines
+
+
+def markdown_tail(
+    results: dict[str, Any], reading: str, odd: Sequence[str], heading: str
+) -> list[str]:
+    """The end of a Markdown section: the reading, then the notes and odd lines as a list
+    under a bold ``heading``."""
+    parts: list[str] = []
+    if reading:
+        parts += ["", reading]
+    if odd or results["notes"]:
+        parts += ["", f"**{heading}:**", ""]
+        parts += [f"- {line}" for line in [*results["notes"], *odd]]
+    return parts

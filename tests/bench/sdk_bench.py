@@ -47,43 +47,65 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import json
 import os
 import shutil
 import sys
-import tempfile
 import time
-from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-import structlog
-
 from remoting import ClientConfig, RemotingClient, RemotingCommand, RequestCode, ResponseCode
-from tests.bench import loadgen
+from tests.bench import common, loadgen
 from tests.bench.broker_bench import _admin
+from tests.bench.common import (
+    DriverRun,
+    against_echo_server,
+    attempt,
+    bench_work_dir,
+    broker_stopped,
+    can_pin,
+    first_line,
+    parse_profile_args,
+    progress,
+    results_head,
+    send_failures,
+    server_log_lines,
+)
+from tests.bench.common import row_rate as _rate
 from tests.bench.peers import (
     AeroliteBroker,
-    NatsServer,
-    RedisServer,
     Service,
-    StallProbe,
     dist_version,
     find_peers,
     run_driver,
 )
 from tests.bench.processes import ServerProcess
-from tests.bench.profiling import profile_while_driving, speedscope_top
+from tests.bench.profiling import (
+    profile_while_driving,
+    save_summary,
+    speedscope_top,
+    top_self_rows,
+)
 from tests.bench.remoting_server import ECHO_CODE
 from tests.bench.report import (
     REPO_ROOT,
     Report,
+    console_tail,
     machine_info,
     machine_line,
     markdown_table,
+    markdown_tail,
+    measured_line,
     percentile,
+    pinning_text,
     text_table,
+)
+from tests.bench.report import (
+    fmt_count as _n,
+)
+from tests.bench.report import (
+    fmt_num as _f,
 )
 
 NAME = "sdk"
@@ -155,44 +177,8 @@ QUICK = replace(
 # ----------------------------------------------------------------------------- helpers
 
 
-@contextlib.contextmanager
-def _pinned(cpu: int | None) -> Iterator[None]:
-    """Pin this process to ``cpu`` for the duration (no-op for ``None``)."""
-    if cpu is None:
-        yield
-        return
-    before = os.sched_getaffinity(0)
-    os.sched_setaffinity(0, {cpu})
-    try:
-        yield
-    finally:
-        os.sched_setaffinity(0, before)
-
-
 def _can_pin(cfg: SdkBenchConfig) -> bool:
-    return (
-        cfg.pin_cpus
-        and hasattr(os, "sched_getaffinity")
-        and {CLIENT_CPU, SERVER_CPU} <= os.sched_getaffinity(0)
-    )
-
-
-def _progress(text: str) -> None:
-    print(f"  {text}", file=sys.stderr, flush=True)
-
-
-def _first_line(exc: BaseException) -> str:
-    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-
-
-def _attempt(label: str, fn: Callable[[], dict[str, Any]], notes: list[str]) -> dict[str, Any]:
-    """Run one measurement; a failure becomes ``{"error": ...}`` and a note, not a crash."""
-    try:
-        return fn()
-    except Exception as exc:  # one measurement that fails is reported, the rest go on
-        notes.append(f"{label}: {_first_line(exc)}")
-        print(f"  {label}: FAILED: {exc}", file=sys.stderr, flush=True)
-        return {"error": _first_line(exc)}
+    return cfg.pin_cpus and can_pin(CLIENT_CPU, SERVER_CPU)
 
 
 def _rate_row(done: dict[str, Any], body_bytes: int, messages_key: str) -> dict[str, Any]:
@@ -211,29 +197,33 @@ def _rate_row(done: dict[str, Any], body_bytes: int, messages_key: str) -> dict[
     return row
 
 
-class _Run:
+class _Run(DriverRun):
     """Runs drivers against one server, each with a ``StallProbe`` on the server."""
 
     def __init__(self, cfg: SdkBenchConfig, home: Path, server: Service, pin: bool) -> None:
+        super().__init__(cfg.body_bytes, home, server, CLIENT_CPU if pin else None)
         self.cfg = cfg
-        self.home = home
-        self.server = server
-        self.client_cpu = CLIENT_CPU if pin else None
 
     def driver(
         self, module: str, command: str, timeout_s: float, messages_key: str, **extra: Any
     ) -> dict[str, Any]:
-        args = {
-            "body_bytes": self.cfg.body_bytes,
-            "server_pid": self.server.pid,
-            "cpu": self.client_cpu,
-            **extra,
-        }
-        with StallProbe(self.server) as probe:
-            result = run_driver(module, command, args, home=self.home, timeout_s=timeout_s + 60.0)
+        result, probe = self.probed(module, command, timeout_s, **extra)
         row = _rate_row(result.done, self.cfg.body_bytes, messages_key)
-        row["stall_probe"] = probe.summary()
+        row["stall_probe"] = probe
         return row
+
+    def preload(self, module: str, **where: Any) -> dict[str, Any]:
+        """Fill the consume stream (not timed, no stall probe); the driver's ``done`` line."""
+        cfg = self.cfg
+        args = {
+            **where,
+            "count": cfg.consume_messages,
+            "body_bytes": cfg.body_bytes,
+            "cpu": self.client_cpu,
+        }
+        return run_driver(
+            module, "preload", args, home=self.home, timeout_s=cfg.consume_max_s + 60.0
+        ).done
 
     def produce(self, module: str, shape: str, **where: Any) -> dict[str, Any]:
         cfg = self.cfg
@@ -294,17 +284,11 @@ async def _echo_round_trips(port: int, cfg: SdkBenchConfig) -> list[int]:
 def echo_round_trips(cfg: SdkBenchConfig, pin: bool) -> list[int]:
     """Round trips (ns) of 1 KiB requests, one at a time, to the raw uvloop echo server in a
     process of its own; the load generator runs here, pinned to the clients' CPU."""
-    import uvloop
-
-    with ServerProcess(
-        "raw uvloop echo", "tests.bench.echo_server", cpu=SERVER_CPU if pin else None
-    ) as server:
-        port = server.wait_ready()
-        with (
-            _pinned(CLIENT_CPU if pin else None),
-            asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner,
-        ):
-            return runner.run(_echo_round_trips(port, cfg))
+    return against_echo_server(
+        functools.partial(_echo_round_trips, cfg=cfg),
+        SERVER_CPU if pin else None,
+        CLIENT_CPU if pin else None,
+    )
 
 
 def _echo_summary(latencies_ns: list[int]) -> dict[str, Any]:
@@ -379,7 +363,7 @@ def aerolite_phase(cfg: SdkBenchConfig, work: Path, pin: bool, notes: list[str])
         with broker:
             run = _Run(cfg, work / "home-aerolite", broker, pin)
             for shape in SHAPES:
-                _progress(f"{tag}: produce, {shape}")
+                progress(f"{tag}: produce, {shape}")
                 with contextlib.ExitStack() as stack:
                     echo_port = None
                     if shape == "one":
@@ -394,30 +378,21 @@ def aerolite_phase(cfg: SdkBenchConfig, work: Path, pin: bool, notes: list[str])
                             echo_port = echo.wait_ready()
                         except Exception as exc:  # the echo figure falls back to a run alone
                             notes.append(f"echo server for the interleaved round trips: {exc}")
-                    out["produce"][shape] = _attempt(
+                    out["produce"][shape] = attempt(
                         f"{tag} produce {shape}",
                         functools.partial(_aerolite_produce, run, broker, shape, echo_port),
                         notes,
                     )
             asyncio.run(_admin(broker, CONSUME_TOPIC, cfg.queues))
-            _progress(f"{tag}: preload {cfg.consume_messages:,} messages")
-            out["preload"] = _attempt(
+            progress(f"{tag}: preload {cfg.consume_messages:,} messages")
+            out["preload"] = attempt(
                 f"{tag} preload",
-                lambda: (
-                    run_driver(
-                        SDK_DRIVER,
-                        "preload",
-                        {
-                            "namesrv": broker.namesrv,
-                            "topic": CONSUME_TOPIC,
-                            "count": cfg.consume_messages,
-                            "batch": cfg.batch,
-                            "body_bytes": cfg.body_bytes,
-                            "cpu": run.client_cpu,
-                        },
-                        home=run.home,
-                        timeout_s=cfg.consume_max_s + 60.0,
-                    ).done
+                functools.partial(
+                    run.preload,
+                    SDK_DRIVER,
+                    namesrv=broker.namesrv,
+                    topic=CONSUME_TOPIC,
+                    batch=cfg.batch,
                 ),
                 notes,
             )
@@ -429,8 +404,8 @@ def aerolite_phase(cfg: SdkBenchConfig, work: Path, pin: bool, notes: list[str])
                 )
             if "error" not in preload:
                 for command in ("push", "pull"):
-                    _progress(f"{tag}: consume, {command}")
-                    out["consume"][command] = _attempt(
+                    progress(f"{tag}: consume, {command}")
+                    out["consume"][command] = attempt(
                         f"{tag} {command}",
                         functools.partial(
                             run.consume,
@@ -442,12 +417,9 @@ def aerolite_phase(cfg: SdkBenchConfig, work: Path, pin: bool, notes: list[str])
                         notes,
                     )
     except Exception as exc:  # a system that fails is reported, the benchmark goes on
-        notes.append(f"{tag}: {_first_line(exc)}")
-        out["error"] = _first_line(exc)
-    out["log"] = broker.warnings()
-    out["exit_code"] = broker.exit_code
-    if broker.exit_code not in (0, None):
-        notes.append(f"{tag}: the broker exited with {broker.exit_code} on SIGTERM")
+        notes.append(f"{tag}: {first_line(exc)}")
+        out["error"] = first_line(exc)
+    broker_stopped(out, broker, tag, notes)
     return out
 
 
@@ -455,21 +427,8 @@ def aerolite_phase(cfg: SdkBenchConfig, work: Path, pin: bool, notes: list[str])
 
 
 @dataclass(frozen=True, slots=True)
-class PeerSpec:
-    key: str
-    module: str
+class PeerSpec(common.PeerSpec):
     consume_command: str
-
-    def server(self, work: Path, cpu: int | None) -> Service:
-        if self.key == "redis":
-            return RedisServer(work, cpu, "everysec")
-        return NatsServer(work, cpu)
-
-    def where(self, server: Service, name: str) -> dict[str, Any]:
-        port = server.port if isinstance(server, RedisServer | NatsServer) else 0
-        if self.key == "redis":
-            return {"port": port, "stream": name}
-        return {"port": port, "stream": name.upper(), "subject": name.lower()}
 
 
 PEER_SPECS = (
@@ -487,8 +446,8 @@ def peer_phase(
         with server:
             run = _Run(cfg, work / f"home-{spec.key}", server, pin)
             for shape in SHAPES:
-                _progress(f"{label}: produce, {shape}")
-                out["produce"][shape] = _attempt(
+                progress(f"{label}: produce, {shape}")
+                out["produce"][shape] = attempt(
                     f"{label} produce {shape}",
                     functools.partial(
                         run.produce, spec.module, shape, **spec.where(server, f"produce_{shape}")
@@ -496,47 +455,27 @@ def peer_phase(
                     notes,
                 )
             consume_at = spec.where(server, "consume")
-            _progress(f"{label}: preload {cfg.consume_messages:,} messages")
-            out["preload"] = _attempt(
+            progress(f"{label}: preload {cfg.consume_messages:,} messages")
+            out["preload"] = attempt(
                 f"{label} preload",
-                lambda: (
-                    run_driver(
-                        spec.module,
-                        "preload",
-                        {
-                            **consume_at,
-                            "count": cfg.consume_messages,
-                            "body_bytes": cfg.body_bytes,
-                            "cpu": run.client_cpu,
-                        },
-                        home=run.home,
-                        timeout_s=cfg.consume_max_s + 60.0,
-                    ).done
-                ),
+                functools.partial(run.preload, spec.module, **consume_at),
                 notes,
             )
             if "error" not in out["preload"]:
-                _progress(f"{label}: consume, {spec.consume_command}")
-                out["consume"][spec.consume_command] = _attempt(
+                progress(f"{label}: consume, {spec.consume_command}")
+                out["consume"][spec.consume_command] = attempt(
                     f"{label} {spec.consume_command}",
                     functools.partial(run.consume, spec.module, spec.consume_command, **consume_at),
                     notes,
                 )
     except Exception as exc:  # a peer that fails is reported, the benchmark goes on
-        notes.append(f"{label}: {_first_line(exc)}")
-        out["error"] = _first_line(exc)
+        notes.append(f"{label}: {first_line(exc)}")
+        out["error"] = first_line(exc)
     out["log"] = server.warnings()
     return out
 
 
 # ---------------------------------------------------------------------------- ratios
-
-
-def _rate(row: dict[str, Any] | None) -> float | None:
-    if not row or "error" in row:
-        return None
-    rate = row.get("messages_per_s")
-    return float(rate) if isinstance(rate, int | float) and rate > 0 else None
 
 
 def _ratio(a: float | None, b: float | None) -> float | None:
@@ -602,24 +541,21 @@ def run(quick: bool = False, config: SdkBenchConfig | None = None) -> Report:
     pin = _can_pin(cfg)
     notes: list[str] = []
     peers = find_peers() if cfg.peers else {}
-    results: dict[str, Any] = {
-        "benchmark": NAME,
-        "quick": quick,
-        "machine": machine,
-        "config": {**asdict(cfg), "pinned": pin},
-        "peers": {k: asdict(p) for k, p in peers.items()},
-        "clients": {
+    results = results_head(
+        NAME,
+        quick=quick,
+        machine=machine,
+        config={**asdict(cfg), "pinned": pin},
+        peers=peers,
+        notes=notes,
+        clients={
             "aerolite": "Aerolite's asyncio SDK (client/)",
             "redis": f"redis {dist_version('redis') or '?'} asyncio, "
             f"hiredis {dist_version('hiredis') or '?'}",
             "nats": f"nats-py {dist_version('nats-py') or '?'}",
         },
-        "systems": {},
-        "notes": notes,
-    }
-    base = REPO_ROOT / "bench-results"
-    base.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix="sdk-bench-", dir=base))
+    )
+    work = bench_work_dir("sdk-bench-")
     results["config"]["work_dir"] = str(work.relative_to(REPO_ROOT))
     systems = results["systems"]
     try:
@@ -635,8 +571,8 @@ def run(quick: bool = False, config: SdkBenchConfig | None = None) -> Report:
     if echo:
         results["echo"] = {**echo, "interleaved": True}
     else:
-        _progress("echo round trips (the interleaved ones are missing)")
-        results["echo"] = _attempt(
+        progress("echo round trips (the interleaved ones are missing)")
+        results["echo"] = attempt(
             "echo round trips",
             lambda: {**_echo_summary(echo_round_trips(cfg, pin)), "interleaved": False},
             notes,
@@ -648,14 +584,6 @@ def run(quick: bool = False, config: SdkBenchConfig | None = None) -> Report:
 
 
 # ---------------------------------------------------------------------------- render
-
-
-def _f(value: Any, fmt: str) -> str:
-    return "—" if not isinstance(value, int | float) else format(value, fmt)
-
-
-def _n(value: Any) -> str:
-    return "—" if not isinstance(value, int | float) or value <= 0 else f"{value:,.0f}"
 
 
 def _cell(row: dict[str, Any]) -> str:
@@ -742,10 +670,6 @@ _DETAIL_HEADERS = (
 )
 
 
-def _failures(row: dict[str, Any]) -> int:
-    return int(row.get("errors") or 0) + int(row.get("not_ok") or 0)
-
-
 def _detail_rows(results: dict[str, Any]) -> list[list[str]]:
     rows: list[list[str]] = []
     for key, system in results["systems"].items():
@@ -774,7 +698,7 @@ def _detail_rows(results: dict[str, Any]) -> list[list[str]]:
                     _f(row.get("client_cpu_pct"), ".0f"),
                     _f(row.get("server_cpu_pct"), ".0f"),
                     _f(probe.get("max_ms"), ".0f"),
-                    str(_failures(row)),
+                    str(send_failures(row)),
                 ]
             )
     return rows
@@ -897,7 +821,7 @@ def _odd_lines(results: dict[str, Any]) -> list[str]:
             kinds = {**(row.get("error_kinds") or {}), **(row.get("not_ok_kinds") or {})}
             if kinds:
                 top = "; ".join(f"{n} x {k[:140]}" for k, n in kinds.items())
-                lines.append(f"{label}, {name}: {_failures(row)} sends failed ({top})")
+                lines.append(f"{label}, {name}: {send_failures(row)} sends failed ({top})")
             if "stored" in row and row["stored"] != row.get("acknowledged"):
                 lines.append(
                     f"{label}, {name}: the broker's queues hold {row['stored']:,} messages, "
@@ -916,11 +840,7 @@ def _odd_lines(results: dict[str, Any]) -> list[str]:
                     f"{label}, {name}: {probe['over_100ms']} of {probe['probes']} stall probes "
                     f"waited over 100 ms (worst {probe['max_ms']:.0f} ms)"
                 )
-        log = system.get("log") or {}
-        if log.get("lines"):
-            kinds = log.get("events") or log.get("kinds") or {}
-            top = "; ".join(f"{n} x {k[:120]}" for k, n in kinds.items())
-            lines.append(f"{label}: server log, {log['lines']} warning/error lines: {top}")
+        lines += server_log_lines(label, system)
     return lines
 
 
@@ -950,40 +870,17 @@ def render_console(results: dict[str, Any]) -> str:
         _echo_text(results),
         _goal_text(results).replace("**", ""),
     ]
-    reading = _reading(results)
-    if reading:
-        lines += ["", reading.replace("**", "")]
-    odd = _odd_lines(results)
-    if odd or results["notes"]:
-        lines += ["", *results["notes"], *odd]
-    lines += ["", f"({results['seconds']} s)"]
+    lines += console_tail(results, _reading(results), _odd_lines(results))
     return "\n".join(lines)
-
-
-def _busy_note(results: dict[str, Any]) -> str:
-    machine = results["machine"]
-    load, cpus = machine.get("loadavg"), machine.get("cpus") or 1
-    if not load or load[0] < 0.5 * cpus:
-        return ""
-    return (
-        f" Other work was running on the machine (load average {load[0]:.2f} on {cpus} CPUs "
-        "before the run, not pinned away from ours): each figure comes from one run and "
-        "carries its noise."
-    )
 
 
 def render_markdown(results: dict[str, Any]) -> str:
     cfg = results["config"]
-    pinned = (
-        f"every server pinned to CPU {SERVER_CPU}, every client to CPU {CLIENT_CPU}"
-        if cfg["pinned"]
-        else "no CPU pinning"
-    )
+    pinning = pinning_text(cfg["pinned"], SERVER_CPU, CLIENT_CPU)
     parts = [
         "## SDK: the asyncio client against the broker, next to Redis and NATS",
         "",
-        f"Measured {machine_line(results['machine'])}; {pinned}; "
-        f"the run took {results['seconds']} s.{_busy_note(results)}",
+        measured_line(results, pinning),
         "",
         *(f"- {line}" for line in _peer_lines(results)),
         "",
@@ -1026,13 +923,9 @@ def render_markdown(results: dict[str, Any]) -> str:
         "",
         _goal_text(results),
     ]
-    reading = _reading(results)
-    if reading:
-        parts += ["", reading]
-    odd = _odd_lines(results)
-    if odd or results["notes"]:
-        parts += ["", "**Failures and warnings in this run:**", ""]
-        parts += [f"- {line}" for line in [*results["notes"], *odd]]
+    parts += markdown_tail(
+        results, _reading(results), _odd_lines(results), "Failures and warnings in this run"
+    )
     return "\n".join(parts)
 
 
@@ -1054,9 +947,7 @@ def profile_sdk(
     sampled process down)."""
     cfg = FULL
     pin = _can_pin(cfg)
-    base = REPO_ROOT / "bench-results"
-    base.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix="sdk-profile-", dir=base))
+    work = bench_work_dir("sdk-profile-")
     topic = "SdkProfile"
     try:
         with AeroliteBroker(
@@ -1121,10 +1012,7 @@ def main() -> None:
     parser.add_argument(
         "--out", type=Path, default=REPO_ROOT / "bench-results" / "sdk-profile.speedscope.json"
     )
-    args = parser.parse_args()
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(30))
-    if not args.profile:
-        parser.error("nothing to do: the benchmark runs from `python -m tests.bench --only sdk`")
+    args = parse_profile_args(parser, "sdk")
     summary = profile_sdk(
         seconds=args.seconds,
         shape=args.shape,
@@ -1134,20 +1022,14 @@ def main() -> None:
         native=args.native,
         spy=args.spy,
     )
-    args.out.with_name(args.out.name.replace(".speedscope", "")).write_text(
-        json.dumps(summary, indent=2) + "\n"
-    )
+    save_summary(args.out, summary)
     print(
         f"py-spy, {args.seconds:g} s, {args.spy}, shape {summary['shape']}, "
         f"{summary['messages_per_s_while_sampled']} msg/s and "
         f"{summary['client_cpu_us_per_msg']} µs of client CPU per message while sampled; "
         f"{summary['speedscope']}"
     )
-    rows = [
-        [f"{r['function']} ({r['file']})", f"{r['self_pct']:.1f}", f"{r['total_pct']:.1f}"]
-        for r in summary["top_self"]
-    ]
-    print(text_table(("function", "self %", "total %"), rows))
+    print(text_table(("function", "self %", "total %"), top_self_rows(summary)))
 
 
 if __name__ == "__main__":

@@ -47,7 +47,6 @@ import os
 import shutil
 import statistics
 import struct
-import tempfile
 import time
 import zlib
 from collections.abc import Iterator
@@ -69,6 +68,7 @@ from store.message_codec import (
 )
 from store.message_store import MessageStore
 from store.results import PutMessageStatus, PutResult
+from tests.bench.common import bench_work_dir
 from tests.bench.report import (
     REPO_ROOT,
     Report,
@@ -903,9 +903,7 @@ def _filesystem(path: Path) -> str:
 @contextlib.contextmanager
 def _work_dir() -> Iterator[Path]:
     """A temporary directory under ``bench-results/``, removed with all it holds."""
-    parent = REPO_ROOT / "bench-results"
-    parent.mkdir(parents=True, exist_ok=True)
-    path = Path(tempfile.mkdtemp(prefix="store-bench-", dir=parent))
+    path = bench_work_dir("store-bench-")
     try:
         yield path
     finally:
