@@ -12,6 +12,9 @@ Usage (a script, a Flask view)::
 
     with Producer("demo-producer", namesrv="127.0.0.1:9876") as producer:
         producer.send(Message("orders", b"hello"))
+
+The callbacks of a blocking ``TransactionProducer`` are plain functions too, run in a worker
+thread for the same reason.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import atexit
 import threading
 from collections.abc import Callable, Coroutine, Sequence
 from concurrent.futures import Future
+from datetime import timedelta
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
@@ -29,6 +33,11 @@ from client.producer import Producer as AsyncProducer
 from client.producer import QueueSelector
 from client.pull_consumer import PullConsumer as AsyncPullConsumer
 from client.push_consumer import PushConsumer as AsyncPushConsumer
+from client.service import ClientService
+from client.simple_consumer import ReceivedMessage
+from client.simple_consumer import SimpleConsumer as AsyncSimpleConsumer
+from client.transaction_producer import LocalTransactionState, TransactionSendResult
+from client.transaction_producer import TransactionProducer as AsyncTransactionProducer
 from remoting.route import MessageQueue
 
 T = TypeVar("T")
@@ -69,7 +78,7 @@ def _run(coro: Coroutine[Any, Any, T], timeout_s: float | None = None) -> T:
 class _Blocking:
     """start/shutdown and ``with`` for a wrapped asyncio client."""
 
-    _target: AsyncProducer | AsyncPushConsumer | AsyncPullConsumer
+    _target: ClientService
 
     def start(self) -> None:
         _run(self._target.start())
@@ -159,3 +168,54 @@ class PullConsumer(_Blocking):
 
     def seek(self, mq: MessageQueue, offset: int) -> None:
         _run(self._pull.seek(mq, offset))
+
+
+class TransactionProducer(Producer):
+    """``client.TransactionProducer`` with blocking methods; ``executor`` and ``checker`` are
+    plain functions, run in a worker thread."""
+
+    def __init__(
+        self,
+        group: str,
+        namesrv: str | None = None,
+        *,
+        executor: Callable[[Message, Any], LocalTransactionState],
+        checker: Callable[[MessageView], LocalTransactionState],
+        **kwargs: Any,
+    ) -> None:
+        async def run_executor(msg: Message, arg: Any) -> LocalTransactionState:
+            return await asyncio.to_thread(executor, msg, arg)
+
+        async def run_checker(msg: MessageView) -> LocalTransactionState:
+            return await asyncio.to_thread(checker, msg)
+
+        self._tx = AsyncTransactionProducer(
+            group, namesrv, executor=run_executor, checker=run_checker, **kwargs
+        )
+        self._producer = self._target = self._tx
+
+    def send_message_in_transaction(
+        self, msg: Message, arg: Any = None, *, timeout_s: float | None = None
+    ) -> TransactionSendResult:
+        return _run(self._tx.send_message_in_transaction(msg, arg, timeout_s=timeout_s))
+
+
+class SimpleConsumer(_Blocking):
+    """``client.SimpleConsumer`` with blocking methods; same arguments."""
+
+    def __init__(self, group: str, namesrv: str | None = None, **kwargs: Any) -> None:
+        self._simple = self._target = AsyncSimpleConsumer(group, namesrv, **kwargs)
+
+    def subscribe(self, topic: str, expression: str = "*") -> None:
+        self._simple.subscribe(topic, expression)
+
+    def receive(
+        self, max_messages: int = 16, invisible_duration: timedelta = timedelta(seconds=30)
+    ) -> list[ReceivedMessage]:
+        return _run(self._simple.receive(max_messages, invisible_duration))
+
+    def ack(self, msg: ReceivedMessage) -> None:
+        _run(self._simple.ack(msg))
+
+    def change_invisible_duration(self, msg: ReceivedMessage, duration: timedelta) -> None:
+        _run(self._simple.change_invisible_duration(msg, duration))

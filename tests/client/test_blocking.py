@@ -88,3 +88,44 @@ def test_blocking_producer_push_and_pull_consumers(namesrv: str) -> None:
         pull.commit()
     assert any(m.body == b"o" for m in polled)
     assert {m.queue_id for m in polled} == {mq.queue_id}
+
+
+def test_blocking_transaction_producer_and_simple_consumer(namesrv: str) -> None:
+    from datetime import timedelta
+
+    from client import ConsumeFromWhere, LocalTransactionState, ReceivedMessage
+    from client.blocking import SimpleConsumer, TransactionProducer
+
+    threads: set[str] = set()
+
+    def executor(msg: Message, arg: object) -> LocalTransactionState:
+        threads.add(threading.current_thread().name)
+        time.sleep(0.05)  # a blocking local transaction does not hold up the client loop
+        return LocalTransactionState.COMMIT if arg == "yes" else LocalTransactionState.ROLLBACK
+
+    def checker(msg: MessageView) -> LocalTransactionState:
+        return LocalTransactionState.ROLLBACK
+
+    with TransactionProducer(
+        "pg-blocking-tx", namesrv, executor=executor, checker=checker
+    ) as producer:
+        kept = producer.send_message_in_transaction(Message("BlockingTx", b"kept"), "yes")
+        dropped = producer.send_message_in_transaction(Message("BlockingTx", b"dropped"), "no")
+    assert kept.local_state is LocalTransactionState.COMMIT
+    assert dropped.local_state is LocalTransactionState.ROLLBACK
+    assert "aerolite-client-loop" not in threads
+
+    with SimpleConsumer(
+        "cg-blocking-simple",
+        namesrv,
+        subscriptions={"BlockingTx": "*"},
+        await_duration=timedelta(seconds=2),
+        consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+    ) as consumer:
+        got: list[ReceivedMessage] = []
+        deadline = time.monotonic() + 15
+        while not got and time.monotonic() < deadline:
+            got = consumer.receive(16, timedelta(seconds=30))
+        assert [m.body for m in got] == [b"kept"]
+        consumer.change_invisible_duration(got[0], timedelta(seconds=60))
+        consumer.ack(got[0])
