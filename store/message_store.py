@@ -134,6 +134,8 @@ class MessageStore:
         self._running = False
         self._memory_bytes = int(_total_ram_bytes() * ACCESS_MESSAGE_IN_MEMORY_MAX_RATIO)
         self.last_exit_ok = True
+        # Told after every append (the HA service wakes its slaves' streams).
+        self.append_listeners: list[Callable[[], None]] = []
 
     # ----------------------------------------------------------------------- lifecycle
 
@@ -247,6 +249,8 @@ class MessageStore:
         self.dispatch.wake()
         if self.commit_log_flusher is not None:
             self.commit_log_flusher.wake()
+        for listener in self.append_listeners:
+            listener()
 
     async def shutdown(self) -> None:
         """Stop writes, finish dispatch, flush everything, remove ``abort``. Idempotent."""
@@ -536,6 +540,43 @@ class MessageStore:
         return self.retention.run_once()
 
     # -------------------------------------------------------------------------- events
+
+    # ------------------------------------------------------------------- replication
+
+    def append_replicated(self, offset: int, data: bytes | memoryview) -> None:
+        """A slave's append: commit-log bytes from its master, verbatim, at ``offset`` (this
+        store's end, or a segment start when it is empty). Dispatch builds queues and index
+        from them as from any bytes that came without an append.
+
+        Raises:
+            ValueError: ``offset`` is not where this store's commit log ends.
+        """
+        cl = self.commit_log
+        if cl.files.files and offset != cl.max_offset:
+            raise ValueError(
+                f"replicated bytes for {offset}, the commit log ends at {cl.max_offset}"
+            )
+        view = memoryview(data)
+        pos = 0
+        while pos < len(view):
+            mf = cl.files.last_writable(start_offset_if_empty=offset)
+            n = min(len(view) - pos, mf.free_bytes)
+            mf.append(view[pos : pos + n])
+            pos += n
+        self.dispatch.wake()
+
+    async def truncate_replica(self, valid_end: int) -> None:
+        """Cut a slave's store back to ``valid_end`` (its master ends there): commit log,
+        consume queues and index, as recovery cuts a torn tail."""
+        self.dispatch_all()
+        self.commit_log.truncate(valid_end)
+        for cq in self.queues:
+            if cq.max_physic_offset > valid_end:
+                cq.truncate_dirty(valid_end)
+        if self.index is not None:
+            self.index.truncate(valid_end)
+        self.dispatch.reput_from_offset = min(self.dispatch.reput_from_offset, valid_end)
+        self._rebuild_queue_offsets()
 
     def add_arrival_listener(self, listener: ArrivalListener) -> None:
         """Called for each message that becomes visible in a consume queue."""
