@@ -37,6 +37,7 @@ from broker.processors.send import SendProcessor
 from broker.processors.send_back import SendBackProcessor
 from broker.registration import Registration
 from broker.schedule import ScheduleService
+from broker.slave_sync import SYNC_PERIOD_S, SlaveSync
 from broker.stats import SAMPLE_INTERVAL_S, BrokerStats
 from broker.subscriptions import SubscriptionGroupTable
 from broker.timer import TimerService
@@ -47,6 +48,7 @@ from remoting.codes import RequestCode
 from remoting.connection import Connection
 from remoting.dispatch import Lane, ProcessorTable
 from remoting.server import RemotingServer, ServerConfig
+from store.ha import HAClient, HAService
 from store.message_codec import Host, host_of
 from store.message_store import MessageStore
 
@@ -83,6 +85,11 @@ class Broker:
         self.transactions = TransactionService(self)
         self.timers = TimerService(self, root)
         self.pop = PopService(self)
+        self.ha: HAService | None = None
+        self.ha_client: HAClient | None = None
+        self.ha_port = 0
+        self.slave_sync: SlaveSync | None = None
+        self.slave_sync_period_s = SYNC_PERIOD_S
         self.subscription_groups = SubscriptionGroupTable(
             root / "config" / "subscriptionGroup.json",
             auto_create=config.auto_create_subscription_group,
@@ -225,8 +232,37 @@ class Broker:
         return f"{self.config.broker_ip1 or self.config.bind_address}:{self.server.port}"
 
     def _ha_server_addr(self) -> str:
-        port = self.config.ha_listen_port or self.server.port + 1
+        port = self.ha_port or self.config.ha_listen_port or self.server.port + 1
         return f"{self.config.broker_ip1 or self.config.bind_address}:{port}"
+
+    def _master_ha_address(self) -> str | None:
+        """Where this slave replicates from: haMasterAddress, else what the name server
+        said when this slave registered."""
+        return self.config.ha_master_address or self.registration.master_ha_addr
+
+    async def _start_replication(self) -> None:
+        """A master serves its slaves on haListenPort (listenPort + 1 by default; a free
+        port when the listen port itself was chosen freely); a slave follows its master."""
+        config = self.config
+        if config.broker_role is BrokerRole.SLAVE:
+            self.ha_client = HAClient(self.store, self._master_ha_address)
+            self.slave_sync = SlaveSync(
+                self, lambda: self.registration.master_addr, self.slave_sync_period_s
+            )
+            return
+        ha = HAService(self.store, fallbehind_max_bytes=config.ha_slave_fallbehind_max)
+        port = config.ha_listen_port or (self.server.port + 1 if config.listen_port else 0)
+        try:
+            self.ha_port = await ha.start(config.bind_address, port)
+        except OSError as exc:
+            if config.ha_listen_port:
+                raise  # a port the operator chose: say so rather than move
+            log.warning("ha_port_taken", port=port, error=str(exc))
+            self.ha_port = await ha.start(config.bind_address, 0)
+        self.store.append_listeners.append(ha.notify_appended)
+        if config.broker_role is BrokerRole.SYNC_MASTER:
+            self.store.sync_replication = ha
+        self.ha = ha
 
     def _store_busy(self) -> bool:
         return self.store.dispatch_behind_bytes > DISPATCH_BEHIND_BUSY_BYTES
@@ -260,6 +296,7 @@ class Broker:
         self.pop.load()
         await self.server.start()
         await self._start_vip_server()
+        await self._start_replication()
         host = self.config.broker_ip1 or self.config.bind_address
         self.store_host = host_of(host, self.server.port)
         await self.client.start()
@@ -270,6 +307,10 @@ class Broker:
             self.timers.start()
             self.pop.start()
         await self.registration.start()
+        if self.ha_client is not None:
+            self.ha_client.start()  # after registering: the name server names the master
+        if self.slave_sync is not None:
+            self.slave_sync.start()
         self._tasks = [
             asyncio.create_task(
                 self._every(
@@ -364,6 +405,13 @@ class Broker:
                 await task
         self._tasks = []
         await self.registration.shutdown()
+        if self.ha_client is not None:
+            await self.ha_client.stop()
+        if self.slave_sync is not None:
+            await self.slave_sync.stop()
+        if self.ha is not None:
+            await self.ha.stop()
+            self.store.sync_replication = None
         # Both listeners stop accepting before the lanes they share are drained.
         self.server.stop_accepting()
         if self.vip_server is not None:

@@ -98,6 +98,7 @@ class BrokerConfig:
     timer_flush_interval_ms: int = 1_000  # timerFlushIntervalMs
     mapped_file_size_timer_log: int = 100 << 20  # mappedFileSizeTimerLog
     revive_queue_num: int = 8  # reviveQueueNum: queues of the pop revive topic
+    ha_slave_fallbehind_max: int = 256 << 20  # haSlaveFallbehindMax (SYNC_MASTER)
     store: StoreConfig = field(default_factory=StoreConfig)
 
     def __post_init__(self) -> None:
@@ -200,6 +201,7 @@ BROKER_KEYS: dict[str, tuple[str, str]] = {
     "timerFlushIntervalMs": ("", "timer_flush_interval_ms"),
     "mappedFileSizeTimerLog": ("", "mapped_file_size_timer_log"),
     "reviveQueueNum": ("", "revive_queue_num"),
+    "haSlaveFallbehindMax": ("", "ha_slave_fallbehind_max"),
     "storePathRootDir": ("store", "root_dir"),
     "mappedFileSizeCommitLog": ("store", "commit_log_file_bytes"),
     "mappedFileSizeConsumeQueue": ("store", "consume_queue_file_bytes"),

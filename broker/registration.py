@@ -54,6 +54,7 @@ class Registration:
         self._topics = topics
         self.period_s = period_s
         self.master_addr: str | None = None
+        self.master_ha_addr: str | None = None
         self._wakeup = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
@@ -93,6 +94,9 @@ class Registration:
         master = response.ext_fields.get("masterAddr")
         if master:
             self.master_addr = master
+        ha = response.ext_fields.get("haServerAddr")
+        if ha:
+            self.master_ha_addr = ha  # where a slave replicates from
         return True
 
     async def unregister_all(self) -> None:

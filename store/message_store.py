@@ -24,7 +24,7 @@ import os
 import time
 from collections.abc import Callable
 from types import TracebackType
-from typing import Self
+from typing import TYPE_CHECKING, Self
 
 import structlog
 
@@ -57,6 +57,9 @@ from store.results import (
     QueryResult,
 )
 from store.retention import RetentionReport, RetentionService
+
+if TYPE_CHECKING:
+    from store.ha import HAService
 
 log = structlog.get_logger(__name__)
 
@@ -136,6 +139,8 @@ class MessageStore:
         self.last_exit_ok = True
         # Told after every append (the HA service wakes its slaves' streams).
         self.append_listeners: list[Callable[[], None]] = []
+        # SYNC_MASTER: puts that wait (WAIT=true) also wait for a slave to have the bytes.
+        self.sync_replication: HAService | None = None
 
     # ----------------------------------------------------------------------- lifecycle
 
@@ -349,16 +354,22 @@ class MessageStore:
 
     async def _after_put(self, result: PutResult, wait: bool) -> PutResult:
         append = result.append
-        if (
-            append is None
-            or not wait
-            or self.config.flush_disk_type is not FlushDiskType.SYNC_FLUSH
-            or self.commit_log_flusher is None
-        ):
+        if append is None or not wait:
             return result
         end = append.commit_log_offset + append.wrote_bytes
-        if not await self.commit_log_flusher.wait_durable(end):
+        if (
+            self.config.flush_disk_type is FlushDiskType.SYNC_FLUSH
+            and self.commit_log_flusher is not None
+            and not await self.commit_log_flusher.wait_durable(end)
+        ):
             result.status = PutMessageStatus.FLUSH_DISK_TIMEOUT
+        ha = self.sync_replication
+        if ha is not None:
+            # SYNC_MASTER (CommitLog.handleHA): acknowledged once a slave has the bytes.
+            if not ha.slave_ok():
+                result.status = PutMessageStatus.SLAVE_NOT_AVAILABLE
+            elif not await ha.wait_for_slave(end, self.config.sync_flush_timeout_ms / 1000):
+                result.status = PutMessageStatus.FLUSH_SLAVE_TIMEOUT
         return result
 
     # ---------------------------------------------------------------------------- read
