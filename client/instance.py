@@ -336,14 +336,27 @@ class ClientInstance:
     def master_addr(self, broker_name: str) -> str | None:
         return self.broker_addrs.get(broker_name, {}).get(MASTER_ID)
 
+    def read_addr(self, broker_name: str) -> str | None:
+        """Where to pull and keep offsets (``findBrokerAddressInSubscribe`` /
+        ``findBrokerAddressInAdmin``): the master, or a slave of the group when the master
+        has left the route, so consumers go on reading from the slave."""
+        addrs = self.broker_addrs.get(broker_name, {})
+        if MASTER_ID in addrs:
+            return addrs[MASTER_ID]
+        return addrs[min(addrs)] if addrs else None
+
     async def find_broker_for_topic(self, topic: str) -> str:
-        """A master address serving ``topic`` (for consumer-list and offset calls)."""
+        """A broker serving ``topic`` (for consumer-list and offset calls): a master, or a
+        slave when no master is left (``findBrokerAddrByTopic``)."""
         route = self.routes.get(topic) or await self.update_route(topic)
         if route is not None:
             for bd in route.broker_datas:
                 if bd.master_addr:
                     return bd.master_addr
-        raise NoRouteError(topic, "no master broker serves it")
+            for bd in route.broker_datas:
+                if bd.broker_addrs:
+                    return bd.broker_addrs[min(bd.broker_addrs)]
+        raise NoRouteError(topic, "no broker serves it")
 
     # -------------------------------------------------------------------- heartbeat
 

@@ -66,10 +66,10 @@ class RemoteOffsetStore:
         return self.table.get(mq, -1)
 
     async def read_from_store(self, mq: MessageQueue) -> int:
-        addr = self.instance.master_addr(mq.broker_name)
+        addr = self.instance.read_addr(mq.broker_name)
         if addr is None:
             await self.instance.update_route(mq.topic)
-            addr = self.instance.master_addr(mq.broker_name)
+            addr = self.instance.read_addr(mq.broker_name)
         if addr is None:
             return -2
         request = RemotingCommand.request(
@@ -95,7 +95,7 @@ class RemoteOffsetStore:
             offset = self.table.get(mq)
             if offset is None or self._persisted.get(mq) == offset:
                 continue
-            addr = self.instance.master_addr(mq.broker_name)
+            addr = self.instance.read_addr(mq.broker_name)
             if addr is None:
                 continue
             request = RemotingCommand.request(

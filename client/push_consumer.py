@@ -594,7 +594,7 @@ class PushConsumer(ClientService):
         self, mq: MessageQueue, code: int, header: QueueRequestHeader | SearchOffsetRequestHeader
     ) -> int:
         instance = self._running()
-        addr = instance.master_addr(mq.broker_name)
+        addr = instance.read_addr(mq.broker_name)
         if addr is None:
             return -1
         request = RemotingCommand.request(code, header.to_ext_fields())
@@ -699,7 +699,7 @@ class PushConsumer(ClientService):
     async def _pull_once(self, pq: ProcessQueue, sub: SubscriptionData) -> None:
         instance = self._running()
         mq = pq.mq
-        addr = instance.master_addr(mq.broker_name)
+        addr = instance.read_addr(mq.broker_name)
         if addr is None:
             await instance.update_route(mq.topic)
             raise ClientError(f"no master address for broker {mq.broker_name}")
