@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from broker.periodic import Periodic
-from broker.topics import DLQ_GROUP_TOPIC_PREFIX
+from broker.topics import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
 from remoting.bodies import PERM_READ, PERM_WRITE
 from remoting.receipt import pop_retry_topic
 from store.dispatch import Arrival
@@ -58,7 +58,6 @@ CK_TAG = "ck"
 ACK_TAG = "ack"
 INIT_MODE_MIN = 0  # ConsumeInitMode.MIN: a new group starts at the earliest message
 REVIVE_PERIOD_S = 0.1
-MAX_POLL_MS = 60_000
 
 CheckpointKey = tuple[str, str, int, int, int]  # group, topic, queue, start offset, pop time
 
@@ -241,7 +240,7 @@ class PopService:
         low = store.get_min_offset(topic, queue_id)
         if offset >= 0:
             return max(offset, low)
-        if init_mode == INIT_MODE_MIN or topic.startswith("%RETRY%"):
+        if init_mode == INIT_MODE_MIN or topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
             return low
         return max(store.get_max_offset(topic, queue_id) - 1, 0)  # 5.x: the last one
 
@@ -453,10 +452,10 @@ class PopService:
         event = self._waiters.pop(topic, None)
         if event is not None:
             event.set()
-        if topic.startswith("%RETRY%") and "_" in topic:
+        if topic.startswith(RETRY_GROUP_TOPIC_PREFIX) and "_" in topic:
             # %RETRY%<group>_<topic>: wake the pops of the topic too (a group may hold '_'
             # itself, so every suffix after an '_' is tried).
-            rest = topic[len("%RETRY%") :]
+            rest = topic[len(RETRY_GROUP_TOPIC_PREFIX) :]
             for i, ch in enumerate(rest):
                 if ch == "_":
                     waiter = self._waiters.pop(rest[i + 1 :], None)

@@ -23,15 +23,11 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from broker.parked import put_back
 from broker.periodic import Periodic
 from broker.persist import read_json, write_json
 from store.message_codec import (
-    PROPERTY_REAL_QUEUE_ID,
-    PROPERTY_REAL_TOPIC,
     SCHEDULE_TOPIC,
-    RecordError,
-    decode_properties,
-    inner_from_record,
 )
 
 if TYPE_CHECKING:
@@ -139,36 +135,5 @@ class ScheduleService:
         return delivered
 
     async def _deliver(self, level: int, commit_log_offset: int) -> bool:
-        store = self.broker.store
-        record = store.look_message_by_offset(commit_log_offset)
-        if record is None:
-            # Gone (aged out of the commit log): nothing left to deliver.
-            log.warning("scheduled_message_missing", level=level, offset=commit_log_offset)
-            return True
-        try:
-            _info, inner = inner_from_record(record)
-        except RecordError as exc:
-            log.warning("scheduled_message_unreadable", offset=commit_log_offset, error=str(exc))
-            return True
-        props = decode_properties(inner.properties)
-        real_topic = props.get(PROPERTY_REAL_TOPIC)
-        real_qid = props.get(PROPERTY_REAL_QUEUE_ID, "")
-        if not real_topic or not real_qid.isdigit():
-            log.error("scheduled_message_without_target", offset=commit_log_offset)
-            return True
-        inner.topic = real_topic
-        inner.queue_id = int(real_qid)
-        inner.store_host = self.broker.store_host
-        inner.wait_store_msg_ok = False
-        inner.delay_level = 0
-        result = await store.put_message(inner)
-        if not result.status.stored:
-            log.warning(
-                "scheduled_delivery_refused",
-                level=level,
-                topic=real_topic,
-                status=result.status.name,
-                remark=result.remark,
-            )
-            return False
-        return True
+        done, _topic = await put_back(self.broker, commit_log_offset, what="scheduled")
+        return done

@@ -42,16 +42,14 @@ from typing import TYPE_CHECKING, Any, Final
 
 import structlog
 
+from broker.parked import put_back
 from broker.periodic import Periodic
 from broker.persist import read_json, write_json
 from broker.topics import TIMER_TOPIC
 from store.mapped_file import MappedFileQueue
 from store.message_codec import (
-    PROPERTY_REAL_QUEUE_ID,
-    PROPERTY_REAL_TOPIC,
     RecordError,
     decode_properties,
-    encode_properties,
     inner_from_record,
 )
 
@@ -418,43 +416,13 @@ class TimerService:
         return delivered
 
     async def _deliver(self, commit_log_offset: int, deliver_ms: int) -> bool:
-        store = self.broker.store
-        record = store.look_message_by_offset(commit_log_offset)
-        if record is None:
-            log.warning("timer_message_missing", offset=commit_log_offset)
-            return True  # aged out of the store: nothing left to deliver
-        try:
-            info, inner = inner_from_record(record)
-        except RecordError as exc:
-            log.warning("timer_message_unreadable", offset=commit_log_offset, error=str(exc))
-            return True
-        props = decode_properties(info.properties)
-        real_topic = props.pop(PROPERTY_REAL_TOPIC, None)
-        real_qid = props.pop(PROPERTY_REAL_QUEUE_ID, "")
-        if not real_topic or not real_qid.isdigit():
-            log.error("timer_message_without_target", offset=commit_log_offset)
-            return True
-        for key in TRIGGERS:
-            props.pop(key, None)
-        inner.topic = real_topic
-        inner.queue_id = int(real_qid)
-        inner.properties = encode_properties(props)
-        inner.store_host = self.broker.store_host
-        inner.wait_store_msg_ok = False
-        inner.delay_level = 0
-        result = await store.put_message(inner)
-        if not result.status.stored:
-            log.warning(
-                "timer_delivery_refused",
-                topic=real_topic,
-                status=result.status.name,
-                remark=result.remark,
-            )
-            return False
+        # The trigger properties go with REAL_TOPIC / REAL_QID, as 5.x's convertMessage
+        # drops them; TIMER_OUT_MS stays to say when it was due.
+        done, topic = await put_back(self.broker, commit_log_offset, what="timer", strip=TRIGGERS)
         lateness = int(time.time() * 1000) - deliver_ms
-        if lateness > 2 * self.precision_ms:
-            log.info("timer_delivered_late", topic=real_topic, late_ms=lateness)
-        return True
+        if done and topic is not None and lateness > 2 * self.precision_ms:
+            log.info("timer_delivered_late", topic=topic, late_ms=lateness)
+        return done
 
     def _delete_old_segments(self) -> None:
         """Drop log segments whose every entry the wheel has passed."""

@@ -29,7 +29,7 @@ from client.instance import ClientInstance, namesrv_from_env
 from client.message import MessageView, check_group, check_topic, decode_messages
 from client.service import ClientService
 from remoting.bodies import PERM_READ, ConsumeFromWhere
-from remoting.codes import RequestCode, ResponseCode
+from remoting.codes import POLLING_TIMEOUT, RequestCode, ResponseCode
 from remoting.command import RemotingCommand
 from remoting.errors import BrokerError
 from remoting.headers import (
@@ -41,7 +41,6 @@ from remoting.receipt import NORMAL, Receipt, parse_offset_info, topic_type
 
 log = structlog.get_logger(__name__)
 
-POLLING_TIMEOUT = 210  # 5.x: nothing arrived within the poll time
 MAX_RECEIVE = 32
 INIT_MIN, INIT_MAX = 0, 1  # ConsumeInitMode
 

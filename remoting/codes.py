@@ -180,6 +180,11 @@ class ResponseCode(IntEnum):
     GO_AWAY = 1500  # 5.x
 
 
+# RocketMQ 5's pop answers reuse 209 and 210 (4.9's ACL codes above); pop code compares with these.
+POLLING_FULL = 209
+POLLING_TIMEOUT = 210
+
+
 class LanguageCode(IntEnum):
     """Sender language (RocketMQ ``LanguageCode``): a byte in binary headers, a name in JSON."""
 

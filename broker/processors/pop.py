@@ -21,7 +21,7 @@ from broker.config import BrokerRole
 from broker.pop import Checkpoint, PopError
 from broker.processors.pull import tag_filter_of
 from remoting.bodies import PERM_READ, SubscriptionData
-from remoting.codes import ResponseCode
+from remoting.codes import POLLING_TIMEOUT, ResponseCode
 from remoting.command import RemotingCommand, response_to
 from remoting.connection import Connection
 from remoting.dispatch import send_response
@@ -39,7 +39,6 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger(__name__)
 
-POLLING_TIMEOUT = 210  # 5.x reuses 210 for it (4.9's DELETE_ACL_CONFIG_FAILED)
 MAX_POP_NUMS = 32
 MIN_INVISIBLE_MS = 10  # anything shorter is a client bug, not a wish
 MAX_POLL_MS = 60_000

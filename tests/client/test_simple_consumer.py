@@ -14,6 +14,7 @@ from broker.broker import Broker
 from broker.namesrv.server import NameServer
 from client import (
     BrokerError,
+    ClientStateError,
     ConsumeFromWhere,
     InvalidMessageError,
     Message,
@@ -157,7 +158,7 @@ async def test_arguments_are_checked(namesrv: NameServer, broker: Broker) -> Non
     with pytest.raises(InvalidMessageError):
         SimpleConsumer("cg", namesrv.address, await_duration=timedelta(seconds=-1))
     sc = SimpleConsumer("cg", namesrv.address, subscriptions={TOPIC: "*"})
-    with pytest.raises(Exception, match="not started"):
+    with pytest.raises(ClientStateError, match="not started"):
         await sc.receive()
     async with sc:
         with pytest.raises(InvalidMessageError, match=r"within 1\.\.32"):
