@@ -214,6 +214,7 @@ class Broker:
             RequestCode.GET_CONSUME_STATS: admin.consume_stats,
             RequestCode.GET_BROKER_RUNTIME_INFO: admin.runtime_info,
             RequestCode.GET_ALL_CONSUMER_OFFSET: admin.all_consumer_offset,
+            RequestCode.GET_ALL_DELAY_OFFSET: admin.all_delay_offset,
             RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: admin.all_subscription_groups,
             RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: admin.update_subscription_group,
             RequestCode.DELETE_SUBSCRIPTIONGROUP: admin.delete_subscription_group,

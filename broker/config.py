@@ -99,6 +99,8 @@ class BrokerConfig:
     mapped_file_size_timer_log: int = 100 << 20  # mappedFileSizeTimerLog
     revive_queue_num: int = 8  # reviveQueueNum: queues of the pop revive topic
     ha_slave_fallbehind_max: int = 256 << 20  # haSlaveFallbehindMax (SYNC_MASTER)
+    slave_read_enable: bool = False  # slaveReadEnable: point slow consumers at a slave
+    offset_check_in_slave: bool = False  # offsetCheckInSlave: may a slave move offsets
     store: StoreConfig = field(default_factory=StoreConfig)
 
     def __post_init__(self) -> None:
@@ -202,6 +204,9 @@ BROKER_KEYS: dict[str, tuple[str, str]] = {
     "mappedFileSizeTimerLog": ("", "mapped_file_size_timer_log"),
     "reviveQueueNum": ("", "revive_queue_num"),
     "haSlaveFallbehindMax": ("", "ha_slave_fallbehind_max"),
+    "slaveReadEnable": ("", "slave_read_enable"),
+    "offsetCheckInSlave": ("", "offset_check_in_slave"),
+    "accessMessageInMemoryMaxRatio": ("store", "access_message_in_memory_max_ratio"),
     "storePathRootDir": ("store", "root_dir"),
     "mappedFileSizeCommitLog": ("store", "commit_log_file_bytes"),
     "mappedFileSizeConsumeQueue": ("store", "consume_queue_file_bytes"),

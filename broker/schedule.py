@@ -61,7 +61,11 @@ class ScheduleService:
     # -------------------------------------------------------------------- persistence
 
     def load(self) -> None:
-        doc = read_json(self.path)
+        self.load_json(read_json(self.path))
+
+    def load_json(self, doc: object) -> None:
+        """Take the progress in a delayOffset.json document (read at start, or a master's
+        copy on a slave); entries that make no sense are logged and skipped."""
         table: Any = doc.get("offsetTable") if isinstance(doc, dict) else None
         if not isinstance(table, dict):
             return

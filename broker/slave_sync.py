@@ -1,7 +1,8 @@
-"""A slave copies its master's topics, consumer offsets and subscription groups.
+"""A slave copies its master's topics, consumer and delay offsets and subscription groups.
 
 RocketMQ counterpart: ``SlaveSynchronize`` (4.9), run every 10 s on a slave: GET_ALL_TOPIC_CONFIG
-(21), GET_ALL_CONSUMER_OFFSET (43) and GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201) over the master's
+(21), GET_ALL_CONSUMER_OFFSET (43), GET_ALL_DELAY_OFFSET (45) and
+GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201) over the master's
 normal remoting port (its address comes from REGISTER_BROKER's answer). With them a consumer
 that moves to the slave when the master is gone resumes from its committed offsets, and the
 slave serves the master's topics. What arrives replaces the slave's tables and is persisted.
@@ -82,6 +83,11 @@ class SlaveSync:
                 for k, per_queue in table.items()
             }
             broker.offsets.persist()
+        delays = await self._fetch(addr, RequestCode.GET_ALL_DELAY_OFFSET)
+        if isinstance(delays, dict):
+            broker.schedule.offsets.clear()
+            broker.schedule.load_json(delays)
+            broker.schedule.persist()
         groups = await self._fetch(addr, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)
         if isinstance(groups, dict):
             table = groups.get("subscriptionGroupTable") or {}

@@ -345,6 +345,18 @@ class ClientInstance:
             return addrs[MASTER_ID]
         return addrs[min(addrs)] if addrs else None
 
+    def subscribe_addr(self, broker_name: str, broker_id: int) -> tuple[str, bool] | None:
+        """Where to pull from (``findBrokerAddressInSubscribe``): the broker id the last pull
+        reply suggested, else the master, else a slave; and whether that is a slave."""
+        addrs = self.broker_addrs.get(broker_name, {})
+        addr = addrs.get(broker_id)
+        if addr is None:
+            if not addrs:
+                return None
+            broker_id = MASTER_ID if MASTER_ID in addrs else min(addrs)
+            addr = addrs[broker_id]
+        return addr, broker_id != MASTER_ID
+
     async def find_broker_for_topic(self, topic: str) -> str:
         """A broker serving ``topic`` (for consumer-list and offset calls): a master, or a
         slave when no master is left (``findBrokerAddrByTopic``)."""

@@ -118,6 +118,8 @@ class ProcessQueue:
     task: asyncio.Task[None] | None = None
     consuming: asyncio.Lock = field(default_factory=asyncio.Lock)  # orderly: one at a time
     wake: asyncio.Event = field(default_factory=asyncio.Event)
+    # The broker id the last pull reply suggested (suggestWhichBrokerId): 0 is the master.
+    pull_from_broker_id: int = 0
     # The offsets of ``messages`` in ascending order, plus ones already removed that have not
     # reached the front yet: the lowest in-flight offset without a scan (Java's TreeMap).
     order: deque[int] = field(default_factory=deque)
@@ -694,19 +696,22 @@ class PushConsumer(ClientService):
                 raise
             except (RemotingError, ClientError, MessageDecodeError) as exc:
                 log.info("pull_failed", queue=str(mq), error=str(exc))
+                pq.pull_from_broker_id = 0  # a suggested slave that fails: back to the master
                 await asyncio.sleep(self._pull_error_delay())
 
     async def _pull_once(self, pq: ProcessQueue, sub: SubscriptionData) -> None:
         instance = self._running()
         mq = pq.mq
-        addr = instance.read_addr(mq.broker_name)
-        if addr is None:
+        found = instance.subscribe_addr(mq.broker_name, pq.pull_from_broker_id)
+        if found is None:
             await instance.update_route(mq.topic)
-            raise ClientError(f"no master address for broker {mq.broker_name}")
+            raise ClientError(f"no broker address for broker group {mq.broker_name}")
+        addr, from_slave = found
         assert self.offsets is not None
         commit = self.offsets.read(mq) if self.message_model is MessageModel.CLUSTERING else -1
         sys_flag = PULL_FLAG_SUSPEND | PULL_FLAG_SUBSCRIPTION
-        if commit > 0:
+        if commit > 0 and not from_slave:
+            # A slave never stores offsets; they go to the master by themselves.
             sys_flag |= PULL_FLAG_COMMIT
         header = PullMessageRequestHeader(
             consumer_group=self.group,
@@ -727,6 +732,8 @@ class PushConsumer(ClientService):
             return
         ext = response.ext_fields
         code = response.code
+        suggest = ext.get("suggestWhichBrokerId", "0")
+        pq.pull_from_broker_id = int(suggest) if suggest.isdigit() else 0
         if code == ResponseCode.SUCCESS:
             msgs = decode_messages(response.body_bytes, mq.broker_name)
             next_offset = int(ext["nextBeginOffset"])

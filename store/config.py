@@ -72,6 +72,9 @@ class StoreConfig:
     clean_resource_interval_ms: int = 10_000  # cleanResourceInterval
     disk_space_warning_level_ratio: float = 0.90  # rocketmq.broker.diskSpaceWarningLevelRatio
     disk_space_clean_forcibly_ratio: float = 0.85
+    # accessMessageInMemoryMaxRatio: percent of RAM behind the commit-log end that still
+    # counts as "in memory"; a consumer further behind is pointed at a slave.
+    access_message_in_memory_max_ratio: int = 40
 
     def __post_init__(self) -> None:
         if self.commit_log_file_bytes < 4096:
@@ -93,6 +96,8 @@ class StoreConfig:
             if not hour.strip().isdigit() or not 0 <= int(hour) <= 23:
                 raise ValueError(f"deleteWhen hour {hour!r} is not within 00..23")
         parse_delay_levels(self.message_delay_level)
+        if not 0 <= self.access_message_in_memory_max_ratio <= 100:
+            raise ValueError("accessMessageInMemoryMaxRatio must be within 0..100")
         if self.max_hash_slot_num <= 0 or self.max_index_num <= 1:
             raise ValueError("maxHashSlotNum must be positive and maxIndexNum above 1")
 

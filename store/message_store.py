@@ -69,7 +69,6 @@ MAX_TRANSFER_COUNT_IN_MEMORY = 32
 MAX_TRANSFER_BYTES_IN_MEMORY = 256 * 1024
 MAX_TRANSFER_COUNT_ON_DISK = 8
 MAX_TRANSFER_BYTES_ON_DISK = 64 * 1024
-ACCESS_MESSAGE_IN_MEMORY_MAX_RATIO = 0.40
 MAX_QUERY_NUM = 64  # maxMsgsNumBatch
 _FILLER_SIZE = 0x7FFFFFFF
 
@@ -135,7 +134,7 @@ class MessageStore:
         self._lock_fd: int | None = None
         self._lock_key = ""
         self._running = False
-        self._memory_bytes = int(_total_ram_bytes() * ACCESS_MESSAGE_IN_MEMORY_MAX_RATIO)
+        self._memory_bytes = _total_ram_bytes() * config.access_message_in_memory_max_ratio // 100
         self.last_exit_ok = True
         # Told after every append (the HA service wakes its slaves' streams).
         self.append_listeners: list[Callable[[], None]] = []

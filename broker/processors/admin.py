@@ -245,6 +245,11 @@ class AdminProcessor:
         }
         return _ok(request, body=dumps({"offsetTable": table}))
 
+    async def all_delay_offset(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        """GET_ALL_DELAY_OFFSET (45): the schedule service's progress per delay level, as
+        delayOffset.json holds it (a slave copies it)."""
+        return _ok(request, body=dumps(self.broker.schedule.to_json()))
+
     async def all_subscription_groups(
         self, conn: Connection, request: RemotingCommand
     ) -> RemotingCommand:

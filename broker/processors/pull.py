@@ -55,6 +55,16 @@ _STATUS_CODES = {
     GetMessageStatus.OFFSET_TOO_SMALL: ResponseCode.PULL_OFFSET_MOVED,
 }
 
+# Store results whose next offset a master corrects and a slave keeps (nextOffsetCorrection).
+_OFFSET_CORRECTED = frozenset(
+    {
+        GetMessageStatus.NO_MESSAGE_IN_QUEUE,
+        GetMessageStatus.NO_MATCHED_LOGIC_QUEUE,
+        GetMessageStatus.OFFSET_TOO_SMALL,
+        GetMessageStatus.OFFSET_OVERFLOW_BADLY,
+    }
+)
+
 
 @functools.lru_cache(maxsize=4096)
 def sql_record_filter(expression: str) -> RecordFilter:
@@ -235,9 +245,27 @@ class PullProcessor:
                 broker.stats.on_get(h.consumer_group, got.message_count)
         finally:
             got.release()
+        next_begin = got.next_begin_offset
+        if not self._is_master and not broker.config.offset_check_in_slave:
+            # A slave may simply not have the master's latest bytes yet: it never moves a
+            # consumer's offset, it asks for a retry from the same place.
+            if status in _OFFSET_CORRECTED:
+                next_begin = h.queue_offset
+            if code == ResponseCode.PULL_OFFSET_MOVED:
+                code = ResponseCode.PULL_RETRY_IMMEDIATELY
+        if broker.config.slave_read_enable:
+            # A consumer far behind (its data no longer in memory) is sent to a slave so the
+            # master's page cache serves the consumers that keep up.
+            suggest = (
+                group_cfg.which_broker_when_consume_slowly
+                if got.suggest_pulling_from_slave
+                else group_cfg.broker_id
+            )
+        else:
+            suggest = 0
         ext = {
-            "suggestWhichBrokerId": "0",
-            "nextBeginOffset": str(got.next_begin_offset),
+            "suggestWhichBrokerId": str(suggest),
+            "nextBeginOffset": str(next_begin),
             "minOffset": str(got.min_offset),
             "maxOffset": str(got.max_offset),
         }
@@ -269,7 +297,7 @@ class PullProcessor:
                 topic=h.topic,
                 queue_id=h.queue_id,
                 request_offset=h.queue_offset,
-                suggest_offset=got.next_begin_offset,
+                suggest_offset=next_begin,
             )
         return response_to(request, code, status.name, ext, body)
 

@@ -615,8 +615,8 @@ async def test_query_consume_queue(broker: Broker, client: RemotingClient) -> No
 
 @pytest.mark.parametrize(
     "code",
-    [9999, RequestCode.GET_ALL_DELAY_OFFSET, RequestCode.GET_ROUTEINFO_BY_TOPIC],
-    ids=["unknown", "no-handler", "namesrv-code"],
+    [9999, RequestCode.GET_ROUTEINFO_BY_TOPIC],
+    ids=["unknown", "namesrv-code"],
 )
 async def test_unknown_code_is_request_code_not_supported(
     broker: Broker, client: RemotingClient, code: int

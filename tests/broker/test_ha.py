@@ -8,6 +8,7 @@ from broker.broker import Broker
 from broker.config import BrokerRole
 from remoting.client import RemotingClient
 from remoting.codes import ResponseCode
+from remoting.route import loads
 from tests.broker.conftest import (
     BrokerFactory,
     pull,
@@ -68,10 +69,21 @@ async def test_consumer_offsets_reach_the_slave(
     slave = await slave_of(start_broker, master)
     master.offsets.commit("cg-ha", TOPIC, 0, 7)
     master.subscription_groups.find("cg-ha")
+    master.schedule.offsets[2] = 4  # delay level 2 delivered up to queue offset 4
     assert slave.slave_sync is not None
     await slave.slave_sync.sync_all()
     assert slave.offsets.query("cg-ha", TOPIC, 0) == 7
     assert slave.subscription_groups.table.get("cg-ha") is not None
+    assert slave.schedule.offsets == {2: 4}
+    # persisted where a restarted slave (or one promoted to master) reads it back
+    assert loads(slave.schedule.path.read_bytes())["offsetTable"] == {"2": 4}
+
+
+async def test_delay_offsets_from_a_java_master_parse(start_broker: BrokerFactory) -> None:
+    # A Java master's fastjson writes the Integer keys of delayOffset.json unquoted.
+    broker = await start_broker()
+    broker.schedule.load_json(loads(b'{"offsetTable":{1:3,2:7,99:1}}'))
+    assert broker.schedule.offsets == {1: 3, 2: 7}  # there is no level 99: skipped
 
 
 async def test_sync_master_waits_for_its_slave(
@@ -89,3 +101,57 @@ async def test_sync_master_waits_for_its_slave(
         assert response.code == ResponseCode.SUCCESS, response
         # Acknowledged: the slave has the bytes already.
         assert slave.store.commit_log.max_offset >= master.store.commit_log.max_offset
+
+
+async def test_the_master_points_a_slow_consumer_at_the_slave(
+    start_broker: BrokerFactory, client: RemotingClient
+) -> None:
+    # accessMessageInMemoryMaxRatio=0: every byte behind the end counts as "not in memory",
+    # so any consumer that is behind at all is slow.
+    master = await start_broker(
+        slave_read_enable=True, store={"access_message_in_memory_max_ratio": 0}
+    )
+    for n in range(5):
+        await send_ok(client, master.address, TOPIC, f"m{n}".encode(), queue_id=0)
+    behind = await pull(client, master.address, TOPIC, queue_id=0, max_nums=1)
+    assert behind.code == ResponseCode.SUCCESS
+    assert behind.ext_fields["suggestWhichBrokerId"] == "1"  # whichBrokerWhenConsumeSlowly
+    caught_up = await pull(client, master.address, TOPIC, queue_id=0, offset=5)
+    assert caught_up.code == ResponseCode.PULL_NOT_FOUND
+    assert caught_up.ext_fields["suggestWhichBrokerId"] == "0"  # the group's brokerId
+
+    plain = await start_broker(store={"access_message_in_memory_max_ratio": 0})
+    for n in range(5):
+        await send_ok(client, plain.address, TOPIC, f"m{n}".encode(), queue_id=0)
+    # slaveReadEnable=false (the default): always the master.
+    got = await pull(client, plain.address, TOPIC, queue_id=0, max_nums=1)
+    assert got.ext_fields["suggestWhichBrokerId"] == "0"
+
+
+async def test_a_slave_behind_never_moves_a_consumer_offset(
+    start_broker: BrokerFactory, client: RemotingClient
+) -> None:
+    master = await start_broker()
+    slave = await slave_of(start_broker, master)
+    for n in range(3):
+        await send_ok(client, master.address, TOPIC, f"m{n}".encode(), queue_id=0)
+    await wait_until(
+        lambda: slave.store.commit_log.max_offset == master.store.commit_log.max_offset,
+        "the slave to catch up",
+    )
+    assert slave.slave_sync is not None
+    await slave.slave_sync.sync_all()
+    await wait_until(lambda: slave.store.dispatch_behind_bytes == 0, "the slave's dispatch")
+    # Offset 10 is beyond what the slave has (3): a master would answer PULL_OFFSET_MOVED
+    # (back to 0, as the queue still starts at 0); a slave (offsetCheckInSlave=false) asks
+    # for a retry from the same offset.
+    on_master = await pull(client, master.address, TOPIC, queue_id=0, offset=10)
+    assert on_master.code == ResponseCode.PULL_OFFSET_MOVED
+    assert on_master.ext_fields["nextBeginOffset"] == "0"
+    on_slave = await pull(client, slave.address, TOPIC, queue_id=0, offset=10)
+    assert on_slave.code == ResponseCode.PULL_RETRY_IMMEDIATELY
+    assert on_slave.ext_fields["nextBeginOffset"] == "10"
+    # A queue the slave has nothing in yet keeps the requested offset too.
+    empty = await pull(client, slave.address, TOPIC, queue_id=1, offset=5)
+    assert empty.ext_fields["nextBeginOffset"] == "5"
+    assert empty.code == ResponseCode.PULL_RETRY_IMMEDIATELY
