@@ -234,7 +234,19 @@ class Broker:
 
     def _ha_server_addr(self) -> str:
         port = self.ha_port or self.config.ha_listen_port or self.server.port + 1
-        return f"{self.config.broker_ip1 or self.config.bind_address}:{port}"
+        config = self.config
+        return f"{config.broker_ip2 or config.broker_ip1 or config.bind_address}:{port}"
+
+    def _master_admin_address(self) -> str | None:
+        """Where this slave fetches its master's tables: the master's remoting port on the
+        host its HA address names. That host is brokerIP2 when the master sets one (in a
+        container network, the name its peers know it by while clients dial brokerIP1);
+        otherwise it is brokerIP1, the master's registered address, as in RocketMQ."""
+        master = self.registration.master_addr
+        ha = self._master_ha_address()
+        if not master or not ha:
+            return master
+        return f"{ha.rpartition(':')[0]}:{master.rpartition(':')[2]}"
 
     def _master_ha_address(self) -> str | None:
         """Where this slave replicates from: haMasterAddress, else what the name server
@@ -247,9 +259,7 @@ class Broker:
         config = self.config
         if config.broker_role is BrokerRole.SLAVE:
             self.ha_client = HAClient(self.store, self._master_ha_address)
-            self.slave_sync = SlaveSync(
-                self, lambda: self.registration.master_addr, self.slave_sync_period_s
-            )
+            self.slave_sync = SlaveSync(self, self._master_admin_address, self.slave_sync_period_s)
             return
         ha = HAService(self.store, fallbehind_max_bytes=config.ha_slave_fallbehind_max)
         port = config.ha_listen_port or (self.server.port + 1 if config.listen_port else 0)

@@ -66,6 +66,7 @@ class BrokerConfig:
     ha_listen_port: int = 0  # 0: listenPort + 1, as RocketMQ derives it
     ha_master_address: str | None = None
     broker_ip1: str | None = None  # advertised address; None: the bind address
+    broker_ip2: str | None = None  # the HA address slaves dial; None: brokerIP1
     broker_permission: int = 6
     auto_create_topic_enable: bool = True
     auto_create_subscription_group: bool = True
@@ -171,6 +172,7 @@ BROKER_KEYS: dict[str, tuple[str, str]] = {
     "haListenPort": ("", "ha_listen_port"),
     "haMasterAddress": ("", "ha_master_address"),
     "brokerIP1": ("", "broker_ip1"),
+    "brokerIP2": ("", "broker_ip2"),
     "brokerPermission": ("", "broker_permission"),
     "autoCreateTopicEnable": ("", "auto_create_topic_enable"),
     "autoCreateSubscriptionGroup": ("", "auto_create_subscription_group"),
