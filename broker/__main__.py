@@ -1,4 +1,5 @@
-"""The ``aerolite`` command: ``standalone``, ``namesrv`` and ``broker``.
+"""The ``aerolite`` command: ``standalone``, ``namesrv``, ``broker``, ``cluster up`` and
+``ping``.
 
 RocketMQ counterpart: ``NamesrvStartup`` and ``BrokerStartup`` (``mqnamesrv``,
 ``mqbroker -c broker.conf``), plus a standalone mode RocketMQ lacks: a name server and a
@@ -16,6 +17,7 @@ import asyncio
 import os
 import signal
 import sys
+import time
 from collections.abc import Coroutine, Sequence
 from contextlib import AsyncExitStack
 from pathlib import Path
@@ -23,6 +25,15 @@ from pathlib import Path
 import structlog
 
 from broker.broker import Broker
+from broker.cluster import (
+    DEFAULT_SUBNET,
+    ComposeError,
+    ServicePlan,
+    load_compose,
+    plan,
+    print_plan,
+    run_up,
+)
 from broker.config import (
     BrokerConfig,
     NamesrvConfig,
@@ -32,7 +43,10 @@ from broker.config import (
 )
 from broker.logs import configure_logging
 from broker.namesrv import NameServer
-from remoting.errors import ConfigError
+from remoting.client import RemotingClient
+from remoting.codes import RequestCode
+from remoting.command import RemotingCommand
+from remoting.errors import ConfigError, RocketMQError
 
 log = structlog.get_logger(__name__)
 
@@ -78,6 +92,33 @@ def _parser() -> argparse.ArgumentParser:
     br.add_argument("--host", help="address to bind and advertise (default 127.0.0.1)")
     br.add_argument("--listen-port", type=int, help="broker port (default 10911)")
     common(br)
+
+    cl = sub.add_parser("cluster", help="run a docker-compose cluster as local processes")
+    cl_sub = cl.add_subparsers(dest="cluster_command", required=True, metavar="ACTION")
+    up = cl_sub.add_parser("up", help="start every service; Ctrl-C stops them all")
+    up.add_argument("-f", "--file", type=Path, default=Path("docker/docker-compose.yml"))
+    up.add_argument(
+        "--data",
+        type=Path,
+        help="where named volumes, homes and logs live (default ~/aerolite/cluster/<name>)",
+    )
+    up.add_argument(
+        "--subnet",
+        default=DEFAULT_SUBNET,
+        help="loopback base: service k gets its last octet k (default 127.0.10.0)",
+    )
+    up.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a config key for every broker (repeatable)",
+    )
+    up.add_argument("--dry-run", action="store_true", help="print the commands and exit")
+
+    ping = sub.add_parser("ping", help="is a name server or broker answering? (healthcheck)")
+    ping.add_argument("address", help="HOST:PORT")
+    ping.add_argument("--timeout", type=float, default=3.0, help="seconds (default 3)")
     return parser
 
 
@@ -115,7 +156,8 @@ def _namesrv_config(args: argparse.Namespace) -> NamesrvConfig:
     return config
 
 
-async def _serve(args: argparse.Namespace) -> int:
+def _stop_on_signals() -> asyncio.Event:
+    """An event set by the first SIGTERM or SIGINT; a second one exits at once."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     signals = 0
@@ -131,7 +173,11 @@ async def _serve(args: argparse.Namespace) -> int:
 
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, on_signal, signum)
+    return stop
 
+
+async def _serve(args: argparse.Namespace) -> int:
+    stop = _stop_on_signals()
     async with AsyncExitStack() as stack:
         parts: list[str] = []
         if args.command == "standalone":
@@ -158,6 +204,49 @@ async def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cluster_data(args: argparse.Namespace, compose: Path) -> Path:
+    if args.data is not None:
+        return Path(args.data).resolve()
+    try:
+        name = str(load_compose(compose).get("name") or compose.resolve().parent.name)
+    except ComposeError:
+        name = "cluster"
+    return Path.home() / "aerolite" / "cluster" / name
+
+
+def _cluster_plans(args: argparse.Namespace) -> list[ServicePlan]:
+    for item in args.set:
+        if "=" not in item:
+            raise ConfigError(f"--set {item!r} is not key=value")
+    return plan(
+        args.file,
+        data_dir=_cluster_data(args, args.file),
+        subnet=args.subnet,
+        broker_overrides=args.set,
+    )
+
+
+async def _cluster_up(args: argparse.Namespace, plans: list[ServicePlan]) -> int:
+    stop = _stop_on_signals()
+    return await run_up(plans, _cluster_data(args, args.file), stop)
+
+
+async def _ping(args: argparse.Namespace) -> int:
+    """Any well-formed reply counts: a name server answers this broker code with
+    REQUEST_CODE_NOT_SUPPORTED, and that proves its reactor is serving."""
+    started = time.perf_counter()
+    request = RemotingCommand.request(RequestCode.GET_BROKER_RUNTIME_INFO, {})
+    try:
+        async with RemotingClient() as client:
+            response = await client.invoke(args.address, request, args.timeout)
+    except (RocketMQError, OSError, ValueError) as exc:
+        print(f"aerolite ping: {args.address}: {exc}", file=sys.stderr)
+        return 1
+    ms = (time.perf_counter() - started) * 1000
+    print(f"ok {args.address} code={response.code} {ms:.1f} ms")
+    return 0
+
+
 def _run(main: Coroutine[None, None, int]) -> int:
     # AEROLITE_LOOP=asyncio runs on the stdlib loop (CI runs the suite once that way).
     if os.environ.get("AEROLITE_LOOP") == "asyncio":
@@ -172,6 +261,22 @@ def _run(main: Coroutine[None, None, int]) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     configure_logging(json=args.log_json, level=args.log_level)
+    if args.command == "ping":
+        return _run(_ping(args))
+    if args.command == "cluster":
+        try:
+            plans = _cluster_plans(args)
+        except ConfigError as exc:
+            print(f"aerolite cluster: {exc}", file=sys.stderr)
+            return EXIT_CONFIG
+        if args.dry_run:
+            print_plan(plans)
+            return 0
+        try:
+            return _run(_cluster_up(args, plans))
+        except ComposeError as exc:
+            print(f"aerolite cluster: {exc}", file=sys.stderr)
+            return 1
     try:
         # Validate the whole configuration before any port opens.
         if args.command in ("standalone", "broker"):

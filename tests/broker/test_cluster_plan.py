@@ -1,0 +1,219 @@
+"""docker/: the compose file, the image and the launcher's translation, checked without
+Docker: the files parse and describe the cluster the docs promise, every service's command
+is one the real CLI accepts with a configuration that validates, and the launcher refuses
+what it cannot run with a message that names the problem."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from broker.__main__ import _broker_config, _namesrv_config, _parser, main
+from broker.cluster import ComposeError, interpolate, load_compose, plan
+from broker.config import BrokerConfig, BrokerRole, load_config
+
+REPO = Path(__file__).resolve().parents[2]
+COMPOSE = REPO / "docker" / "docker-compose.yml"
+DOCKERFILE = REPO / "docker" / "Dockerfile"
+
+
+@pytest.fixture(scope="module")
+def doc() -> dict[str, Any]:
+    return load_compose(COMPOSE)
+
+
+def broker_conf(name: str) -> BrokerConfig:
+    return load_config(BrokerConfig, REPO / "docker" / "conf" / f"{name}.properties")
+
+
+def test_the_compose_file_describes_two_name_servers_and_two_groups(doc: dict[str, Any]) -> None:
+    services = doc["services"]
+    assert set(services) == {
+        "namesrv1",
+        "namesrv2",
+        "broker-a-0",
+        "broker-a-1",
+        "broker-b-0",
+        "broker-b-1",
+    }
+    roles = {n: broker_conf(n) for n in services if n.startswith("broker")}
+    assert roles["broker-a-0"].broker_role is BrokerRole.SYNC_MASTER
+    assert roles["broker-b-0"].broker_role is BrokerRole.ASYNC_MASTER
+    for group in ("a", "b"):
+        master, slave = roles[f"broker-{group}-0"], roles[f"broker-{group}-1"]
+        assert slave.broker_role is BrokerRole.SLAVE and slave.broker_id == 1
+        assert master.broker_id == 0
+        assert master.broker_name == slave.broker_name == f"broker-{group}"
+    assert {c.broker_cluster_name for c in roles.values()} == {"AeroliteCluster"}
+    for conf in roles.values():
+        assert conf.namesrv_addr == "namesrv1:9876;namesrv2:9876"
+    # Every broker publishes its own port as itself, so brokerIP1:port is what clients dial.
+    published: list[str] = []
+    for name, svc in services.items():
+        for mapping in svc.get("ports", []):
+            host_port, _, container_port = str(mapping).partition(":")
+            published.append(host_port)
+            if name in roles:
+                assert host_port == container_port == str(roles[name].listen_port)
+    assert len(published) == len(set(published)), "two services publish one host port"
+
+
+def test_every_service_has_a_healthcheck_on_its_own_port(doc: dict[str, Any]) -> None:
+    for name, svc in doc["services"].items():
+        test = svc["healthcheck"]["test"]
+        assert test[:3] == ["CMD", "aerolite", "ping"], name
+        port = broker_conf(name).listen_port if name.startswith("broker") else 9876
+        assert test[3] == f"127.0.0.1:{port}", name
+        assert svc["environment"]["AEROLITE_HEALTH_ADDR"] == test[3]
+
+
+def test_stores_live_on_declared_volumes(doc: dict[str, Any]) -> None:
+    declared = set(doc["volumes"])
+    for name, svc in doc["services"].items():
+        named = [v.split(":")[0] for v in svc["volumes"] if not v.startswith(".")]
+        assert named == [name], name
+        assert set(named) <= declared
+    for name in doc["services"]:
+        if name.startswith("broker"):
+            assert str(broker_conf(name).store.root_dir).startswith("/var/lib/aerolite/")
+
+
+def test_slaves_start_after_their_master_and_brokers_after_the_name_servers(
+    tmp_path: Path,
+) -> None:
+    order = [p.name for p in plan(COMPOSE, data_dir=tmp_path)]
+    assert order.index("broker-a-1") > order.index("broker-a-0")
+    assert order.index("broker-b-1") > order.index("broker-b-0")
+    for broker in ("broker-a-0", "broker-b-0"):
+        assert order.index(broker) > max(order.index("namesrv1"), order.index("namesrv2"))
+
+
+def test_the_image_is_slim_non_root_and_healthchecked() -> None:
+    text = DOCKERFILE.read_text()
+    base = re.search(r"^FROM (\S+)", text, re.M)
+    assert base is not None and re.fullmatch(r"python:3\.1[1-9]-slim", base.group(1))
+    users = re.findall(r"^USER (\S+)", text, re.M)
+    assert users and users[-1] not in ("root", "0")
+    assert re.search(r"^HEALTHCHECK .*\n?.*CMD aerolite ping", text, re.M)
+    assert 'ENTRYPOINT ["aerolite"]' in text
+
+
+def test_each_planned_command_is_accepted_by_the_cli(tmp_path: Path) -> None:
+    plans = plan(
+        COMPOSE, data_dir=tmp_path, subnet="127.0.20.0", broker_overrides=["maxMessageSize=65536"]
+    )
+    hosts = {p.name: p.host for p in plans}
+    assert sorted(hosts.values()) == [f"127.0.20.{i}" for i in range(1, 7)]
+    for p in plans:
+        args = _parser().parse_args(p.argv)
+        if p.role == "namesrv":
+            ns = _namesrv_config(args)
+            assert ns.bind_address == p.host and ns.listen_port == 9876
+            assert ns.kv_config_path == tmp_path / "home" / p.name / "kvConfig.json"
+            continue
+        config = _broker_config(args)
+        # Service names became loopback addresses, container paths host paths.
+        assert config.namesrv_addr == f"{hosts['namesrv1']}:9876;{hosts['namesrv2']}:9876"
+        assert config.bind_address == config.broker_ip1 == p.host
+        assert config.broker_ip2 is None
+        assert config.store.root_dir == tmp_path / "volumes" / p.name / "store"
+        assert config.store.max_message_bytes == 65536
+
+
+def test_interpolation_follows_compose() -> None:
+    env = {"SET": "value", "EMPTY": ""}
+    assert interpolate("${SET}-$SET", env, "t") == "value-value"
+    assert interpolate("${UNSET:-dflt} ${EMPTY:-dflt} ${EMPTY-dflt}", env, "t") == "dflt dflt "
+    assert interpolate("$$HOME ${SET-x}", env, "t") == "$HOME value"
+    with pytest.raises(ComposeError, match="variable UNSET is required: say it"):
+        interpolate("${UNSET?say it}", env, "t")
+    with pytest.raises(ComposeError, match="EMPTY is required"):
+        interpolate("${EMPTY:?}", env, "t")
+
+
+def write_compose(tmp_path: Path, services: dict[str, Any], **top: Any) -> Path:
+    path = tmp_path / "compose.yml"
+    path.write_text(yaml.safe_dump({"services": services, **top}))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("services", "top", "message"),
+    [
+        ({"x": {"command": ["mqbroker"]}}, {}, "service x: command must start with one of"),
+        ({"x": {}}, {}, "service x: no command"),
+        (
+            {"x": {"command": ["namesrv"], "entrypoint": ["sh", "-c"]}},
+            {},
+            "service x: entrypoint",
+        ),
+        (
+            {"x": {"command": ["namesrv"], "volumes": ["data:/var/lib/aerolite"]}},
+            {},
+            "service x: volume 'data' is not declared",
+        ),
+        (
+            {"x": {"command": ["namesrv"], "depends_on": ["nobody"]}},
+            {},
+            "service x: depends on unknown service 'nobody'",
+        ),
+        (
+            {
+                "x": {"command": ["namesrv"], "depends_on": ["y"]},
+                "y": {"command": ["namesrv"], "depends_on": ["x"]},
+            },
+            {},
+            "depends_on cycle: x -> y -> x",
+        ),
+        (
+            {"x": {"command": ["broker", "--store", "/data/store"]}},
+            {},
+            "service x: /data/store is on no volume",
+        ),
+        ({"x": {"command": ["broker", "--set"]}}, {}, "service x: --set needs a value"),
+    ],
+)
+def test_what_cannot_run_locally_is_named(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    services: dict[str, Any],
+    top: dict[str, Any],
+    message: str,
+) -> None:
+    path = write_compose(tmp_path, services, **top)
+    code = main(["cluster", "up", "-f", str(path), "--data", str(tmp_path / "d"), "--dry-run"])
+    assert code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_bad_files_and_subnets_are_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = tmp_path / "nope.yml"
+    assert main(["cluster", "up", "-f", str(missing), "--dry-run"]) == 2
+    assert str(missing) in capsys.readouterr().err
+    broken = tmp_path / "broken.yml"
+    broken.write_text("services: [unclosed\n")
+    assert main(["cluster", "up", "-f", str(broken), "--dry-run"]) == 2
+    assert "not valid YAML" in capsys.readouterr().err
+    assert main(["cluster", "up", "-f", str(COMPOSE), "--subnet", "10.0.0.0", "--dry-run"]) == 2
+    assert "not a loopback address" in capsys.readouterr().err
+    assert main(["cluster", "up", "-f", str(COMPOSE), "--set", "oops", "--dry-run"]) == 2
+    assert "--set 'oops' is not key=value" in capsys.readouterr().err
+
+
+def test_dry_run_prints_every_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["cluster", "up", "-f", str(COMPOSE), "--data", str(tmp_path), "--dry-run"])
+    assert code == 0
+    out = capsys.readouterr().out
+    assert out.count("aerolite namesrv ") == 2 and out.count("aerolite broker ") == 4
+    assert "broker-a-1 [127.0.10.4]  (after broker-a-0)" in out
+
+
+def test_ping_says_what_failed(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["ping", "127.0.0.1:1", "--timeout", "1"]) == 1
+    assert "aerolite ping: 127.0.0.1:1:" in capsys.readouterr().err
