@@ -232,6 +232,15 @@ class AdminProcessor:
             "heldPullRequests": str(broker.pull_hold.count),
             "earliestMessageTimeStamp": str(broker.earliest_message_time()),
         }
+        # Replication, where an operator looks for it: a master's connected slaves and how
+        # far its log is ahead of what a slave confirmed; a slave's master.
+        if broker.ha is not None:
+            ha = broker.ha
+            table["haConnectionNum"] = str(len(ha.slaves))
+            table["haSlaveAckOffset"] = str(ha.acked_offset)
+            table["haSlaveFallBehindBytes"] = str(max(0, cl.max_offset - ha.acked_offset))
+        if broker.ha_client is not None:
+            table["haMasterAddress"] = broker.ha_client.connected_to or ""
         return _ok(request, body=KVTable(table).encode())
 
     # ---------------------------------------------------------- offsets and groups

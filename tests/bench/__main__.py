@@ -20,7 +20,7 @@ from pathlib import Path
 
 import structlog
 
-from tests.bench import broker_bench, remoting_bench, sdk_bench, store_bench
+from tests.bench import broker_bench, ha_bench, remoting_bench, sdk_bench, store_bench
 from tests.bench.report import REPO_ROOT, Report
 
 BENCHMARKS: dict[str, Callable[[bool], Report]] = {
@@ -28,6 +28,7 @@ BENCHMARKS: dict[str, Callable[[bool], Report]] = {
     store_bench.NAME: lambda quick: store_bench.run(quick=quick),
     broker_bench.NAME: lambda quick: broker_bench.run(quick=quick),
     sdk_bench.NAME: lambda quick: sdk_bench.run(quick=quick),
+    ha_bench.NAME: lambda quick: ha_bench.run(quick=quick),
 }
 
 DEFAULT_RESULTS_DIR = REPO_ROOT / "bench-results"

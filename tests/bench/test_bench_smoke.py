@@ -274,3 +274,24 @@ def test_quick_sdk_run_writes_sane_results(tmp_path: Path) -> None:
     assert text.count("<!-- sdk:begin -->") == 1
     assert "Aerolite msg/s" in text
     assert "Echo round trip" in proc.stdout
+
+
+def test_quick_replication_run_writes_sane_results(tmp_path: Path) -> None:
+    """The replication benchmark end to end with tiny counts: a master and a slave as
+    processes, the lag poller, ASYNC_MASTER and SYNC_MASTER throughput, and the plot."""
+    docs = tmp_path / "benchmarks.md"
+    proc = _run_quick("replication", tmp_path, docs)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    results = json.loads((tmp_path / "results" / "replication.json").read_text())
+    assert results["notes"] == [], results["notes"]
+    lag = results["lag"]
+    assert lag["messages"] > 0 and lag["polls"] > 0
+    assert 0 <= lag["lag_ms"]["p50"] <= lag["lag_ms"]["p99"] <= lag["lag_ms"]["max"]
+    assert 0 <= lag["lag_bytes"]["p50"] <= lag["lag_bytes"]["max"]
+    for role in ("ASYNC_MASTER", "SYNC_MASTER"):
+        row = results[role]
+        assert row["not_send_ok"] == 0  # a SYNC_MASTER with a live slave acknowledges all
+        assert _positive(row["window_messages_per_s"])
+        assert 0 < row["one_by_one_ms"]["p50"] <= row["one_by_one_ms"]["p99"]
+    assert _positive(results["sync_over_async"]["window"])
+    assert "replication" in proc.stdout and "SYNC_MASTER" in proc.stdout

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 from broker.broker import Broker
 from broker.config import BrokerRole
+from remoting.bodies import KVTable
 from remoting.client import RemotingClient
-from remoting.codes import ResponseCode
+from remoting.codes import RequestCode, ResponseCode
 from remoting.route import loads
 from tests.broker.conftest import (
     BrokerFactory,
+    call,
     pull,
     record_body,
     records,
@@ -60,6 +62,21 @@ async def test_the_slave_replicates_and_serves_pulls(
     ]
     refused = await send(client, slave.address, TOPIC, b"to-a-slave")
     assert refused.code == ResponseCode.SERVICE_NOT_AVAILABLE
+
+    # Both sides show the replication in their runtime info.
+    await wait_until(
+        lambda: (
+            master.ha is not None and master.ha.acked_offset == master.store.commit_log.max_offset
+        ),
+        "the slave's ack of everything",
+    )
+    info = await call(client, master.address, RequestCode.GET_BROKER_RUNTIME_INFO)
+    table = KVTable.decode(info.body_bytes).table
+    assert table["haConnectionNum"] == "1"
+    assert table["haSlaveAckOffset"] == table["commitLogMaxOffset"]
+    assert table["haSlaveFallBehindBytes"] == "0"
+    info = await call(client, slave.address, RequestCode.GET_BROKER_RUNTIME_INFO)
+    assert KVTable.decode(info.body_bytes).table["haMasterAddress"] == master._ha_server_addr()
 
 
 async def test_consumer_offsets_reach_the_slave(
