@@ -132,25 +132,30 @@ class PullProcessor:
                 f"subscription group no permission, {h.consumer_group}",
             )
         tc = broker.topics.get(h.topic)
-        if tc is None:
+        if tc is None and self._is_master:
             log.warning("pull_topic_not_exist", topic=h.topic, peer=conn.peer)
             return response_to(
                 request,
                 ResponseCode.TOPIC_NOT_EXIST,
                 f"topic[{h.topic}] not exist, apply first please!{_FAQ}",
             )
-        if not tc.perm & PERM_READ:
+        # A slave learns its master's topics every 10 s; a topic created since has its
+        # messages replicated all the same. When the master dies in between, the slave
+        # serves what its store holds rather than refusing the topic (RocketMQ 4.9 refuses,
+        # and a consumer then loses the last seconds' messages until the master returns).
+        if tc is not None and not tc.perm & PERM_READ:
             return response_to(
                 request,
                 ResponseCode.NO_PERMISSION,
                 f"the topic[{h.topic}] pulling message is forbidden",
             )
-        if h.queue_id < 0 or h.queue_id >= tc.read_queue_nums:
+        if h.queue_id < 0 or (tc is not None and h.queue_id >= tc.read_queue_nums):
             return response_to(
                 request,
                 ResponseCode.SYSTEM_ERROR,
                 f"queueId[{h.queue_id}] is illegal, topic:[{h.topic}] "
-                f"topicConfig.readQueueNums:[{tc.read_queue_nums}] consumer:[{conn.peer}]",
+                f"topicConfig.readQueueNums:[{tc.read_queue_nums if tc else 0}] "
+                f"consumer:[{conn.peer}]",
             )
         expression_type = (h.expression_type or "TAG").upper()
         if expression_type not in ("TAG", "SQL92") or (

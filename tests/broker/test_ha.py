@@ -172,3 +172,29 @@ async def test_a_slave_behind_never_moves_a_consumer_offset(
     empty = await pull(client, slave.address, TOPIC, queue_id=1, offset=5)
     assert empty.ext_fields["nextBeginOffset"] == "5"
     assert empty.code == ResponseCode.PULL_RETRY_IMMEDIATELY
+
+
+async def test_a_slave_serves_a_topic_its_master_has_not_told_it_about_yet(
+    start_broker: BrokerFactory, client: RemotingClient
+) -> None:
+    # The topic is born after the slave's last sync (no sync_all here): its messages are
+    # replicated, and a consumer that moves to the slave when the master dies reads them.
+    master = await start_broker()
+    slave = await slave_of(start_broker, master)
+    for n in range(4):
+        await send_ok(client, master.address, "TopicBornLate", f"late-{n}".encode(), queue_id=0)
+    await wait_until(
+        lambda: slave.store.commit_log.max_offset == master.store.commit_log.max_offset,
+        "the slave to catch up",
+    )
+    await wait_until(lambda: slave.store.dispatch_behind_bytes == 0, "the slave's dispatch")
+    assert slave.topics.get("TopicBornLate") is None
+    response = await pull(client, slave.address, "TopicBornLate", queue_id=0)
+    assert response.code == ResponseCode.SUCCESS, response
+    assert len(records(response.body_bytes)) == 4
+    # A queue the slave has nothing for is empty, not an error.
+    empty = await pull(client, slave.address, "TopicBornLate", queue_id=3)
+    assert empty.code == ResponseCode.PULL_NOT_FOUND
+    # The master still refuses topics it does not have.
+    unknown = await pull(client, master.address, "NoSuchTopicAnywhere", queue_id=0)
+    assert unknown.code == ResponseCode.TOPIC_NOT_EXIST

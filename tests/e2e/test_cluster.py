@@ -183,6 +183,7 @@ async def test_killing_the_sync_master_under_load_loses_nothing(
         acked: dict[str, str] = {}  # body → broker group, SEND_OK only
         ack_times: list[tuple[float, str]] = []
         failures = 0
+        reached_500 = asyncio.Event()
         async with Producer(unique("pg_sync"), compose.namesrv, send_timeout_s=3) as producer:
 
             async def send_one(i: int) -> None:
@@ -196,6 +197,8 @@ async def test_killing_the_sync_master_under_load_loses_nothing(
                 if result.status is SendStatus.SEND_OK:
                     acked[body] = result.message_queue.broker_name
                     ack_times.append((time.monotonic(), result.message_queue.broker_name))
+                    if len(acked) >= 500:
+                        reached_500.set()
 
             # Phase 1: the group consumes and commits the first 200.
             for i in range(200):
@@ -218,18 +221,33 @@ async def test_killing_the_sync_master_under_load_loses_nothing(
 
             await wait_for(offsets_synced, "the slave to copy the group's offsets", 25)
 
-            # Phase 2: keep sending; kill -9 broker-a's master in the middle.
-            i = 200
+            # Phase 2: eight senders at once; kill -9 broker-a's master while sends to it
+            # are in flight.
+            counter = iter(range(200, 10**9))
+            killed_at = 0.0
+            before_kill = 0
             deadline = time.monotonic() + 60
-            while len(acked) < 500 and time.monotonic() < deadline:
-                await send_one(i)
-                i += 1
-            compose.kill9("broker-a-0")
-            killed_at = time.monotonic()
-            before_kill = len(acked)
-            while len(acked) < before_kill + 300 and time.monotonic() < deadline:
-                await send_one(i)
-                i += 1
+
+            def done() -> bool:
+                if time.monotonic() > deadline:
+                    return True
+                return bool(killed_at) and len(acked) >= before_kill + 300
+
+            async def sender() -> None:
+                while not done():
+                    await send_one(next(counter))
+
+            async def killer() -> None:
+                nonlocal killed_at, before_kill
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
+                        await reached_500.wait()
+                before_kill = len(acked)
+                killed_at = time.monotonic()
+                await asyncio.to_thread(compose.kill9, "broker-a-0")
+
+            await asyncio.gather(killer(), *(sender() for _ in range(8)))
+            assert killed_at, "the load never reached the kill"
             assert len(acked) >= before_kill + 300, "producers did not carry on after the kill"
         after = [t for t, _ in ack_times if t >= killed_at]
         pause_ms = (after[0] - killed_at) * 1000
@@ -318,9 +336,11 @@ async def test_killing_the_async_master_loses_only_a_tail(compose: ComposeCluste
             await asyncio.sleep(1.0)
         received = set(got.bodies)
         lost = [(q, off, body) for _, body, q, off in acked if body not in received]
+        span = acked[-1][0] - acked[0][0] if len(acked) > 1 else 0.0
         figure(
             test="async_master_kill",
             acked=len(acked),
+            acked_per_s=round(len(acked) / span) if span else 0,
             lost=len(lost),
             master_dropped_from_route_ms=round(dropped_ms, 1),
         )
