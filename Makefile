@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PACKAGES := broker remoting store client
 
-.PHONY: help install fmt lint type test test-asyncio bench check run interop docker clean
+.PHONY: help install fmt lint type test test-asyncio bench check run interop cluster docker clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
@@ -60,6 +60,9 @@ run: install  ## the standalone broker (name server + broker in one process)
 
 interop: install  ## tests against Apache RocketMQ's Java remoting/client/broker (Maven)
 	$(PY) -m pytest -q tests/interop -m interop --run-interop
+
+cluster: install  ## run docker/docker-compose.yml as local processes (no Docker needed)
+	$(VENV)/bin/aerolite cluster up -f docker/docker-compose.yml
 
 docker:  ## build the image (needs a Docker engine)
 	docker build -f docker/Dockerfile -t aerolite:latest .

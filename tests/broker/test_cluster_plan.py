@@ -6,15 +6,18 @@ what it cannot run with a message that names the problem."""
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from broker.__main__ import _broker_config, _namesrv_config, _parser, main
-from broker.cluster import ComposeError, interpolate, load_compose, plan
+from broker.__main__ import _broker_config, _cluster_plans, _namesrv_config, _parser
+from broker.cluster import ComposeError, ServicePlan, interpolate, load_compose, plan
 from broker.config import BrokerConfig, BrokerRole, load_config
+from remoting.errors import ConfigError
 
 REPO = Path(__file__).resolve().parents[2]
 COMPOSE = REPO / "docker" / "docker-compose.yml"
@@ -178,42 +181,57 @@ def write_compose(tmp_path: Path, services: dict[str, Any], **top: Any) -> Path:
     ],
 )
 def test_what_cannot_run_locally_is_named(
-    tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
-    services: dict[str, Any],
-    top: dict[str, Any],
-    message: str,
+    tmp_path: Path, services: dict[str, Any], top: dict[str, Any], message: str
 ) -> None:
     path = write_compose(tmp_path, services, **top)
-    code = main(["cluster", "up", "-f", str(path), "--data", str(tmp_path / "d"), "--dry-run"])
-    assert code == 2
-    assert message in capsys.readouterr().err
+    with pytest.raises(ConfigError) as err:
+        plans_for(["-f", str(path), "--data", str(tmp_path / "d")])
+    assert message in str(err.value)
 
 
-def test_bad_files_and_subnets_are_named(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def plans_for(argv: list[str]) -> list[ServicePlan]:
+    """What ``aerolite cluster up ARGV`` would start (main() itself configures the process's
+    logging, so the CLI runs in a subprocess where that matters)."""
+    return _cluster_plans(_parser().parse_args(["cluster", "up", *argv]))
+
+
+def test_bad_files_and_subnets_are_named(tmp_path: Path) -> None:
     missing = tmp_path / "nope.yml"
-    assert main(["cluster", "up", "-f", str(missing), "--dry-run"]) == 2
-    assert str(missing) in capsys.readouterr().err
+    with pytest.raises(ConfigError, match=str(missing)):
+        plans_for(["-f", str(missing)])
     broken = tmp_path / "broken.yml"
     broken.write_text("services: [unclosed\n")
-    assert main(["cluster", "up", "-f", str(broken), "--dry-run"]) == 2
-    assert "not valid YAML" in capsys.readouterr().err
-    assert main(["cluster", "up", "-f", str(COMPOSE), "--subnet", "10.0.0.0", "--dry-run"]) == 2
-    assert "not a loopback address" in capsys.readouterr().err
-    assert main(["cluster", "up", "-f", str(COMPOSE), "--set", "oops", "--dry-run"]) == 2
-    assert "--set 'oops' is not key=value" in capsys.readouterr().err
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        plans_for(["-f", str(broken)])
+    with pytest.raises(ConfigError, match="not a loopback address"):
+        plans_for(["-f", str(COMPOSE), "--subnet", "10.0.0.0"])
+    with pytest.raises(ConfigError, match="--set 'oops' is not key=value"):
+        plans_for(["-f", str(COMPOSE), "--set", "oops"])
 
 
-def test_dry_run_prints_every_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code = main(["cluster", "up", "-f", str(COMPOSE), "--data", str(tmp_path), "--dry-run"])
-    assert code == 0
-    out = capsys.readouterr().out
-    assert out.count("aerolite namesrv ") == 2 and out.count("aerolite broker ") == 4
-    assert "broker-a-1 [127.0.10.4]  (after broker-a-0)" in out
+def aerolite(*argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(  # our own CLI, fixed arguments
+        [sys.executable, "-m", "broker", *argv],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
 
 
-def test_ping_says_what_failed(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["ping", "127.0.0.1:1", "--timeout", "1"]) == 1
-    assert "aerolite ping: 127.0.0.1:1:" in capsys.readouterr().err
+def test_the_cli_dry_run_prints_every_command_and_names_errors(tmp_path: Path) -> None:
+    done = aerolite("cluster", "up", "-f", str(COMPOSE), "--data", str(tmp_path), "--dry-run")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.count("aerolite namesrv ") == 2
+    assert done.stdout.count("aerolite broker ") == 4
+    assert "broker-a-1 [127.0.10.4]  (after broker-a-0)" in done.stdout
+    bad = write_compose(tmp_path, {"x": {"command": ["mqbroker"]}})
+    done = aerolite("cluster", "up", "-f", str(bad), "--dry-run")
+    assert done.returncode == 2
+    assert done.stderr.startswith("aerolite cluster: service x: command must start with")
+
+
+def test_ping_says_what_failed() -> None:
+    done = aerolite("ping", "127.0.0.1:1", "--timeout", "1")
+    assert done.returncode == 1
+    assert "aerolite ping: 127.0.0.1:1:" in done.stderr

@@ -204,6 +204,8 @@ async def test_killing_the_sync_master_under_load_loses_nothing(
             for i in range(200):
                 await send_one(i)
             assert len(acked) == 200 and failures == 0
+            # The producer spreads its sends over both groups' queues.
+            assert set(acked.values()) == {"broker-a", "broker-b"}
             first = Collected()
             async with consumer(compose.namesrv, group, topic, first):
                 await first.wait_for(set(acked), timeout_s=30)
