@@ -116,6 +116,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     up.add_argument("--dry-run", action="store_true", help="print the commands and exit")
 
+    # The admin tool is a client of the protocol and lives in the client package (the
+    # broker never imports client code); `aerolite admin …` hands the process over to it.
+    sub.add_parser(
+        "admin", help="mqadmin: manage name servers and brokers", add_help=False
+    ).add_argument("admin_args", nargs=argparse.REMAINDER)
+
     ping = sub.add_parser("ping", help="is a name server or broker answering? (healthcheck)")
     ping.add_argument("address", help="HOST:PORT")
     ping.add_argument("--timeout", type=float, default=3.0, help="seconds (default 3)")
@@ -258,7 +264,18 @@ def _run(main: Coroutine[None, None, int]) -> int:
     return uvloop.run(main)
 
 
+def _exec_admin(admin_args: Sequence[str]) -> int:
+    """``aerolite admin …`` is ``mqadmin …``: replace this process with the admin tool."""
+    argv = [sys.executable, "-m", "client.admin_cli", *admin_args]
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execv(sys.executable, argv)  # noqa: S606 - our own module, by design a new program
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    raw = list(sys.argv[1:] if argv is None else argv)
+    if raw[:1] == ["admin"]:
+        return _exec_admin(raw[1:])
     args = _parser().parse_args(argv)
     configure_logging(json=args.log_json, level=args.log_level)
     if args.command == "ping":

@@ -14,15 +14,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import Self
 
 import structlog
 
 from broker.clients import ConsumerManager, ProducerManager
-from broker.config import BrokerConfig, BrokerRole
+from broker.config import BrokerConfig, BrokerRole, updated_config
 from broker.locks import QueueLocks
 from broker.long_polling import PullHoldService
 from broker.offsets import OffsetTable
@@ -31,6 +32,7 @@ from broker.pop import PopService
 from broker.processors.admin import AdminProcessor
 from broker.processors.clients import ClientProcessor
 from broker.processors.end_transaction import EndTransactionProcessor
+from broker.processors.ops import OpsProcessor
 from broker.processors.pop import PopProcessor
 from broker.processors.pull import PullProcessor
 from broker.processors.send import SendProcessor
@@ -41,8 +43,15 @@ from broker.slave_sync import SYNC_PERIOD_S, SlaveSync
 from broker.stats import SAMPLE_INTERVAL_S, BrokerStats
 from broker.subscriptions import SubscriptionGroupTable
 from broker.timer import TimerService
-from broker.topics import TopicTable
+from broker.topics import AUTO_CREATE_TOPIC_KEY_TOPIC, TopicTable
 from broker.transaction import TransactionService
+from remoting.bodies import (
+    PERM_INHERIT,
+    PERM_READ,
+    PERM_WRITE,
+    TopicConfig,
+    TopicConfigWrapper,
+)
 from remoting.client import RemotingClient
 from remoting.codes import RequestCode
 from remoting.connection import Connection
@@ -145,7 +154,7 @@ class Broker:
             broker_id=config.broker_id,
             broker_addr=lambda: self.address,
             ha_server_addr=self._ha_server_addr,
-            topics=self.topics.wrapper,
+            topics=self._registered_topics,
             period_s=config.register_name_server_period_ms / 1000,
         )
         self.topics.on_change = self.registration.request
@@ -222,8 +231,57 @@ class Broker:
             RequestCode.UNLOCK_BATCH_MQ: admin.unlock_batch,
             RequestCode.QUERY_CONSUME_QUEUE: admin.query_consume_queue,
         }
+        ops = OpsProcessor(self)
+        handlers.update(
+            {
+                RequestCode.GET_CONSUMER_CONNECTION_LIST: ops.consumer_connections,
+                RequestCode.GET_PRODUCER_CONNECTION_LIST: ops.producer_connections,
+                RequestCode.GET_BROKER_CONFIG: ops.broker_config,
+                RequestCode.UPDATE_BROKER_CONFIG: ops.update_broker_config,
+                RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: ops.reset_offset,
+                RequestCode.CLONE_GROUP_OFFSET: ops.clone_group_offset,
+                RequestCode.CLEAN_EXPIRED_CONSUMEQUEUE: ops.clean_expired_consume_queue,
+                RequestCode.DELETE_EXPIRED_COMMITLOG: ops.delete_expired_commit_log,
+            }
+        )
         for code, handler in handlers.items():
             table.register(code, handler, admin_lane)  # type: ignore[arg-type]
+
+    def apply_config(self, changes: Mapping[str, str], live: frozenset[str]) -> None:
+        """UPDATE_BROKER_CONFIG: validate ``changes`` as at start and apply them now.
+
+        Raises:
+            ConfigError: an unknown key, a bad value, or a key fixed at start.
+        """
+        config = updated_config(self.config, changes, live)
+        self.config = config
+        self.topics.auto_create_topic_enable = config.auto_create_topic_enable
+        self.subscription_groups.auto_create = config.auto_create_subscription_group
+        self.transactions.check_max = config.transaction_check_max
+        if config.auto_create_topic_enable and self.topics.get(AUTO_CREATE_TOPIC_KEY_TOPIC) is None:
+            n = config.default_topic_queue_nums
+            self.topics.update(
+                TopicConfig(
+                    AUTO_CREATE_TOPIC_KEY_TOPIC, n, n, PERM_INHERIT | PERM_READ | PERM_WRITE
+                )
+            )
+        # A changed permission reaches producers through the routes; the name server takes
+        # a registration's topics only when their data version moved.
+        self.topics.data_version.bump(int(time.time() * 1000))
+        self.registration.request()
+
+    def _registered_topics(self) -> TopicConfigWrapper:
+        """The topics as registered: with the broker's read or write permission off, every
+        topic's is too (``registerBrokerAll``), so routes steer clients away."""
+        wrapper = self.topics.wrapper()
+        perm = self.config.broker_permission
+        if perm & PERM_READ and perm & PERM_WRITE:
+            return wrapper
+        table = {
+            name: dataclasses.replace(tc, perm=tc.perm & perm)
+            for name, tc in wrapper.topic_config_table.items()
+        }
+        return TopicConfigWrapper(table, wrapper.data_version)
 
     # ------------------------------------------------------------------------ facts
 

@@ -390,3 +390,90 @@ def with_changes(config: _C, **changes: Any) -> _C:
         return dataclasses.replace(config, **changes)
     except ValueError as exc:
         raise ConfigError(f"invalid configuration: {exc}") from None
+
+
+# Keys ``UPDATE_BROKER_CONFIG`` (mqadmin updateBrokerConfig) changes on a running broker: the
+# ones every request reads afresh. The rest are fixed when the broker starts (RocketMQ lets
+# an operator write them and then ignores them until a restart; we say so instead).
+LIVE_BROKER_KEYS = frozenset(
+    {
+        "brokerPermission",
+        "autoCreateTopicEnable",
+        "autoCreateSubscriptionGroup",
+        "defaultTopicQueueNums",
+        "longPollingEnable",
+        "shortPollingTimeMills",
+        "enablePropertyFilter",
+        "slaveReadEnable",
+        "offsetCheckInSlave",
+        "rejectTransactionMessage",
+        "transactionCheckMax",
+        "regionId",
+        "traceOn",
+    }
+)
+LIVE_NAMESRV_KEYS = frozenset({"orderMessageEnable"})
+
+
+def _render(value: object) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, StrEnum):
+        return value.value
+    return str(value)
+
+
+def config_properties(config: BrokerConfig | NamesrvConfig) -> dict[str, str]:
+    """Every key of the config as broker.conf text values (GET_BROKER_CONFIG,
+    GET_NAMESRV_CONFIG), in the key table's order."""
+    table = BROKER_KEYS if isinstance(config, BrokerConfig) else NAMESRV_KEYS
+    out = {}
+    for key, (section, name) in table.items():
+        holder = config.store if section == "store" and isinstance(config, BrokerConfig) else config
+        out[key] = _render(getattr(holder, name))
+    return out
+
+
+def parse_properties_text(text: str) -> dict[str, str]:
+    """``key=value`` lines (the body of UPDATE_BROKER_CONFIG / UPDATE_NAMESRV_CONFIG);
+    ``#`` comments and blank lines are skipped.
+
+    Raises:
+        ConfigError: a line that is not ``key=value``.
+    """
+    out = {}
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        key, sep, value = line.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"expected key=value: {raw!r}")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def updated_config(config: _C, changes: Mapping[str, str], live: frozenset[str]) -> _C:
+    """``config`` with ``changes`` applied, all validated as at start.
+
+    Raises:
+        ConfigError: an unknown key, a bad value, or a key that only takes effect at start
+            (named, with the advice to set it in the config file).
+    """
+    fixed = sorted(k for k in changes if k not in live)
+    table = BROKER_KEYS if isinstance(config, BrokerConfig) else NAMESRV_KEYS
+    unknown = [k for k in fixed if k not in table]
+    if unknown:
+        close = difflib.get_close_matches(unknown[0], table, n=1)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        raise ConfigError(f"unknown config key {unknown[0]!r}{hint}")
+    if fixed:
+        raise ConfigError(
+            f"{', '.join(fixed)} cannot change while running; set it in the config file "
+            f"and restart (live keys: {', '.join(sorted(live))})"
+        )
+    merged = {**config_properties(config), **changes}
+    merged = {k: v for k, v in merged.items() if v != ""}  # unset optional keys stay unset
+    return load_config(type(config), None, merged)

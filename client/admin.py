@@ -24,6 +24,8 @@ import asyncio
 import socket
 import struct
 import time
+from dataclasses import dataclass
+from typing import Any
 
 import structlog
 
@@ -31,15 +33,35 @@ from client.errors import ClientError, InvalidMessageError, NoRouteError
 from client.instance import ClientInstance, namesrv_from_env
 from client.message import MessageDecodeError, MessageView, check_topic, decode_messages
 from client.service import ClientService
+from remoting.bodies import (
+    KVTable,
+    OffsetWrapper,
+    SubscriptionGroupConfig,
+    TopicConfig,
+    TopicList,
+    TopicOffset,
+    decode_consume_stats,
+    decode_reset_offset_body,
+    decode_topic_stats,
+)
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
 from remoting.errors import BrokerError, RemotingError
-from remoting.headers import QueryMessageRequestHeader, ViewMessageRequestHeader
-from remoting.route import BrokerData, loads
+from remoting.headers import (
+    CloneGroupOffsetRequestHeader,
+    CreateTopicRequestHeader,
+    PullMessageRequestHeader,
+    QueryMessageRequestHeader,
+    ResetOffsetRequestHeader,
+    ViewMessageRequestHeader,
+)
+from remoting.route import BrokerData, MessageQueue, TopicRouteData, dumps, loads
 
 log = structlog.get_logger(__name__)
 
 QUERY_TIMEOUT_S = 5.0
+ADMIN_TIMEOUT_S = 10.0
+TOOLS_GROUP = "TOOLS_CONSUMER"  # MixAll.TOOLS_CONSUMER_GROUP: mqadmin's reads
 MAX_QUERY_NUM = 64  # the broker caps maxNum here
 _PORT_OFFSET = struct.Struct(">iq")
 
@@ -212,3 +234,406 @@ class Admin(ClientService):
             except (KeyError, ValueError, TypeError, AttributeError):
                 continue  # an entry we cannot read names no broker we can match
         return ""
+
+    # ------------------------------------------------------------- operations (mqadmin)
+
+    async def _call(
+        self,
+        addr: str | None,
+        code: RequestCode,
+        ext: dict[str, str] | None = None,
+        body: bytes | None = None,
+        *,
+        what: str,
+        ok: tuple[int, ...] = (ResponseCode.SUCCESS,),
+    ) -> RemotingCommand:
+        """One request to ``addr`` (a broker) or, with None, to the name servers; a failure
+        is a ClientError that says what failed and where."""
+        instance = self._running()
+        request = RemotingCommand.request(code, ext or {}, body)
+        where = addr or "the name server"
+        try:
+            if addr is None:
+                response = await instance.invoke_namesrv(request)
+            else:
+                response = await instance.invoke_broker(addr, request, ADMIN_TIMEOUT_S)
+        except RemotingError as exc:
+            raise ClientError(f"{what}: {where} did not answer: {exc}") from exc
+        if response.code not in ok:
+            raise ClientError(
+                f"{what}: {where} refused: code {response.code} {response.remark or ''}".rstrip()
+            )
+        return response
+
+    async def _each_namesrv(
+        self, code: RequestCode, ext: dict[str, str], body: bytes | None, what: str
+    ) -> dict[str, RemotingCommand]:
+        """The same request to every name server (they do not share state)."""
+        instance = self._running()
+        out = {}
+        for addr in instance.namesrv_addrs:
+            request = RemotingCommand.request(code, dict(ext), body)
+            try:
+                response = await instance.remoting.invoke(addr, request, ADMIN_TIMEOUT_S)
+            except RemotingError as exc:
+                raise ClientError(f"{what}: name server {addr} did not answer: {exc}") from exc
+            if response.code != ResponseCode.SUCCESS:
+                raise ClientError(
+                    f"{what}: name server {addr} refused: code {response.code} {response.remark}"
+                )
+            out[addr] = response
+        return out
+
+    async def cluster_info(self) -> ClusterInfo:
+        """GET_BROKER_CLUSTER_INFO: every broker group and the cluster it belongs to."""
+        response = await self._call(None, RequestCode.GET_BROKER_CLUSTER_INFO, what="cluster info")
+        doc = loads(response.body_bytes)
+        brokers = {
+            str(name): BrokerData.from_json(data)
+            for name, data in (doc.get("brokerAddrTable") or {}).items()
+        }
+        clusters = {
+            str(c): sorted(str(n) for n in names)
+            for c, names in (doc.get("clusterAddrTable") or {}).items()
+        }
+        return ClusterInfo(brokers, clusters)
+
+    async def masters(
+        self, *, cluster: str | None = None, broker_addr: str | None = None
+    ) -> list[str]:
+        """Broker addresses a command runs on: ``broker_addr`` alone, or every master of
+        ``cluster`` (mqadmin's ``-b`` / ``-c``).
+
+        Raises:
+            ClientError: neither given, or the cluster is unknown or has no master.
+        """
+        if broker_addr:
+            return [broker_addr]
+        if not cluster:
+            raise ClientError("name a broker address (-b) or a cluster (-c)")
+        info = await self.cluster_info()
+        if cluster not in info.clusters:
+            known = ", ".join(sorted(info.clusters)) or "none"
+            raise ClientError(
+                f"cluster {cluster!r} is not known to the name server (known: {known})"
+            )
+        addrs = [
+            info.brokers[n].master_addr
+            for n in info.clusters[cluster]
+            if n in info.brokers and info.brokers[n].master_addr
+        ]
+        if not addrs:
+            raise ClientError(f"cluster {cluster!r} has no master broker")
+        return sorted(a for a in addrs if a)
+
+    async def topic_list(self) -> list[str]:
+        response = await self._call(
+            None, RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER, what="topic list"
+        )
+        return sorted(TopicList.decode(response.body_bytes).topic_list)
+
+    async def topic_route(self, topic: str) -> TopicRouteData:
+        check_topic(topic)
+        route = await self._running().update_route(topic)
+        if route is None:
+            raise NoRouteError(topic, "the name server has no route for it")
+        return route
+
+    async def create_topic(self, addr: str, config: TopicConfig) -> None:
+        header = CreateTopicRequestHeader(
+            topic=config.topic_name,
+            default_topic="TBW102",
+            read_queue_nums=config.read_queue_nums,
+            write_queue_nums=config.write_queue_nums,
+            perm=config.perm,
+            topic_filter_type=config.topic_filter_type,
+            topic_sys_flag=config.topic_sys_flag,
+            order=config.order,
+        )
+        await self._call(
+            addr,
+            RequestCode.UPDATE_AND_CREATE_TOPIC,
+            header.to_ext_fields(),
+            what=f"create topic {config.topic_name}",
+        )
+
+    async def delete_topic(self, topic: str, cluster: str) -> list[str]:
+        """Delete ``topic`` from every master of ``cluster`` and from every name server."""
+        addrs = await self.masters(cluster=cluster)
+        for addr in addrs:
+            await self._call(
+                addr,
+                RequestCode.DELETE_TOPIC_IN_BROKER,
+                {"topic": topic},
+                what=f"delete topic {topic}",
+            )
+        await self._each_namesrv(
+            RequestCode.DELETE_TOPIC_IN_NAMESRV, {"topic": topic}, None, f"delete topic {topic}"
+        )
+        return addrs
+
+    async def topic_stats(self, topic: str) -> dict[MessageQueue, TopicOffset]:
+        """Min and max offset and last update time of every queue of ``topic``."""
+        route = await self.topic_route(topic)
+        out: dict[MessageQueue, TopicOffset] = {}
+        for bd in route.broker_datas:
+            if not bd.master_addr:
+                continue
+            response = await self._call(
+                bd.master_addr,
+                RequestCode.GET_TOPIC_STATS_INFO,
+                {"topic": topic},
+                what=f"stats of topic {topic}",
+            )
+            out.update(decode_topic_stats(response.body_bytes))
+        return dict(sorted(out.items()))
+
+    async def create_subscription_group(self, addr: str, config: SubscriptionGroupConfig) -> None:
+        await self._call(
+            addr,
+            RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
+            {},
+            dumps(config.to_json()),
+            what=f"create subscription group {config.group_name}",
+        )
+
+    async def delete_subscription_group(self, addr: str, group: str) -> None:
+        await self._call(
+            addr,
+            RequestCode.DELETE_SUBSCRIPTIONGROUP,
+            {"groupName": group},
+            what=f"delete subscription group {group}",
+        )
+
+    async def subscription_groups(self, addr: str) -> dict[str, SubscriptionGroupConfig]:
+        response = await self._call(
+            addr, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG, what="subscription groups"
+        )
+        table = loads(response.body_bytes).get("subscriptionGroupTable") or {}
+        return {str(k): SubscriptionGroupConfig.from_json(v) for k, v in table.items()}
+
+    async def all_masters(self) -> list[str]:
+        info = await self.cluster_info()
+        return sorted(b.master_addr for b in info.brokers.values() if b.master_addr)
+
+    async def consume_stats(
+        self, group: str, topic: str | None = None
+    ) -> tuple[float, dict[MessageQueue, OffsetWrapper]]:
+        """Per queue: the broker's max offset, the group's offset, and the store time of the
+        last consumed message, from every master (mqadmin consumerProgress)."""
+        tps = 0.0
+        table: dict[MessageQueue, OffsetWrapper] = {}
+        ext = {"consumerGroup": group}
+        if topic:
+            ext["topic"] = topic
+        for addr in await self.all_masters():
+            response = await self._call(
+                addr, RequestCode.GET_CONSUME_STATS, ext, what=f"progress of group {group}"
+            )
+            part_tps, part = decode_consume_stats(response.body_bytes)
+            tps += part_tps
+            table.update(part)
+        return tps, dict(sorted(table.items()))
+
+    async def consumer_connection(self, group: str) -> dict[str, Any]:
+        """The group's online clients and subscriptions, from the first master that has
+        them (mqadmin consumerConnection).
+
+        Raises:
+            ClientError: no broker has the group online.
+        """
+        for addr in await self.all_masters():
+            response = await self._call(
+                addr,
+                RequestCode.GET_CONSUMER_CONNECTION_LIST,
+                {"consumerGroup": group},
+                what=f"connections of consumer group {group}",
+                ok=(ResponseCode.SUCCESS, ResponseCode.CONSUMER_NOT_ONLINE),
+            )
+            if response.code == ResponseCode.SUCCESS:
+                doc: dict[str, Any] = loads(response.body_bytes)
+                return doc
+        raise ClientError(f"consumer group {group} is not online on any broker")
+
+    async def producer_connection(self, group: str, topic: str) -> list[dict[str, Any]]:
+        """The group's producer connections on the brokers of ``topic``."""
+        route = await self.topic_route(topic)
+        seen: dict[str, dict[str, Any]] = {}
+        for bd in route.broker_datas:
+            if not bd.master_addr:
+                continue
+            response = await self._call(
+                bd.master_addr,
+                RequestCode.GET_PRODUCER_CONNECTION_LIST,
+                {"producerGroup": group},
+                what=f"connections of producer group {group}",
+                ok=(ResponseCode.SUCCESS, ResponseCode.SYSTEM_ERROR),
+            )
+            if response.code == ResponseCode.SUCCESS:
+                for c in loads(response.body_bytes).get("connectionSet") or []:
+                    seen[str(c.get("clientId"))] = c
+        if not seen:
+            raise ClientError(f"producer group {group} has no connection on the brokers of {topic}")
+        return [seen[k] for k in sorted(seen)]
+
+    async def runtime_info(self, addr: str) -> dict[str, str]:
+        response = await self._call(addr, RequestCode.GET_BROKER_RUNTIME_INFO, what="broker status")
+        return KVTable.decode(response.body_bytes).table
+
+    async def broker_config(self, addr: str) -> dict[str, str]:
+        response = await self._call(addr, RequestCode.GET_BROKER_CONFIG, what="broker config")
+        return _properties(response.body_bytes)
+
+    async def update_broker_config(self, addr: str, changes: dict[str, str]) -> None:
+        await self._call(
+            addr,
+            RequestCode.UPDATE_BROKER_CONFIG,
+            {},
+            "".join(f"{k}={v}\n" for k, v in changes.items()).encode(),
+            what="update broker config",
+        )
+
+    async def namesrv_config(self) -> dict[str, dict[str, str]]:
+        answers = await self._each_namesrv(
+            RequestCode.GET_NAMESRV_CONFIG, {}, None, "name server config"
+        )
+        return {addr: _properties(r.body_bytes) for addr, r in answers.items()}
+
+    async def update_namesrv_config(self, changes: dict[str, str]) -> list[str]:
+        body = "".join(f"{k}={v}\n" for k, v in changes.items()).encode()
+        answers = await self._each_namesrv(
+            RequestCode.UPDATE_NAMESRV_CONFIG, {}, body, "update name server config"
+        )
+        return sorted(answers)
+
+    async def write_perm(self, broker_name: str, *, wipe: bool) -> dict[str, int]:
+        """Wipe (or give back) ``broker_name``'s write permission on every name server;
+        per name server, how many topics it changed."""
+        code = (
+            RequestCode.WIPE_WRITE_PERM_OF_BROKER if wipe else RequestCode.ADD_WRITE_PERM_OF_BROKER
+        )
+        answers = await self._each_namesrv(
+            code, {"brokerName": broker_name}, None, f"write permission of {broker_name}"
+        )
+        key = "wipeTopicCount" if wipe else "addTopicCount"
+        return {addr: int(r.ext_fields.get(key, "0")) for addr, r in answers.items()}
+
+    async def reset_offset_by_time(
+        self, group: str, topic: str, timestamp_ms: int, *, force: bool = True
+    ) -> dict[MessageQueue, int]:
+        """Move ``group``'s offsets on ``topic`` to ``timestamp_ms`` (-1: the end) on every
+        broker of the topic; online consumers are told and pull from there."""
+        route = await self.topic_route(topic)
+        out: dict[MessageQueue, int] = {}
+        for bd in route.broker_datas:
+            if not bd.master_addr:
+                continue
+            header = ResetOffsetRequestHeader(
+                topic=topic, group=group, timestamp=timestamp_ms, is_force=force
+            )
+            response = await self._call(
+                bd.master_addr,
+                RequestCode.INVOKE_BROKER_TO_RESET_OFFSET,
+                header.to_ext_fields(),
+                what=f"reset offsets of {group} on {topic}",
+            )
+            out.update(decode_reset_offset_body(response.body_bytes))
+        return dict(sorted(out.items()))
+
+    async def clone_group_offset(self, src: str, dest: str, topic: str) -> list[str]:
+        route = await self.topic_route(topic)
+        done = []
+        for bd in route.broker_datas:
+            if not bd.master_addr:
+                continue
+            header = CloneGroupOffsetRequestHeader(src_group=src, dest_group=dest, topic=topic)
+            await self._call(
+                bd.master_addr,
+                RequestCode.CLONE_GROUP_OFFSET,
+                header.to_ext_fields(),
+                what=f"clone offsets of {src} to {dest}",
+            )
+            done.append(bd.broker_name)
+        return done
+
+    async def clean_expired_consume_queue(self, addr: str) -> None:
+        await self._call(addr, RequestCode.CLEAN_EXPIRED_CONSUMEQUEUE, what="clean expired CQ")
+
+    async def delete_expired_commit_log(self, addr: str) -> None:
+        await self._call(
+            addr, RequestCode.DELETE_EXPIRED_COMMITLOG, what="delete expired commit log"
+        )
+
+    async def queue_offset(self, mq: MessageQueue, code: RequestCode, timestamp_ms: int = 0) -> int:
+        """GET_MAX_OFFSET, GET_MIN_OFFSET or SEARCH_OFFSET_BY_TIMESTAMP of one queue."""
+        addr = await self._addr_of(mq)
+        ext = {"topic": mq.topic, "queueId": str(mq.queue_id)}
+        if code == RequestCode.SEARCH_OFFSET_BY_TIMESTAMP:
+            ext["timestamp"] = str(timestamp_ms)
+        response = await self._call(addr, code, ext, what=f"offset of {mq}")
+        return int(response.ext_fields.get("offset", "0"))
+
+    async def _addr_of(self, mq: MessageQueue) -> str:
+        instance = self._running()
+        addr = instance.read_addr(mq.broker_name)
+        if addr is None:
+            await self.topic_route(mq.topic)
+            addr = instance.read_addr(mq.broker_name)
+        if addr is None:
+            raise ClientError(f"broker {mq.broker_name} is not in the route of {mq.topic}")
+        return addr
+
+    async def pull(
+        self, mq: MessageQueue, offset: int, max_nums: int = 32, group: str = TOOLS_GROUP
+    ) -> tuple[list[MessageView], int, int]:
+        """Messages of one queue from ``offset`` (no suspension): (messages, next offset,
+        the queue's max offset)."""
+        addr = await self._addr_of(mq)
+        header = PullMessageRequestHeader(
+            consumer_group=group,
+            topic=mq.topic,
+            queue_id=mq.queue_id,
+            queue_offset=offset,
+            max_msg_nums=max_nums,
+            sys_flag=0x4,  # the subscription travels with the request
+            commit_offset=0,
+            suspend_timeout_millis=0,
+            subscription="*",
+            sub_version=0,
+            expression_type="TAG",
+        )
+        response = await self._call(
+            addr,
+            RequestCode.PULL_MESSAGE,
+            header.to_ext_fields(),
+            what=f"read {mq} at {offset}",
+            ok=(
+                ResponseCode.SUCCESS,
+                ResponseCode.PULL_NOT_FOUND,
+                ResponseCode.PULL_RETRY_IMMEDIATELY,
+                ResponseCode.PULL_OFFSET_MOVED,
+            ),
+        )
+        ext = response.ext_fields
+        next_offset = int(ext.get("nextBeginOffset", offset))
+        max_offset = int(ext.get("maxOffset", "0"))
+        if response.code != ResponseCode.SUCCESS:
+            return [], next_offset, max_offset
+        return decode_messages(response.body_bytes, mq.broker_name), next_offset, max_offset
+
+
+def _properties(body: bytes | memoryview) -> dict[str, str]:
+    out = {}
+    for line in bytes(body).decode("utf-8", errors="replace").splitlines():
+        key, sep, value = line.partition("=")
+        if sep and key.strip():
+            out[key.strip()] = value.strip()
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterInfo:
+    """GET_BROKER_CLUSTER_INFO: broker groups by name, and clusters' group names."""
+
+    brokers: dict[str, BrokerData]
+    clusters: dict[str, list[str]]

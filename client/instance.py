@@ -23,7 +23,13 @@ import structlog
 
 from client.errors import ClientError, NoRouteError
 from client.message import MessageDecodeError, MessageView, decode_messages
-from remoting.bodies import ConsumerData, HeartbeatData, KVTable, decode_consumer_list
+from remoting.bodies import (
+    ConsumerData,
+    HeartbeatData,
+    KVTable,
+    decode_consumer_list,
+    decode_reset_offset_body,
+)
 from remoting.client import ClientConfig, RemotingClient
 from remoting.codes import RequestCode, ResponseCode, SerializeType
 from remoting.command import RemotingCommand
@@ -34,9 +40,10 @@ from remoting.headers import (
     CheckTransactionStateRequestHeader,
     ConsumerGroupRequestHeader,
     GetRouteInfoRequestHeader,
+    ResetOffsetRequestHeader,
     UnregisterClientRequestHeader,
 )
-from remoting.route import MASTER_ID, TopicRouteData
+from remoting.route import MASTER_ID, MessageQueue, TopicRouteData
 
 log = structlog.get_logger(__name__)
 
@@ -84,6 +91,8 @@ class ConsumerMember(Protocol):
 
     async def persist_offsets(self) -> None: ...
 
+    async def reset_offsets(self, topic: str, offsets: dict[MessageQueue, int]) -> None: ...
+
     def route_updated(self, topic: str, route: TopicRouteData) -> None: ...
 
 
@@ -118,6 +127,11 @@ class ClientInstance:
             RequestCode.NOTIFY_CONSUMER_IDS_CHANGED,
             self._on_ids_changed,
             Lane("client-callbacks", workers=1, capacity=10_000),
+        )
+        table.register(
+            RequestCode.RESET_CONSUMER_CLIENT_OFFSET,
+            self._on_reset_offset,
+            Lane("offset-resets", workers=1, capacity=1_000),
         )
         table.register(
             RequestCode.CHECK_TRANSACTION_STATE,
@@ -440,6 +454,23 @@ class ClientInstance:
     async def _persist_offsets(self) -> None:
         for consumer in list(self.consumers.values()):
             await consumer.persist_offsets()
+
+    async def _on_reset_offset(self, conn: Connection, request: RemotingCommand) -> None:
+        """RESET_CONSUMER_CLIENT_OFFSET (mqadmin resetOffsetByTime): the group's consumer
+        drops what it holds of those queues and goes on from the new offsets
+        (``ClientRemotingProcessor.resetOffset``); nothing is answered (one way)."""
+        try:
+            header = ResetOffsetRequestHeader.from_ext_fields(request.ext_fields)
+            offsets = decode_reset_offset_body(request.body_bytes)
+        except (HeaderError, ValueError, TypeError) as exc:
+            log.warning("reset_offset_unreadable", broker=conn.peer, error=str(exc))
+            return
+        consumer = self.consumers.get(header.group)
+        if consumer is None:
+            log.info("reset_offset_no_consumer", group=header.group)
+            return
+        log.info("reset_offset", group=header.group, topic=header.topic, queues=len(offsets))
+        await consumer.reset_offsets(header.topic, offsets)
 
     async def _on_check_transaction(self, conn: Connection, request: RemotingCommand) -> None:
         """CHECK_TRANSACTION_STATE: hand the message to the producer of its group

@@ -562,6 +562,28 @@ class PushConsumer(ClientService):
             await self._unlock([mq])
         log.info("queue_released", group=self.group, queue=str(mq))
 
+    async def reset_offsets(self, topic: str, offsets: dict[MessageQueue, int]) -> None:
+        """The broker moved this group's offsets (mqadmin resetOffsetByTime): drop what is
+        held of those queues, store the new offsets and pull again from them
+        (``DefaultMQPushConsumerImpl.resetOffsetByTimeStamp``)."""
+        if self._instance is None or self._stopping:
+            return
+        async with self._rebalance_lock:
+            for mq, offset in offsets.items():
+                if mq.topic != topic:
+                    continue
+                pq = self.process_queues.pop(mq, None)
+                if pq is not None:
+                    pq.dropped = True
+                    pq.wake.set()
+                    if pq.task is not None:
+                        pq.task.cancel()
+                if self.offsets is not None:
+                    self.offsets.update(mq, offset)
+                    await self.offsets.persist([mq])
+                    self.offsets.remove(mq)
+        self._running().rebalance_soon()
+
     async def _add(self, mq: MessageQueue) -> None:
         start = await self._start_offset(mq)
         if start < 0:

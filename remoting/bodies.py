@@ -19,6 +19,7 @@ import json
 import re
 import struct
 import zlib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, TypeVar
@@ -442,7 +443,7 @@ _MQ_KEY = re.compile(
 )
 
 
-def encode_queue_map(table: dict[MessageQueue, dict[str, Any]]) -> str:
+def encode_queue_map(table: Mapping[MessageQueue, Any]) -> str:
     """A ``Map<MessageQueue, …>`` as fastjson writes it: the queue object is the key."""
     items = [
         dumps(mq.to_json()).decode() + ":" + dumps(v).decode() for mq, v in sorted(table.items())
@@ -450,19 +451,38 @@ def encode_queue_map(table: dict[MessageQueue, dict[str, Any]]) -> str:
     return "{" + ",".join(items) + "}"
 
 
-def decode_queue_map(text: str) -> dict[MessageQueue, dict[str, Any]]:
+def decode_queue_map(text: str) -> dict[MessageQueue, Any]:
     """Read ``encode_queue_map`` output (and fastjson's, which has the same shape)."""
 
     def key(m: re.Match[str]) -> str:
         packed = json.dumps([json.loads(m.group(1)), int(m.group(2)), json.loads(m.group(3))])
         return json.dumps(packed) + ":"
 
-    raw: dict[str, dict[str, Any]] = json.loads(_MQ_KEY.sub(key, text))
+    raw: dict[str, Any] = json.loads(_MQ_KEY.sub(key, text))
     out = {}
     for k, v in raw.items():
         broker_name, queue_id, topic = json.loads(k)
         out[MessageQueue(topic, broker_name, queue_id)] = v
     return out
+
+
+def encode_reset_offset_body(table: Mapping[MessageQueue, int]) -> bytes:
+    """``ResetOffsetBody`` (INVOKE_BROKER_TO_RESET_OFFSET reply, RESET_CONSUMER_CLIENT_OFFSET
+    body): ``{"offsetTable":{MessageQueue: offset}}``."""
+    return ('{"offsetTable":' + encode_queue_map(table) + "}").encode()
+
+
+def decode_reset_offset_body(body: bytes | memoryview) -> dict[MessageQueue, int]:
+    """Read ``encode_reset_offset_body`` output (and fastjson's).
+
+    Raises:
+        ValueError: not a ResetOffsetBody.
+    """
+    text = bytes(body).decode()
+    head = '{"offsetTable":'
+    if not text.startswith(head) or not text.endswith("}"):
+        raise ValueError("not a ResetOffsetBody")
+    return {mq: int(v) for mq, v in decode_queue_map(text[len(head) : -1]).items()}
 
 
 @dataclass(slots=True)

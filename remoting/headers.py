@@ -348,7 +348,8 @@ class UnregisterClientRequestHeader(CommandHeader):
 
 @dataclass(slots=True, kw_only=True)
 class ConsumerGroupRequestHeader(CommandHeader):
-    """GET_CONSUMER_LIST_BY_GROUP and NOTIFY_CONSUMER_IDS_CHANGED."""
+    """GET_CONSUMER_LIST_BY_GROUP, NOTIFY_CONSUMER_IDS_CHANGED and
+    GET_CONSUMER_CONNECTION_LIST (203)."""
 
     consumer_group: str = wire("consumerGroup")
 
@@ -501,3 +502,33 @@ class ChangeInvisibleTimeResponseHeader(CommandHeader):
     pop_time: int = wire("popTime")
     invisible_time: int = wire("invisibleTime")
     revive_qid: int = wire("reviveQid")
+
+
+# ------------------------------------------------------------------- operations (mqadmin)
+
+
+@dataclass(slots=True, kw_only=True)
+class ProducerGroupRequestHeader(CommandHeader):
+    """GET_PRODUCER_CONNECTION_LIST (204)."""
+
+    producer_group: str = wire("producerGroup")
+
+
+@dataclass(slots=True, kw_only=True)
+class ResetOffsetRequestHeader(CommandHeader):
+    """INVOKE_BROKER_TO_RESET_OFFSET (222) and RESET_CONSUMER_CLIENT_OFFSET (220)."""
+
+    topic: str = wire("topic")
+    group: str = wire("group")
+    timestamp: int = wire("timestamp")
+    is_force: bool = wire("isForce", False)
+
+
+@dataclass(slots=True, kw_only=True)
+class CloneGroupOffsetRequestHeader(CommandHeader):
+    """CLONE_GROUP_OFFSET (314)."""
+
+    src_group: str = wire("srcGroup")
+    dest_group: str = wire("destGroup")
+    topic: str | None = wire("topic", None)
+    offline: bool = wire("offline", False)

@@ -17,12 +17,21 @@ from typing import Self
 
 import structlog
 
-from broker.config import NamesrvConfig
+from broker.config import (
+    LIVE_NAMESRV_KEYS,
+    NamesrvConfig,
+    config_properties,
+    parse_properties_text,
+    updated_config,
+)
 from broker.namesrv.kv_config import KVConfig
 from broker.namesrv.processor import NamesrvProcessor
 from broker.namesrv.route_table import RouteTable
+from remoting.codes import RequestCode, ResponseCode
+from remoting.command import RemotingCommand, response_to
 from remoting.connection import Connection
-from remoting.dispatch import ProcessorTable
+from remoting.dispatch import Lane, ProcessorTable
+from remoting.errors import ConfigError
 from remoting.server import RemotingServer, ServerConfig
 
 log = structlog.get_logger(__name__)
@@ -36,9 +45,15 @@ class NameServer:
         self.routes = RouteTable()
         self.kv = KVConfig(config.kv_config_path)
         self.processors = ProcessorTable()
-        NamesrvProcessor(
+        self.processor = NamesrvProcessor(
             self.routes, self.kv, order_message_enable=config.order_message_enable
-        ).register(self.processors)
+        )
+        self.processor.register(self.processors)
+        config_lane = Lane("namesrv-config", workers=1, capacity=1_000)
+        self.processors.register(RequestCode.GET_NAMESRV_CONFIG, self._get_config, config_lane)
+        self.processors.register(
+            RequestCode.UPDATE_NAMESRV_CONFIG, self._update_config, config_lane
+        )
         self.server = RemotingServer(
             ServerConfig(
                 host=config.bind_address,
@@ -68,6 +83,27 @@ class NameServer:
                 )
             except Exception:
                 log.exception("scan_not_active_broker_failed")
+
+    async def _get_config(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        """GET_NAMESRV_CONFIG (319): the configuration as properties text."""
+        text = "".join(f"{k}={v}\n" for k, v in config_properties(self.config).items())
+        return response_to(request, ResponseCode.SUCCESS, None, None, text.encode())
+
+    async def _update_config(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        """UPDATE_NAMESRV_CONFIG (318): live keys only; the rest need a restart."""
+        try:
+            changes = parse_properties_text(request.body_bytes.decode("utf-8"))
+            config = updated_config(self.config, changes, LIVE_NAMESRV_KEYS)
+        except (ConfigError, UnicodeDecodeError) as exc:
+            return response_to(request, ResponseCode.SYSTEM_ERROR, str(exc))
+        if not changes:
+            return response_to(
+                request, ResponseCode.SYSTEM_ERROR, "no key=value lines in the request body"
+            )
+        self.config = config
+        self.processor.order_message_enable = config.order_message_enable
+        log.info("namesrv_config_updated", peer=conn.peer, changes=changes)
+        return response_to(request, ResponseCode.SUCCESS)
 
     async def start(self) -> None:
         self.kv.load()

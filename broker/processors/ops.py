@@ -1,0 +1,219 @@
+"""The operator's broker codes, the ones mqadmin's commands stand on.
+
+RocketMQ counterpart: the rest of ``AdminBrokerProcessor`` (the topic, group, offset and
+lookup codes are in ``broker/processors/admin.py``):
+
+- GET_CONSUMER_CONNECTION_LIST (203) / GET_PRODUCER_CONNECTION_LIST (204): a group's client
+  connections (mqadmin consumerConnection / producerConnection);
+- GET_BROKER_CONFIG (26) / UPDATE_BROKER_CONFIG (25): the configuration as broker.conf text,
+  and live changes to the keys every request reads afresh (``LIVE_BROKER_KEYS``);
+- INVOKE_BROKER_TO_RESET_OFFSET (222): a group's offsets moved to a time. The broker looks
+  the offsets up, stores them, and tells every online consumer of the group with
+  RESET_CONSUMER_CLIENT_OFFSET (220), so clients drop what they hold and pull from there;
+- CLONE_GROUP_OFFSET (314), CLEAN_EXPIRED_CONSUMEQUEUE (306) and DELETE_EXPIRED_COMMITLOG
+  (329).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import structlog
+
+from broker.config import LIVE_BROKER_KEYS, config_properties, parse_properties_text
+from remoting.bodies import encode_reset_offset_body
+from remoting.codes import LanguageCode, RequestCode, ResponseCode
+from remoting.command import RemotingCommand, response_to
+from remoting.connection import Connection
+from remoting.errors import ConfigError
+from remoting.headers import (
+    CloneGroupOffsetRequestHeader,
+    ConsumerGroupRequestHeader,
+    ProducerGroupRequestHeader,
+    ResetOffsetRequestHeader,
+)
+from remoting.route import MessageQueue, dumps
+
+if TYPE_CHECKING:
+    from broker.broker import Broker
+    from broker.clients import ClientChannel
+
+log = structlog.get_logger(__name__)
+
+
+def _connection_json(channel: ClientChannel) -> dict[str, object]:
+    try:
+        language = LanguageCode(channel.language).name
+    except ValueError:
+        language = "OTHER"
+    return {
+        "clientAddr": channel.peer,
+        "clientId": channel.client_id,
+        "language": language,
+        "version": channel.version,
+    }
+
+
+def _ok(request: RemotingCommand, body: bytes | None = None) -> RemotingCommand:
+    return response_to(request, ResponseCode.SUCCESS, None, None, body)
+
+
+class OpsProcessor:
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+
+    # -------------------------------------------------------------------- connections
+
+    async def consumer_connections(
+        self, conn: Connection, request: RemotingCommand
+    ) -> RemotingCommand:
+        h = ConsumerGroupRequestHeader.from_ext_fields(request.ext_fields)
+        info = self.broker.consumers.get(h.consumer_group)
+        if info is None or not info.channels:
+            return response_to(
+                request,
+                ResponseCode.CONSUMER_NOT_ONLINE,
+                f"the consumer group[{h.consumer_group}] not online",
+            )
+        body = {
+            "connectionSet": [
+                _connection_json(c)
+                for c in sorted(info.channels.values(), key=lambda c: c.client_id)
+            ],
+            "consumeFromWhere": info.consume_from_where.name,
+            "consumeType": info.consume_type.name,
+            "messageModel": info.message_model.name,
+            "subscriptionTable": {t: s.to_json() for t, s in sorted(info.subscriptions.items())},
+        }
+        return _ok(request, dumps(body))
+
+    async def producer_connections(
+        self, conn: Connection, request: RemotingCommand
+    ) -> RemotingCommand:
+        h = ProducerGroupRequestHeader.from_ext_fields(request.ext_fields)
+        channels = self.broker.producers.groups.get(h.producer_group)
+        if not channels:
+            return response_to(
+                request,
+                ResponseCode.SYSTEM_ERROR,
+                f"the producer group[{h.producer_group}] not exist",
+            )
+        body = {
+            "connectionSet": [
+                _connection_json(c) for c in sorted(channels.values(), key=lambda c: c.client_id)
+            ]
+        }
+        return _ok(request, dumps(body))
+
+    # ------------------------------------------------------------------------- config
+
+    async def broker_config(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        props = config_properties(self.broker.config)
+        text = "".join(f"{k}={v}\n" for k, v in props.items())
+        response = _ok(request, text.encode())
+        response.ext_fields["version"] = dumps(self.broker.topics.data_version.to_json()).decode()
+        return response
+
+    async def update_broker_config(
+        self, conn: Connection, request: RemotingCommand
+    ) -> RemotingCommand:
+        try:
+            changes = parse_properties_text(request.body_bytes.decode("utf-8"))
+            if changes:
+                self.broker.apply_config(changes, LIVE_BROKER_KEYS)
+        except (ConfigError, UnicodeDecodeError) as exc:
+            return response_to(request, ResponseCode.SYSTEM_ERROR, str(exc))
+        if not changes:
+            return response_to(
+                request, ResponseCode.SYSTEM_ERROR, "no key=value lines in the request body"
+            )
+        log.info("broker_config_updated", peer=conn.peer, changes=changes)
+        return _ok(request)
+
+    # ------------------------------------------------------------------------ offsets
+
+    async def reset_offset(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        """Offsets of ``group`` on ``topic`` moved to the first message stored at or after
+        ``timestamp`` (-1: the end). Without ``isForce`` a queue is only moved back, never
+        forward past what the group has consumed, as RocketMQ does."""
+        h = ResetOffsetRequestHeader.from_ext_fields(request.ext_fields)
+        broker = self.broker
+        tc = broker.topics.get(h.topic)
+        if tc is None:
+            return response_to(
+                request,
+                ResponseCode.SYSTEM_ERROR,
+                f"[reset-offset] topic does not exist: {h.topic}",
+            )
+        store = broker.store
+        table: dict[MessageQueue, int] = {}
+        for qid in range(tc.write_queue_nums):
+            mq = MessageQueue(h.topic, broker.config.broker_name, qid)
+            current = broker.offsets.query(h.group, h.topic, qid)
+            if h.timestamp < 0:
+                target = store.get_max_offset(h.topic, qid)
+            else:
+                target = store.get_offset_by_time(h.topic, qid, h.timestamp)
+            if not h.is_force and current >= 0 and target > current:
+                target = current
+            table[mq] = target
+            broker.offsets.commit(h.group, h.topic, qid, target)
+        body = encode_reset_offset_body(table)
+        info = broker.consumers.get(h.group)
+        if info is not None and info.channels:
+            notice = RemotingCommand.request(
+                RequestCode.RESET_CONSUMER_CLIENT_OFFSET,
+                ResetOffsetRequestHeader(
+                    topic=h.topic, group=h.group, timestamp=h.timestamp, is_force=h.is_force
+                ).to_ext_fields(),
+                body,
+            )
+            # One way, as Broker2Client sends it: clients act on it and answer nothing.
+            for client in list(info.channels):
+                client.invoke_oneway(notice)
+        log.info(
+            "consumer_offset_reset",
+            group=h.group,
+            topic=h.topic,
+            timestamp=h.timestamp,
+            clients=len(info.channels) if info else 0,
+        )
+        return _ok(request, body)
+
+    async def clone_group_offset(
+        self, conn: Connection, request: RemotingCommand
+    ) -> RemotingCommand:
+        h = CloneGroupOffsetRequestHeader.from_ext_fields(request.ext_fields)
+        offsets = self.broker.offsets
+        topics = [h.topic] if h.topic else sorted(offsets.topics_of_group(h.src_group))
+        copied = 0
+        for topic in topics:
+            for qid, offset in offsets.queues_of(h.src_group, topic).items():
+                offsets.commit(h.dest_group, topic, qid, offset)
+                copied += 1
+        log.info("consumer_offset_cloned", src=h.src_group, dest=h.dest_group, queues=copied)
+        return _ok(request)
+
+    # ------------------------------------------------------------------------ store
+
+    async def clean_expired_consume_queue(
+        self, conn: Connection, request: RemotingCommand
+    ) -> RemotingCommand:
+        """Consume queues of topics this broker no longer has, and entries below the commit
+        log's start (``cleanExpiredConsumerQueue``)."""
+        broker = self.broker
+        store = broker.store
+        gone = sorted({cq.topic for cq in store.queues} - set(broker.topics.table))
+        for topic in gone:
+            store.delete_topic(topic)
+        low = store.commit_log.min_offset
+        segments = sum(cq.delete_expired(low) for cq in store.queues)
+        log.info("expired_consume_queues_cleaned", topics=gone, segments=segments)
+        return _ok(request)
+
+    async def delete_expired_commit_log(
+        self, conn: Connection, request: RemotingCommand
+    ) -> RemotingCommand:
+        report = self.broker.store.delete_expired_files()
+        log.info("expired_commit_log_deleted", report=str(report))
+        return _ok(request)

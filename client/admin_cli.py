@@ -1,0 +1,997 @@
+"""``aerolite admin <command>`` (also installed as ``mqadmin``): RocketMQ's admin tool.
+
+RocketMQ counterpart: ``org.apache.rocketmq.tools.command.MQAdminStartup`` and its
+``SubCommand`` classes. Commands keep mqadmin's names and option letters (``-n`` name
+servers, ``-t`` topic, ``-g`` group, ``-c`` cluster, ``-b`` broker …) and speak only the
+remoting protocol, so they work against Apache RocketMQ clusters too. Output is an aligned
+table (rich) by default, or JSON with ``--json`` for scripts. A long run (printMsg over
+many messages, resetOffsetByTime) shows progress on stderr when it is a terminal. Every
+error says what failed and where, and exits 1; a usage error exits 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import sys
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import datetime
+from typing import Any
+
+import structlog
+from rich.console import Console
+from rich.progress import Progress
+from rich.table import Table
+
+from client.admin import Admin, decode_offset_msg_id
+from client.errors import ClientError
+from client.message import Message, MessageView
+from client.producer import Producer
+from remoting.bodies import SubscriptionGroupConfig, TopicConfig
+from remoting.codes import RequestCode
+from remoting.errors import RocketMQError
+from remoting.route import MessageQueue
+
+TIME_FORMAT = "%Y-%m-%d#%H:%M:%S:%f"  # mqadmin's yyyy-MM-dd#HH:mm:ss:SSS
+PRINT_BATCH = 32
+
+
+class UsageError(Exception):
+    """A command line that cannot run; exits 2 with the message."""
+
+
+# ---------------------------------------------------------------------------- output
+
+
+class Out:
+    """Tables on a terminal, JSON for scripts."""
+
+    def __init__(self, as_json: bool) -> None:
+        self.as_json = as_json
+        # A pipe gets a wide page: cutting an id short would make the output useless.
+        wide = None if sys.stdout.isatty() else 240
+        self.console = Console(highlight=False, width=wide)
+        self.errors = Console(stderr=True, highlight=False)
+
+    def table(
+        self, title: str, headers: Sequence[str], rows: Sequence[Sequence[object]], doc: object
+    ) -> None:
+        if self.as_json:
+            self.json(doc)
+            return
+        t = Table(title=title, title_justify="left", box=None, header_style="bold")
+        for i, h in enumerate(headers):
+            t.add_column(h, justify="left" if i == 0 else "right", overflow="fold")
+        for row in rows:
+            t.add_row(*(_cell(c) for c in row))
+        self.console.print(t)
+
+    def line(self, text: str, doc: object) -> None:
+        if self.as_json:
+            self.json(doc)
+        else:
+            self.console.print(text)
+
+    def json(self, doc: object) -> None:
+        sys.stdout.write(json.dumps(doc, indent=2, ensure_ascii=False, default=str) + "\n")
+
+    def progress(self) -> Progress:
+        return Progress(console=self.errors, transient=True, disable=not sys.stderr.isatty())
+
+
+def _cell(value: object) -> str:
+    if isinstance(value, float):
+        return f"{value:,.2f}"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _ms_text(ms: int) -> str:
+    if ms <= 0:
+        return "-"
+    return datetime.fromtimestamp(ms / 1000).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+
+
+def parse_time(text: str) -> int:
+    """A time for mqadmin options: epoch ms, ``now``, or ``yyyy-MM-dd#HH:mm:ss:SSS``.
+
+    Raises:
+        UsageError: none of those.
+    """
+    if text == "now":
+        return int(time.time() * 1000)
+    if text.lstrip("-").isdigit():
+        return int(text)
+    try:
+        return int(datetime.strptime(text, TIME_FORMAT).timestamp() * 1000)
+    except ValueError:
+        raise UsageError(
+            f"time {text!r} is not epoch milliseconds, 'now' or yyyy-MM-dd#HH:mm:ss:SSS"
+        ) from None
+
+
+def _message_doc(m: MessageView, *, body: bool) -> dict[str, Any]:
+    doc: dict[str, Any] = {
+        "topic": m.topic,
+        "brokerName": m.broker_name,
+        "queueId": m.queue_id,
+        "queueOffset": m.queue_offset,
+        "msgId": m.msg_id,
+        "offsetMsgId": m.offset_msg_id,
+        "tags": m.tags,
+        "keys": " ".join(m.keys),
+        "storeTime": m.store_timestamp,
+        "bornHost": m.born_host,
+        "storeHost": m.store_host,
+        "reconsumeTimes": m.reconsume_times,
+        "bodyBytes": len(m.body),
+        "properties": dict(m.properties),
+    }
+    if body:
+        doc["body"] = m.body.decode("utf-8", errors="replace")
+    return doc
+
+
+def _print_messages(out: Out, title: str, msgs: list[MessageView], *, body: bool) -> None:
+    docs = [_message_doc(m, body=body) for m in msgs]
+    if out.as_json:
+        out.json(docs)
+        return
+    headers = ["queue", "offset", "msgId", "tags", "keys", "stored", "bytes"]
+    if body:
+        headers.append("body")
+    rows = []
+    for m, d in zip(msgs, docs, strict=True):
+        row: list[object] = [
+            f"{m.broker_name}:{m.queue_id}",
+            m.queue_offset,
+            m.msg_id,
+            m.tags or "",
+            d["keys"],
+            _ms_text(m.store_timestamp),
+            len(m.body),
+        ]
+        if body:
+            row.append(d["body"][:200])
+        rows.append(row)
+    out.table(title, headers, rows, docs)
+
+
+# -------------------------------------------------------------------------- commands
+
+Handler = Callable[[Admin, argparse.Namespace, Out], Awaitable[None]]
+COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Handler]] = {}
+
+
+def command(
+    name: str, help_text: str, options: Callable[[argparse.ArgumentParser], None]
+) -> Callable[[Handler], Handler]:
+    def register(fn: Handler) -> Handler:
+        COMMANDS[name] = (help_text, options, fn)
+        return fn
+
+    return register
+
+
+def _target(p: argparse.ArgumentParser, *, required: bool = True) -> None:
+    g = p.add_mutually_exclusive_group(required=required)
+    g.add_argument("-b", "--brokerAddr", dest="broker_addr", help="broker address host:port")
+    g.add_argument("-c", "--clusterName", dest="cluster", help="every master of a cluster")
+
+
+def _opt_topic(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-t", "--topic", required=True)
+
+
+def _opt_group(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-g", "--consumerGroup", dest="group", required=True)
+
+
+def _bool(text: str) -> bool:
+    if text.lower() in ("true", "false"):
+        return text.lower() == "true"
+    raise argparse.ArgumentTypeError(f"{text!r} is not true or false")
+
+
+# ---- topics
+
+
+def _update_topic_opts(p: argparse.ArgumentParser) -> None:
+    _target(p)
+    _opt_topic(p)
+    p.add_argument("-r", "--readQueueNums", dest="read", type=int, default=8)
+    p.add_argument("-w", "--writeQueueNums", dest="write", type=int, default=8)
+    p.add_argument("-p", "--perm", type=int, default=6, help="2 write, 4 read, 6 both")
+    p.add_argument("-o", "--order", type=_bool, default=False)
+    p.add_argument("-s", "--hasUnitSub", dest="unit_sub", type=_bool, default=False)
+    p.add_argument("-u", "--unit", type=_bool, default=False)
+
+
+@command(
+    "updateTopic", "create or update a topic on a broker or a whole cluster", _update_topic_opts
+)
+async def update_topic(admin: Admin, a: argparse.Namespace, out: Out) -> None:
+    if a.perm not in (2, 4, 6):
+        raise UsageError(f"perm {a.perm} must be 2 (write), 4 (read) or 6 (read and write)")
+    sys_flag = (0x1 if a.unit else 0) | (0x2 if a.unit_sub else 0)
+    config = TopicConfig(a.topic, a.read, a.write, a.perm, "SINGLE_TAG", sys_flag, a.order)
+    addrs = await admin.masters(cluster=a.cluster, broker_addr=a.broker_addr)
+    for addr in addrs:
+        await admin.create_topic(addr, config)
+    doc = {"topic": a.topic, "brokers": addrs, "config": config.to_json()}
+    out.line(f"create topic {a.topic} on {', '.join(addrs)} success.\n{config.to_json()}", doc)
+
+
+def _delete_topic_opts(p: argparse.ArgumentParser) -> None:
+    _opt_topic(p)
+    p.add_argument("-c", "--clusterName", dest="cluster", required=True)
+
+
+@command(
+    "deleteTopic",
+    "delete a topic from a cluster's brokers and the name servers",
+    _delete_topic_opts,
+)
+async def delete_topic(admin: Admin, a: argparse.Namespace, out: Out) -> None:
+    addrs = await admin.delete_topic(a.topic, a.cluster)
+    out.line(
+        f"delete topic [{a.topic}] from cluster [{a.cluster}] success ({', '.join(addrs)}).",
+        {"topic": a.topic, "cluster": a.cluster, "brokers": addrs},
+    )
+
+
+def _topic_list_opts(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-c", "--clusterModel", dest="cluster_model", action="store_true")
+
+
+@command("topicList", "list every topic (-c: with its cluster)", _topic_list_opts)
+async def topic_list(admin: Admin, a: argparse.Namespace, out: Out) -> None:
+    topics = await admin.topic_list()
+    if not a.cluster_model:
+        out.table("Topics", ["topic"], [[t] for t in topics], topics)
+        return
+    info = await admin.cluster_info()
+    cluster_of = {n: c for c, names in info.clusters.items() for n in names}
+    rows = []
+    for t in topics:
+        try:
+            route = await admin.topic_route(t)
+        except ClientError:
+            continue
+        clusters = sorted({cluster_of.get(b.broker_name, "?") for b in route.broker_datas})
+        rows.append([",".join(clusters), t])
+    out.table(
+        "Topics by cluster",
+        ["cluster", "topic"],
+        rows,
+        [{"cluster": c, "topic": t} for c, t in rows],
+    )
+
+
+@command("topicRoute", "a topic's route: brokers and queues", _opt_topic)
+async def topic_route(admin: Admin, a: argparse.Namespace, out: Out) -> None:
+    route = await admin.topic_route(a.topic)
+    doc = route.to_json()
+    if out.as_json:
+        out.json(doc)
+        return
+    out.table(
+        f"Route of {a.topic}: brokers",
+        ["broker", "cluster", "addresses"],
+        [
+            [
+                b.broker_name,
+                b.cluster,
+                ", ".join(f"{i}={ad}" for i, ad in sorted(b.broker_addrs.items())),
+            ]
+            for b in route.broker_datas
+        ],
+        doc,
+    )
+    out.table(
+        "queues",
+        ["broker", "read", "write", "perm", "sysFlag"],
+        [
+            [q.broker_name, q.read_queue_nums, q.write_queue_nums, q.perm, q.topic_sys_flag]
+            for q in route.queue_datas
+        ],
+        doc,
+    )
+
+
+@command("topicStatus", "min/max offset and last update of every queue", _opt_topic)
+async def topic_status(admin: Admin, a: argparse.Namespace, out: Out) -> None:
+    stats = await admin.topic_stats(a.topic)
+    rows = [
+        [mq.broker_name, mq.queue_id, s.min_offset, s.max_offset, _ms_text(s.last_update_timestamp)]
+        for mq, s in stats.items()
+    ]
+    doc = [
+        {"brokerName": mq.broker_name, "queueId": mq.queue_id, **s.to_json()}
+        for mq, s in stats.items()
+    ]
+    out.table(
+        f"Status of {a.topic}",
+        ["broker", "queue", "min offset", "max offset", "last updated"],
+        rows,
+        doc,
+    )
+
+
+@command("topicClusterList", "the clusters holding a topic", _opt_topic)
+async def topic_cluster_list(admin: Admin, a: argparse.Namespace, out: Out) -> None:
+    route = await admin.topic_route(a.topic)
+    info = await admin.cluster_info()
+    clusters = sorted(
+        {
+            c
+            for c, names in info.clusters.items()
+            for b in route.broker_datas
+            if b.broker_name in names
+        }
+    )
+    out.table(f"Clusters of {a.topic}", ["cluster"], [[c] for c in clusters], clusters)
+
+
+# ---- subscription groups
+
+
+def _update_sub_group_opts(p: argparse.ArgumentParser) -> None:
+    _target(p)
+    _opt_group(p)
+    p.add_argument("-s", "--consumeEnable", dest="consume_enable", type=_bool, default=True)
+    p.add_argument("-m", "--consumeFromMinEnable", dest="from_min", type=_bool, default=False)
+    p.add_argument("-d", "--consumeBroadcastEnable", dest="broadcast", type=_bool, default=False)
+    p.add_argument("-q", "--retryQueueNums", dest="retry_queues", type=int, default=1)
+    p.add_argument("-r", "--retryMaxTimes", dest="retry_max", type=int, default=16)
+    p.add_argument("-i", "--brokerId", dest="broker_id", type=int, default=0)
+    p.add_argument("-w", "--whichBrokerWhenConsumeSlowly", dest="slow_broker", type=int, default=1)
+    p.add_argument("-a", "--notifyConsumerIdsChanged", dest="notify", type=_bool, default=True)
+
+
+@command("updateSubGroup", "create or update a subscription group", _update_sub_group_opts)
+async def update_sub_group(admin: Admin, a: argparse.Namespace, out: Out) -> None:
+    config = SubscriptionGroupConfig(
+        a.group,
+        consume_enable=a.consume_enable,
+        consume_from_min_enable=a.from_min,
+        consume_broadcast_enable=a.broadcast,
+        retry_queue_nums=a.retry_queues,
+        retry_max_times=a.retry_max,
+        broker_id=a.broker_id,
+        which_broker_when_consume_slowly=a.slow_broker,
+        notify_consumer_ids_changed_enable=a.notify,
+    )
+    addrs = await admin.masters(cluster=a.cluster, broker_addr=a.broker_addr)
+    for addr in addrs:
+        await admin.create_subscription_group(addr, config)
+    out.line(
+        f"create subscription group {a.group} on {', '.join(addrs)} success.\n{config.to_json()}",
+        {"group": a.group, "brokers": addrs, "config": config.to_json()},
+    )
+
+
+def _delete_sub_group_opts(p: argparse.ArgumentParser) -> None:
+    _target(p)
+    _opt_group(p)
+
+
+@command("deleteSubGroup", "delete a subscription group", _delete_sub_group_opts)
+async def delete_sub_group(admin: Admin, a: argparse.Namespace, out: Out) -> None:
+    addrs = await admin.masters(cluster=a.cluster, broker_addr=a.broker_addr)
+    for addr in addrs:
+        await admin.delete_subscription_group(addr, a.group)
+    out.line(
+        f"delete subscription group [{a.group}] from {', '.join(addrs)} success.",
+        {"group": a.group, "brokers": addrs},
+    )
+
+
+def _progress_opts(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-g", "--groupName", dest="group", help="one group (default: every group)")
+    p.add_argument("-t", "--topicName", dest="topic", help="only this topic")
+
+
+@command(
+    "consumerProgress", "per-queue offsets and lag of a group (or every group)", _progress_opts
+)
+async def consumer_progress(admin: Admin, a: argparse.Namespace, out: Out) -> None:
+    if a.group:
+        tps, table = await admin.consume_stats(a.group, a.topic)
+        rows = []
+        docs: list[dict[str, Any]] = []
+        total = 0
+        for mq, w in table.items():
+            lag = max(0, w.broker_offset - w.consumer_offset)
+            total += lag
+            rows.append(
+                [
+                    mq.topic,
+                    mq.broker_name,
+                    mq.queue_id,
+                    w.broker_offset,
+                    w.consumer_offset,
+                    lag,
+                    _ms_text(w.last_timestamp),
+                ]
+            )
+            docs.append(
+                {
+                    "topic": mq.topic,
+                    "brokerName": mq.broker_name,
+                    "queueId": mq.queue_id,
+                    "brokerOffset": w.broker_offset,
+                    "consumerOffset": w.consumer_offset,
+                    "diff": lag,
+                    "lastTimestamp": w.last_timestamp,
+                }
+            )
+        doc = {"group": a.group, "consumeTps": tps, "diffTotal": total, "queues": docs}
+        out.table(
+            f"Progress of {a.group}: consume TPS {tps:.2f}, diff total {total}",
+            [
+                "topic",
+                "broker",
+                "queue",
+                "broker offset",
+                "consumer offset",
+                "diff",
+                "last consumed",
+            ],
+            rows,
+            doc,
+        )
+        return
+    groups: set[str] = set()
+    for addr in await admin.all_masters():
+        groups.update(await admin.subscription_groups(addr))
+    rows = []
+    docs = []
+    for g in sorted(groups):
+        if g in _SYSTEM_GROUPS:
+            continue
+        tps, table = await admin.consume_stats(g)
+        diff = sum(max(0, w.broker_offset - w.consumer_offset) for w in table.values())
+        rows.append([g, len(table), round(tps, 2), diff])
+        docs.append({"group": g, "queues": len(table), "consumeTps": tps, "diffTotal": diff})
+    out.table("Consumer groups", ["group", "queues", "TPS", "diff total"], rows, docs)
+
+
+_SYSTEM_GROUPS = frozenset(
+    {
+        "TOOLS_CONSUMER",
+        "FILTERSRV_CONSUMER",
+        "__MONITOR_CONSUMER",
+        "CLIENT_INNER_PRODUCER",
+        "SELF_TEST_P_GROUP",
+        "SELF_TEST_C_GROUP",
+        "CID_ONS-HTTP-PROXY",
+        "CID_ONSAPI_PERMISSION",
+        "CID_ONSAPI_OWNER",
+        "CID_ONSAPI_PULL",
+        "CID_RMQ_SYS_TRANS",
+    }
+)
+
+
+@command("consumerConnection", "a group's online clients and subscriptions", _opt_group)
+async def consumer_connection(admin: Admin, a: argparse.Namespace, out: Out) -> None:
+    doc = await admin.consumer_connection(a.group)
+    conns = doc.get("connectionSet") or []
+    out.table(
+        f"Connections of {a.group} ({doc.get('messageModel')}, {doc.get('consumeType')}, "
+        f"{doc.get('consumeFromWhere')})",
+        ["clientId", "address", "language", "version"],
+        [
+            [c.get("clientId"), c.get("clientAddr"), c.get("language"), c.get("version")]
+            for c in conns
+        ],
+        doc,
+    )
+    if not out.as_json:
+        subs = doc.get("subscriptionTable") or {}
+        out.table(
+            "subscriptions",
+            ["topic", "expression", "type"],
+            [
+                [t, s.get("subString"), s.get("expressionType", "TAG")]
+                for t, s in sorted(subs.items())
+            ],
+            doc,
+        )
+
+
+def _producer_connection_opts(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-g", "--producerGroup", dest="group", required=True)
+    _opt_topic(p)
+
+
+@command("producerConnection", "a producer group's connections", _producer_connection_opts)
+async def producer_connection(admin: Admin, a: argparse.Namespace, out: Out) -> None:
+    conns = await admin.producer_connection(a.group, a.topic)
+    out.table(
+        f"Connections of producer group {a.group}",
+        ["clientId", "address", "language", "version"],
+        [
+            [c.get("clientId"), c.get("clientAddr"), c.get("language"), c.get("version")]
+            for c in conns
+        ],
+        conns,
+    )
+
+
+# ---- cluster and brokers
+
+
+def _cluster_list_opts(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-m", "--moreStats", dest="more", action="store_true")
+
+
+@command("clusterList", "clusters, brokers, versions and throughput", _cluster_list_opts)
+async def cluster_list(admin: Admin, a: argparse.Namespace, out: Out) -> None:
+    info = await admin.cluster_info()
+    rows = []
+    docs = []
+    for cluster, names in sorted(info.clusters.items()):
+        for name in names:
+            bd = info.brokers.get(name)
+            if bd is None:
+                continue
+            for bid, addr in sorted(bd.broker_addrs.items()):
+                try:
+                    rt = await admin.runtime_info(addr)
+                except ClientError as exc:
+                    rt = {"error": str(exc)}
+                row = [
+                    cluster,
+                    name,
+                    bid,
+                    addr,
+                    rt.get("brokerVersionDesc", "?"),
+                    rt.get("putTps", "?"),
+                    rt.get("getTransferedTps", "?"),
+                    rt.get("msgPutTotalTodayNow", "?"),
+                    rt.get("msgGetTotalTodayNow", "?"),
+                ]
+                rows.append(row)
+                docs.append(
+                    {"cluster": cluster, "brokerName": name, "brokerId": bid, "addr": addr, **rt}
+                )
+    out.table(
+        "Clusters",
+        [
+            "cluster",
+            "broker",
+            "id",
+            "address",
+            "version",
+            "put TPS",
+            "get TPS",
+            "put today",
+            "get today",
+        ],
+        rows,
+        docs,
+    )
+
+
+@command("brokerStatus", "a broker's runtime statistics", _target)
+async def broker_status(admin: Admin, a: argparse.Namespace, out: Out) -> None:
+    docs = {}
+    for addr in await admin.masters(cluster=a.cluster, broker_addr=a.broker_addr):
+        rt = await admin.runtime_info(addr)
+        docs[addr] = rt
+        if not out.as_json:
+            out.table(f"Status of {addr}", ["key", "value"], sorted(rt.items()), None)
+    if out.as_json:
+        out.json(docs)
+
+
+@command("getBrokerConfig", "a broker's configuration", _target)
+async def get_broker_config(admin: Admin, a: argparse.Namespace, out: Out) -> None:
+    docs = {}
+    for addr in await admin.masters(cluster=a.cluster, broker_addr=a.broker_addr):
+        docs[addr] = await admin.broker_config(addr)
+        if not out.as_json:
+            out.table(f"Config of {addr}", ["key", "value"], list(docs[addr].items()), None)
+    if out.as_json:
+        out.json(docs)
+
+
+def _update_broker_config_opts(p: argparse.ArgumentParser) -> None:
+    _target(p)
+    p.add_argument("-k", "--key", required=True)
+    p.add_argument("-v", "--value", required=True)
+
+
+@command("updateBrokerConfig", "change a broker config key at runtime", _update_broker_config_opts)
+async def update_broker_config(admin: Admin, a: argparse.Namespace, out: Out) -> None:
+    addrs = await admin.masters(cluster=a.cluster, broker_addr=a.broker_addr)
+    for addr in addrs:
+        await admin.update_broker_config(addr, {a.key: a.value})
+    out.line(
+        f"update broker config {a.key}={a.value} on {', '.join(addrs)} success.",
+        {"key": a.key, "value": a.value, "brokers": addrs},
+    )
+
+
+@command("cleanExpiredCQ", "remove consume queues that point at deleted commit log", _target)
+async def clean_expired_cq(admin: Admin, a: argparse.Namespace, out: Out) -> None:
+    addrs = await admin.masters(cluster=a.cluster, broker_addr=a.broker_addr)
+    for addr in addrs:
+        await admin.clean_expired_consume_queue(addr)
+    out.line(f"clean expired ConsumeQueue on {', '.join(addrs)} success.", {"brokers": addrs})
+
+
+@command("deleteExpiredCommitLog", "delete expired commit-log files now", _target)
+async def delete_expired_commit_log(admin: Admin, a: argparse.Namespace, out: Out) -> None:
+    addrs = await admin.masters(cluster=a.cluster, broker_addr=a.broker_addr)
+    for addr in addrs:
+        await admin.delete_expired_commit_log(addr)
+    out.line(f"delete expired CommitLog on {', '.join(addrs)} success.", {"brokers": addrs})
+
+
+# ---- name servers
+
+
+@command("getNamesrvConfig", "every name server's configuration", lambda p: None)
+async def get_namesrv_config(admin: Admin, a: argparse.Namespace, out: Out) -> None:
+    configs = await admin.namesrv_config()
+    if out.as_json:
+        out.json(configs)
+        return
+    for addr, props in configs.items():
+        out.table(f"Config of name server {addr}", ["key", "value"], list(props.items()), None)
+
+
+def _kv_opts(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-k", "--key", required=True)
+    p.add_argument("-v", "--value", required=True)
+
+
+@command("updateNamesrvConfig", "change a name server config key at runtime", _kv_opts)
+async def update_namesrv_config(admin: Admin, a: argparse.Namespace, out: Out) -> None:
+    addrs = await admin.update_namesrv_config({a.key: a.value})
+    out.line(
+        f"update name server config {a.key}={a.value} on {', '.join(addrs)} success.",
+        {"key": a.key, "value": a.value, "namesrv": addrs},
+    )
+
+
+def _broker_name_opt(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-b", "--brokerName", dest="broker_name", required=True)
+
+
+@command(
+    "wipeWritePerm", "take a broker's write permission away on every name server", _broker_name_opt
+)
+async def wipe_write_perm(admin: Admin, a: argparse.Namespace, out: Out) -> None:
+    counts = await admin.write_perm(a.broker_name, wipe=True)
+    rows = [[ns, n] for ns, n in counts.items()]
+    out.table(f"Write permission of {a.broker_name} wiped", ["name server", "topics"], rows, counts)
+
+
+@command(
+    "addWritePerm", "give a broker its write permission back on every name server", _broker_name_opt
+)
+async def add_write_perm(admin: Admin, a: argparse.Namespace, out: Out) -> None:
+    counts = await admin.write_perm(a.broker_name, wipe=False)
+    rows = [[ns, n] for ns, n in counts.items()]
+    out.table(f"Write permission of {a.broker_name} added", ["name server", "topics"], rows, counts)
+
+
+# ---- offsets
+
+
+def _reset_opts(p: argparse.ArgumentParser) -> None:
+    _opt_group(p)
+    _opt_topic(p)
+    p.add_argument("-s", "--timestamp", required=True, help="ms, 'now' or yyyy-MM-dd#HH:mm:ss:SSS")
+    p.add_argument("-f", "--force", type=_bool, default=True)
+
+
+@command("resetOffsetByTime", "move a group's offsets to a time, clients online", _reset_opts)
+async def reset_offset_by_time(admin: Admin, a: argparse.Namespace, out: Out) -> None:
+    ts = parse_time(a.timestamp)
+    with out.progress() as progress:
+        task = progress.add_task(f"resetting {a.group} on {a.topic}", total=None)
+        table = await admin.reset_offset_by_time(a.group, a.topic, ts, force=a.force)
+        progress.update(task, completed=1, total=1)
+    rows = [[mq.broker_name, mq.queue_id, off] for mq, off in table.items()]
+    doc = [
+        {"brokerName": mq.broker_name, "queueId": mq.queue_id, "offset": o}
+        for mq, o in table.items()
+    ]
+    out.table(
+        f"Offsets of {a.group} on {a.topic} reset to {_ms_text(ts)}",
+        ["broker", "queue", "offset"],
+        rows,
+        doc,
+    )
+
+
+def _clone_opts(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-s", "--srcGroup", dest="src", required=True)
+    p.add_argument("-d", "--destGroup", dest="dest", required=True)
+    _opt_topic(p)
+    p.add_argument("-o", "--offline", type=_bool, default=False)
+
+
+@command("cloneGroupOffset", "copy a group's offsets to another group", _clone_opts)
+async def clone_group_offset(admin: Admin, a: argparse.Namespace, out: Out) -> None:
+    brokers = await admin.clone_group_offset(a.src, a.dest, a.topic)
+    out.line(
+        f"clone group offset from {a.src} to {a.dest} on {a.topic} success ({', '.join(brokers)}).",
+        {"src": a.src, "dest": a.dest, "topic": a.topic, "brokers": brokers},
+    )
+
+
+# ---- messages
+
+
+def _id_opt(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-i", "--msgId", dest="msg_id", required=True)
+    p.add_argument("-d", "--printBody", dest="body", type=_bool, default=True)
+
+
+@command("queryMsgById", "a message by its offset message id", _id_opt)
+async def query_msg_by_id(admin: Admin, a: argparse.Namespace, out: Out) -> None:
+    ids = [i.strip() for i in a.msg_id.split(",") if i.strip()]
+    msgs = [await admin.view_message(i) for i in ids]
+    _print_messages(out, "Messages", msgs, body=a.body)
+
+
+def _key_opts(p: argparse.ArgumentParser) -> None:
+    _opt_topic(p)
+    p.add_argument("-k", "--msgKey", dest="key", required=True)
+    p.add_argument("-b", "--beginTimestamp", dest="begin", default="0")
+    p.add_argument("-e", "--endTimestamp", dest="end")
+    p.add_argument("-c", "--maxNum", dest="max_num", type=int, default=32)
+
+
+@command("queryMsgByKey", "messages by business key", _key_opts)
+async def query_msg_by_key(admin: Admin, a: argparse.Namespace, out: Out) -> None:
+    end = parse_time(a.end) if a.end else None
+    msgs = await admin.query_by_key(
+        a.topic, a.key, max_num=a.max_num, begin_ms=parse_time(a.begin), end_ms=end
+    )
+    _print_messages(out, f"Messages of {a.topic} with key {a.key}", msgs, body=False)
+
+
+def _unique_opts(p: argparse.ArgumentParser) -> None:
+    _opt_topic(p)
+    p.add_argument("-i", "--msgId", dest="msg_id", required=True)
+    p.add_argument("-d", "--printBody", dest="body", type=_bool, default=True)
+
+
+@command("queryMsgByUniqueKey", "a message by the id its producer gave it", _unique_opts)
+async def query_msg_by_unique_key(admin: Admin, a: argparse.Namespace, out: Out) -> None:
+    msg = await admin.query_by_unique_key(a.topic, a.msg_id)
+    if msg is None:
+        raise ClientError(f"no message {a.msg_id} in topic {a.topic} on any broker")
+    _print_messages(out, "Message", [msg], body=a.body)
+
+
+def _by_offset_opts(p: argparse.ArgumentParser) -> None:
+    _opt_topic(p)
+    p.add_argument("-b", "--brokerName", dest="broker_name", required=True)
+    p.add_argument("-i", "--queueId", dest="queue_id", type=int, required=True)
+    p.add_argument("-o", "--offset", type=int, required=True)
+    p.add_argument("-d", "--printBody", dest="body", type=_bool, default=True)
+
+
+@command("queryMsgByOffset", "the message at a queue offset", _by_offset_opts)
+async def query_msg_by_offset(admin: Admin, a: argparse.Namespace, out: Out) -> None:
+    mq = MessageQueue(a.topic, a.broker_name, a.queue_id)
+    msgs, _next, max_offset = await admin.pull(mq, a.offset, 1)
+    if not msgs or msgs[0].queue_offset != a.offset:
+        raise ClientError(f"no message at offset {a.offset} of {mq} (max offset {max_offset})")
+    _print_messages(out, "Message", msgs[:1], body=a.body)
+
+
+def _print_opts(p: argparse.ArgumentParser) -> None:
+    _opt_topic(p)
+    p.add_argument("-s", "--subExpression", dest="tags", default="*", help="tags, e.g. TagA||TagB")
+    p.add_argument(
+        "-b", "--beginTimestamp", dest="begin", help="ms, 'now' or yyyy-MM-dd#HH:mm:ss:SSS"
+    )
+    p.add_argument("-e", "--endTimestamp", dest="end")
+    p.add_argument("-d", "--printBody", dest="body", type=_bool, default=True)
+
+
+@command("printMsg", "print a topic's messages in a time range", _print_opts)
+async def print_msg(admin: Admin, a: argparse.Namespace, out: Out) -> None:
+    route = await admin.topic_route(a.topic)
+    queues = [
+        MessageQueue(a.topic, q.broker_name, i)
+        for q in route.queue_datas
+        for i in range(q.read_queue_nums)
+    ]
+    wanted = None if a.tags.strip() in ("", "*") else {t.strip() for t in a.tags.split("||")}
+    spans = []
+    for mq in queues:
+        lo = (
+            await admin.queue_offset(
+                mq, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, parse_time(a.begin)
+            )
+            if a.begin
+            else await admin.queue_offset(mq, RequestCode.GET_MIN_OFFSET)
+        )
+        hi = (
+            await admin.queue_offset(mq, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, parse_time(a.end))
+            if a.end
+            else await admin.queue_offset(mq, RequestCode.GET_MAX_OFFSET)
+        )
+        spans.append((mq, lo, hi))
+    total = sum(max(0, hi - lo) for _, lo, hi in spans)
+    found: list[MessageView] = []
+    # The offset lookup answers the nearest message, which may lie outside the range.
+    begin_ms = parse_time(a.begin) if a.begin else None
+    end_ms = parse_time(a.end) if a.end else None
+    with out.progress() as progress:
+        task = progress.add_task(f"reading {a.topic}", total=total)
+        for mq, lo, hi in spans:
+            offset = lo
+            while offset < hi:
+                msgs, nxt, _max = await admin.pull(mq, offset, PRINT_BATCH)
+                for m in msgs:
+                    if m.queue_offset >= hi:
+                        break
+                    if end_ms is not None and m.store_timestamp > end_ms:
+                        continue
+                    if begin_ms is not None and m.store_timestamp < begin_ms:
+                        continue
+                    if wanted is None or m.tags in wanted:
+                        found.append(m)
+                progress.advance(task, max(1, nxt - offset))
+                if nxt <= offset:
+                    break
+                offset = nxt
+    _print_messages(out, f"Messages of {a.topic} ({len(found)})", found, body=a.body)
+
+
+def _send_opts(p: argparse.ArgumentParser) -> None:
+    _opt_topic(p)
+    p.add_argument("-p", "--body", required=True)
+    p.add_argument("-k", "--key")
+    p.add_argument("-c", "--tags")
+    p.add_argument("-b", "--broker", dest="broker_name")
+    p.add_argument("-i", "--qid", dest="queue_id", type=int)
+
+
+@command("sendMessage", "send one message", _send_opts)
+async def send_message(admin: Admin, a: argparse.Namespace, out: Out) -> None:
+    if (a.broker_name is None) != (a.queue_id is None):
+        raise UsageError("-b broker and -i queue id go together")
+    msg = Message(a.topic, a.body.encode(), tags=a.tags, keys=a.key)
+    async with Producer("TOOLS_PRODUCER_" + str(os.getpid()), admin.namesrv) as producer:
+        if a.broker_name is None:
+            result = await producer.send(msg)
+        else:
+            target = MessageQueue(a.topic, a.broker_name, a.queue_id)
+
+            def pick(mqs: list[MessageQueue], _m: Message, _arg: object) -> MessageQueue:
+                if target not in mqs:
+                    raise ClientError(f"{target} is not a writable queue of {a.topic}")
+                return target
+
+            result = await producer.send_orderly(msg, selector=pick)
+    doc = {
+        "brokerName": result.message_queue.broker_name,
+        "queueId": result.message_queue.queue_id,
+        "queueOffset": result.queue_offset,
+        "sendStatus": result.status.name,
+        "msgId": result.msg_id,
+        "offsetMsgId": result.offset_msg_id,
+    }
+    out.table("Sent", list(doc), [list(doc.values())], doc)
+
+
+def _consume_opts(p: argparse.ArgumentParser) -> None:
+    _opt_topic(p)
+    p.add_argument("-b", "--brokerName", dest="broker_name")
+    p.add_argument("-i", "--queueId", dest="queue_id", type=int)
+    p.add_argument("-o", "--offset", type=int, default=0)
+    p.add_argument("-c", "--messageNumber", dest="count", type=int, default=128)
+    p.add_argument("-d", "--printBody", dest="body", type=_bool, default=True)
+
+
+@command("consumeMessage", "read messages of a topic (or one queue) from an offset", _consume_opts)
+async def consume_message(admin: Admin, a: argparse.Namespace, out: Out) -> None:
+    if a.count < 1:
+        raise UsageError("-c must be at least 1")
+    if a.broker_name is not None and a.queue_id is not None:
+        queues = [MessageQueue(a.topic, a.broker_name, a.queue_id)]
+    else:
+        route = await admin.topic_route(a.topic)
+        queues = [
+            MessageQueue(a.topic, q.broker_name, i)
+            for q in route.queue_datas
+            if a.broker_name is None or q.broker_name == a.broker_name
+            for i in range(q.read_queue_nums)
+        ]
+    found: list[MessageView] = []
+    for mq in queues:
+        offset = a.offset
+        while len(found) < a.count:
+            msgs, nxt, _max = await admin.pull(mq, offset, min(PRINT_BATCH, a.count - len(found)))
+            found.extend(msgs)
+            if not msgs or nxt <= offset:
+                break
+            offset = nxt
+        if len(found) >= a.count:
+            break
+    _print_messages(out, f"Messages of {a.topic} ({len(found)})", found[: a.count], body=a.body)
+
+
+def _decode_id_opts(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-i", "--messageId", dest="msg_id", required=True)
+
+
+@command(
+    "decodeMessageId",
+    "the broker and commit-log offset an offset message id names",
+    _decode_id_opts,
+)
+async def decode_message_id(admin: Admin, a: argparse.Namespace, out: Out) -> None:
+    addr, offset = decode_offset_msg_id(a.msg_id)
+    out.table(
+        "Message id",
+        ["broker", "commit-log offset"],
+        [[addr, offset]],
+        {"addr": addr, "offset": offset},
+    )
+
+
+# ------------------------------------------------------------------------------- main
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="aerolite admin",
+        description="mqadmin for Aerolite and Apache RocketMQ clusters.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, (help_text, options, _fn) in sorted(COMMANDS.items()):
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        p.add_argument(
+            "-n", "--namesrvAddr", dest="namesrv", help='"h1:9876;h2:9876" (default NAMESRV_ADDR)'
+        )
+        p.add_argument("--json", action="store_true", help="JSON for scripts instead of tables")
+        options(p)
+    return parser
+
+
+async def _run(args: argparse.Namespace) -> None:
+    _help, _options, handler = COMMANDS[args.command]
+    out = Out(args.json)
+    async with Admin(args.namesrv) as admin:
+        await handler(admin, args, out)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    # The SDK's own log lines are for services; a command shows only warnings, on stderr,
+    # so that stdout (tables or --json) stays clean.
+    structlog.configure(
+        wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING),
+        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+    )
+    try:
+        asyncio.run(_run(args))
+    except UsageError as exc:
+        print(f"mqadmin {args.command}: {exc}", file=sys.stderr)
+        return 2
+    except (ClientError, RocketMQError, OSError, ValueError) as exc:
+        print(f"mqadmin {args.command}: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

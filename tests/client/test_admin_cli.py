@@ -1,0 +1,269 @@
+"""``mqadmin`` / ``aerolite admin`` against live brokers: every command, as a real process,
+with its ``--json`` output checked against what the brokers hold, and some tables read as
+text. Commands about clusters run against two broker groups."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import time
+from typing import Any
+
+import pytest
+
+from broker.broker import Broker
+from broker.namesrv.server import NameServer
+from client import ConsumeFromWhere, Message, Producer, PushConsumer
+from remoting.bodies import PERM_READ
+from tests.client.conftest import BrokerFactory, Received, create_topic, wait_dispatched
+
+TOPIC = "TopicAdmin"
+
+
+class CliError(Exception):
+    def __init__(self, code: int, stderr: str) -> None:
+        super().__init__(f"exit {code}: {stderr}")
+        self.code = code
+        self.stderr = stderr
+
+
+async def run_cli(*argv: str, module: str = "client.admin_cli") -> tuple[int, str, str]:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        module,
+        *argv,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    async with asyncio.timeout(60):
+        out, err = await proc.communicate()
+    assert proc.returncode is not None
+    return proc.returncode, out.decode(), err.decode()
+
+
+async def mqadmin(namesrv: NameServer, command: str, *args: str) -> Any:
+    """Run one command with ``--json``; its parsed output (CliError on a non-zero exit)."""
+    code, out, err = await run_cli(command, "-n", namesrv.address, "--json", *args)
+    if code != 0:
+        raise CliError(code, err)
+    return json.loads(out)
+
+
+async def mqadmin_text(namesrv: NameServer, command: str, *args: str) -> str:
+    code, out, err = await run_cli(command, "-n", namesrv.address, *args)
+    if code != 0:
+        raise CliError(code, err)
+    return out
+
+
+@pytest.fixture
+async def two_groups(start_broker: BrokerFactory) -> tuple[Broker, Broker]:
+    a = await start_broker("broker-a")
+    b = await start_broker("broker-b")
+    return a, b
+
+
+async def test_topic_commands(namesrv: NameServer, two_groups: tuple[Broker, Broker]) -> None:
+    a, b = two_groups
+    created = await mqadmin(
+        namesrv, "updateTopic", "-c", "DefaultCluster", "-t", TOPIC, "-r", "3", "-w", "3"
+    )
+    assert sorted(created["brokers"]) == sorted([a.address, b.address])
+    for broker in (a, b):
+        tc = broker.topics.get(TOPIC)
+        assert tc is not None and tc.read_queue_nums == 3
+    assert TOPIC in await mqadmin(namesrv, "topicList")
+    by_cluster = await mqadmin(namesrv, "topicList", "-c")
+    assert {"cluster": "DefaultCluster", "topic": TOPIC} in by_cluster
+    route = await mqadmin(namesrv, "topicRoute", "-t", TOPIC)
+    assert sorted(q["brokerName"] for q in route["queueDatas"]) == ["broker-a", "broker-b"]
+    assert await mqadmin(namesrv, "topicClusterList", "-t", TOPIC) == ["DefaultCluster"]
+
+    async with Producer("pg-admin", namesrv.address) as producer:
+        for n in range(12):
+            await producer.send(Message(TOPIC, f"m{n}".encode()))
+    await wait_dispatched(a, b)
+    status = await mqadmin(namesrv, "topicStatus", "-t", TOPIC)
+    assert len(status) == 6
+    assert sum(q["maxOffset"] for q in status) == 12
+    text = await mqadmin_text(namesrv, "topicStatus", "-t", TOPIC)
+    assert "min offset" in text and "broker-b" in text
+
+    # one broker only
+    await mqadmin(namesrv, "updateTopic", "-b", a.address, "-t", "OnlyOnA")
+    assert a.topics.get("OnlyOnA") is not None and b.topics.get("OnlyOnA") is None
+
+    deleted = await mqadmin(namesrv, "deleteTopic", "-t", TOPIC, "-c", "DefaultCluster")
+    assert sorted(deleted["brokers"]) == sorted([a.address, b.address])
+    assert a.topics.get(TOPIC) is None and b.topics.get(TOPIC) is None
+    with pytest.raises(CliError) as err:
+        await mqadmin(namesrv, "topicRoute", "-t", TOPIC)
+    assert err.value.code == 1 and TOPIC in err.value.stderr
+
+
+async def test_message_commands(namesrv: NameServer, broker: Broker) -> None:
+    await create_topic(broker, TOPIC, queues=2)
+    sent = await mqadmin(
+        namesrv, "sendMessage", "-t", TOPIC, "-p", "hello admin", "-c", "TagA", "-k", "order-7"
+    )
+    assert sent["sendStatus"] == "SEND_OK"
+    to_queue = await mqadmin(
+        namesrv, "sendMessage", "-t", TOPIC, "-p", "to queue 1", "-b", "broker-a", "-i", "1"
+    )
+    assert to_queue["queueId"] == 1
+    await wait_dispatched(broker)
+
+    by_id = await mqadmin(namesrv, "queryMsgById", "-i", sent["offsetMsgId"])
+    assert [m["body"] for m in by_id] == ["hello admin"]
+    assert by_id[0]["tags"] == "TagA" and by_id[0]["keys"] == "order-7"
+    by_key = await mqadmin(namesrv, "queryMsgByKey", "-t", TOPIC, "-k", "order-7")
+    assert [m["msgId"] for m in by_key] == [sent["msgId"]]
+    by_unique = await mqadmin(namesrv, "queryMsgByUniqueKey", "-t", TOPIC, "-i", sent["msgId"])
+    assert by_unique[0]["body"] == "hello admin"
+    at = await mqadmin(
+        namesrv, "queryMsgByOffset", "-t", TOPIC, "-b", "broker-a", "-i", "1", "-o", "0"
+    )
+    assert at[0]["body"] in ("hello admin", "to queue 1")
+    decoded = await mqadmin(namesrv, "decodeMessageId", "-i", sent["offsetMsgId"])
+    assert decoded["addr"] == broker.address
+
+    printed = await mqadmin(namesrv, "printMsg", "-t", TOPIC)
+    assert sorted(m["body"] for m in printed) == ["hello admin", "to queue 1"]
+    tagged = await mqadmin(namesrv, "printMsg", "-t", TOPIC, "-s", "TagA")
+    assert [m["body"] for m in tagged] == ["hello admin"]
+    future = str(int(time.time() * 1000) + 3_600_000)
+    assert await mqadmin(namesrv, "printMsg", "-t", TOPIC, "-b", future) == []
+    consumed = await mqadmin(namesrv, "consumeMessage", "-t", TOPIC, "-c", "1")
+    assert len(consumed) == 1
+    one_queue = await mqadmin(
+        namesrv, "consumeMessage", "-t", TOPIC, "-b", "broker-a", "-i", "1", "-o", "0"
+    )
+    assert {m["queueId"] for m in one_queue} == {1}
+    text = await mqadmin_text(namesrv, "printMsg", "-t", TOPIC)
+    assert "hello admin" in text and "msgId" in text
+
+    with pytest.raises(CliError) as err:
+        await mqadmin(
+            namesrv, "queryMsgByOffset", "-t", TOPIC, "-b", "broker-a", "-i", "0", "-o", "99"
+        )
+    assert "no message at offset 99" in err.value.stderr
+    with pytest.raises(CliError) as err:
+        await mqadmin(namesrv, "printMsg", "-t", TOPIC, "-b", "yesterday")
+    assert err.value.code == 2 and "yyyy-MM-dd#HH:mm:ss:SSS" in err.value.stderr
+
+
+async def test_group_progress_connections_and_offsets(namesrv: NameServer, broker: Broker) -> None:
+    await create_topic(broker, TOPIC, queues=2)
+    group = "cg-admin"
+    made = await mqadmin(namesrv, "updateSubGroup", "-b", broker.address, "-g", group, "-r", "5")
+    assert made["config"]["retryMaxTimes"] == 5
+    assert broker.subscription_groups.table[group].retry_max_times == 5
+
+    received = Received()
+    consumer = PushConsumer(
+        group, namesrv.address, consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
+    )
+    consumer.subscribe(TOPIC)(received.add)
+    async with Producer("pg-admin", namesrv.address) as producer:
+        for n in range(10):
+            await producer.send(Message(TOPIC, f"m{n}".encode()))
+        async with consumer:
+            await received.wait_for(10)
+            conns = await mqadmin(namesrv, "consumerConnection", "-g", group)
+            assert len(conns["connectionSet"]) == 1
+            assert conns["connectionSet"][0]["language"] == "PYTHON"
+            assert TOPIC in conns["subscriptionTable"]
+            producers = await mqadmin(namesrv, "producerConnection", "-g", "pg-admin", "-t", TOPIC)
+            assert len(producers) == 1
+
+            await consumer.persist_offsets()
+            progress = await mqadmin(namesrv, "consumerProgress", "-g", group)
+            assert progress["diffTotal"] == 0
+            assert sum(q["consumerOffset"] for q in progress["queues"]) == 10
+            everyone = await mqadmin(namesrv, "consumerProgress")
+            assert {"group": group, "queues": 2} in [
+                {k: g[k] for k in ("group", "queues")} for g in everyone
+            ]
+
+            # Reset to the beginning while the consumer is online: it reads all ten again.
+            reset = await mqadmin(namesrv, "resetOffsetByTime", "-g", group, "-t", TOPIC, "-s", "0")
+            assert sorted(q["offset"] for q in reset) == [0, 0]
+            await received.wait_for(20, timeout_s=10)
+            assert sorted(received.bodies()) == sorted([f"m{n}".encode() for n in range(10)] * 2)
+
+    cloned = await mqadmin(namesrv, "cloneGroupOffset", "-s", group, "-d", "cg-copy", "-t", TOPIC)
+    assert cloned["brokers"] == ["broker-a"]
+    assert broker.offsets.queues_of("cg-copy", TOPIC) == broker.offsets.queues_of(group, TOPIC)
+    await mqadmin(namesrv, "deleteSubGroup", "-b", broker.address, "-g", group)
+    assert group not in broker.subscription_groups.table
+    with pytest.raises(CliError) as err:
+        await mqadmin(namesrv, "consumerConnection", "-g", "nobody-here")
+    assert "not online" in err.value.stderr
+
+
+async def test_broker_and_namesrv_commands(
+    namesrv: NameServer, two_groups: tuple[Broker, Broker]
+) -> None:
+    a, b = two_groups
+    clusters = await mqadmin(namesrv, "clusterList")
+    assert sorted(r["brokerName"] for r in clusters) == ["broker-a", "broker-b"]
+    assert all(r["cluster"] == "DefaultCluster" for r in clusters)
+    text = await mqadmin_text(namesrv, "clusterList")
+    assert "broker-a" in text and "put TPS" in text
+    status = await mqadmin(namesrv, "brokerStatus", "-b", a.address)
+    assert "commitLogMaxOffset" in status[a.address]
+    config = await mqadmin(namesrv, "getBrokerConfig", "-c", "DefaultCluster")
+    assert config[b.address]["brokerName"] == "broker-b"
+
+    await create_topic(a, TOPIC, queues=2)
+    await mqadmin(
+        namesrv, "updateBrokerConfig", "-b", a.address, "-k", "brokerPermission", "-v", "4"
+    )
+    assert a.config.broker_permission == PERM_READ
+
+    async def route_perm() -> int:
+        route = await mqadmin(namesrv, "topicRoute", "-t", TOPIC)
+        return int(route["queueDatas"][0]["perm"])
+
+    await a.registration.register_all()  # rather than wait for the next round
+    assert await route_perm() == PERM_READ  # producers see the broker as read-only
+    with pytest.raises(CliError) as err:
+        await mqadmin(namesrv, "updateBrokerConfig", "-b", a.address, "-k", "listenPort", "-v", "1")
+    assert "listenPort cannot change while running" in err.value.stderr
+    with pytest.raises(CliError) as err:
+        await mqadmin(
+            namesrv, "updateBrokerConfig", "-b", a.address, "-k", "brokerPermision", "-v", "6"
+        )
+    assert "did you mean brokerPermission" in err.value.stderr
+
+    ns_config = await mqadmin(namesrv, "getNamesrvConfig")
+    assert ns_config[namesrv.address]["orderMessageEnable"] == "false"
+    await mqadmin(namesrv, "updateNamesrvConfig", "-k", "orderMessageEnable", "-v", "true")
+    assert namesrv.config.order_message_enable is True
+
+    await mqadmin(
+        namesrv, "updateBrokerConfig", "-b", a.address, "-k", "brokerPermission", "-v", "6"
+    )
+    wiped = await mqadmin(namesrv, "wipeWritePerm", "-b", "broker-a")
+    assert wiped[namesrv.address] >= 1
+    assert await route_perm() == PERM_READ
+    added = await mqadmin(namesrv, "addWritePerm", "-b", "broker-a")
+    assert added[namesrv.address] >= 1
+
+    assert (await mqadmin(namesrv, "cleanExpiredCQ", "-c", "DefaultCluster"))["brokers"]
+    assert (await mqadmin(namesrv, "deleteExpiredCommitLog", "-b", b.address))["brokers"]
+    with pytest.raises(CliError) as err:
+        await mqadmin(namesrv, "brokerStatus", "-c", "NoSuchCluster")
+    assert "cluster 'NoSuchCluster' is not known" in err.value.stderr
+
+
+async def test_aerolite_admin_is_mqadmin(namesrv: NameServer, broker: Broker) -> None:
+    code, out, err = await run_cli(
+        "admin", "clusterList", "-n", namesrv.address, "--json", module="broker"
+    )
+    assert code == 0, err
+    assert json.loads(out)[0]["brokerName"] == "broker-a"
+    code, _out, err = await run_cli("admin", "noSuchCommand", module="broker")
+    assert code == 2 and "invalid choice" in err
