@@ -240,6 +240,7 @@ class Broker:
                 RequestCode.UPDATE_BROKER_CONFIG: ops.update_broker_config,
                 RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: ops.reset_offset,
                 RequestCode.CLONE_GROUP_OFFSET: ops.clone_group_offset,
+                RequestCode.GET_CONSUMER_RUNNING_INFO: ops.consumer_running_info,
                 RequestCode.CLEAN_EXPIRED_CONSUMEQUEUE: ops.clean_expired_consume_queue,
                 RequestCode.DELETE_EXPIRED_COMMITLOG: ops.delete_expired_commit_log,
             }

@@ -43,6 +43,7 @@ from remoting.bodies import (
     decode_consume_stats,
     decode_reset_offset_body,
     decode_topic_stats,
+    pop_queue_map,
 )
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
@@ -454,6 +455,37 @@ class Admin(ClientService):
                 doc: dict[str, Any] = loads(response.body_bytes)
                 return doc
         raise ClientError(f"consumer group {group} is not online on any broker")
+
+    async def consumer_running_info(self, group: str, client_id: str) -> dict[str, Any]:
+        """One online consumer's own account of itself: settings, subscriptions and each
+        queue's offsets and cache (``ConsumerRunningInfo``; mqadmin consumerStatus). The
+        ``mqTable`` comes back as a list of objects with ``topic``/``brokerName``/
+        ``queueId`` added.
+
+        Raises:
+            ClientError: the client is not online, or did not answer.
+        """
+        ext = {"consumerGroup": group, "clientId": client_id, "jstackEnable": "false"}
+        last: ClientError | None = None
+        for addr in await self.all_masters():
+            try:
+                response = await self._call(
+                    addr,
+                    RequestCode.GET_CONSUMER_RUNNING_INFO,
+                    ext,
+                    what=f"status of consumer {client_id}",
+                )
+            except ClientError as exc:
+                last = exc
+                continue
+            rest, table = pop_queue_map(bytes(response.body_bytes).decode(), "mqTable")
+            doc: dict[str, Any] = loads(rest)
+            doc["mqTable"] = [
+                {"topic": mq.topic, "brokerName": mq.broker_name, "queueId": mq.queue_id, **v}
+                for mq, v in sorted(table.items())
+            ]
+            return doc
+        raise last or ClientError(f"consumer {client_id} of {group}: no broker to ask")
 
     async def producer_connection(self, group: str, topic: str) -> list[dict[str, Any]]:
         """The group's producer connections on the brokers of ``topic``."""

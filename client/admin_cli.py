@@ -506,6 +506,58 @@ async def consumer_connection(admin: Admin, a: argparse.Namespace, out: Out) -> 
         )
 
 
+def _consumer_status_opts(p: argparse.ArgumentParser) -> None:
+    _opt_group(p)
+    p.add_argument("-i", "--clientId", dest="client_id", help="one client (default: all)")
+
+
+@command(
+    "consumerStatus", "what each consumer of a group holds, in its own words", _consumer_status_opts
+)
+async def consumer_status(admin: Admin, a: argparse.Namespace, out: Out) -> None:
+    if a.client_id:
+        clients = [a.client_id]
+    else:
+        conns = (await admin.consumer_connection(a.group)).get("connectionSet") or []
+        clients = [str(c.get("clientId")) for c in conns]
+    infos = {cid: await admin.consumer_running_info(a.group, cid) for cid in clients}
+    if out.as_json:
+        out.json(infos)
+        return
+    for cid, info in infos.items():
+        props = info.get("properties") or {}
+        out.table(
+            f"Consumer {cid} of {a.group}", ["property", "value"], sorted(props.items()), None
+        )
+        out.table(
+            "queues",
+            [
+                "topic",
+                "broker",
+                "queue",
+                "commit offset",
+                "cached",
+                "cached min",
+                "cached max",
+                "last pull",
+            ],
+            [
+                [
+                    q["topic"],
+                    q["brokerName"],
+                    q["queueId"],
+                    q.get("commitOffset"),
+                    q.get("cachedMsgCount"),
+                    q.get("cachedMsgMinOffset"),
+                    q.get("cachedMsgMaxOffset"),
+                    _ms_text(int(q.get("lastPullTimestamp") or 0)),
+                ]
+                for q in info.get("mqTable") or []
+            ],
+            None,
+        )
+
+
 def _producer_connection_opts(p: argparse.ArgumentParser) -> None:
     p.add_argument("-g", "--producerGroup", dest="group", required=True)
     _opt_topic(p)

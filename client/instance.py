@@ -17,7 +17,7 @@ import socket
 import time
 import weakref
 from collections.abc import Awaitable, Callable
-from typing import ClassVar, Protocol, runtime_checkable
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import structlog
 
@@ -29,21 +29,23 @@ from remoting.bodies import (
     KVTable,
     decode_consumer_list,
     decode_reset_offset_body,
+    encode_queue_map,
 )
 from remoting.client import ClientConfig, RemotingClient
 from remoting.codes import RequestCode, ResponseCode, SerializeType
-from remoting.command import RemotingCommand
+from remoting.command import RemotingCommand, response_to
 from remoting.connection import Connection
 from remoting.dispatch import Lane, ProcessorTable
 from remoting.errors import BrokerError, HeaderError, RemotingError
 from remoting.headers import (
     CheckTransactionStateRequestHeader,
     ConsumerGroupRequestHeader,
+    ConsumerRunningInfoRequestHeader,
     GetRouteInfoRequestHeader,
     ResetOffsetRequestHeader,
     UnregisterClientRequestHeader,
 )
-from remoting.route import MASTER_ID, MessageQueue, TopicRouteData
+from remoting.route import MASTER_ID, MessageQueue, TopicRouteData, dumps
 
 log = structlog.get_logger(__name__)
 
@@ -93,6 +95,8 @@ class ConsumerMember(Protocol):
 
     async def reset_offsets(self, topic: str, offsets: dict[MessageQueue, int]) -> None: ...
 
+    def running_info(self) -> dict[str, Any]: ...
+
     def route_updated(self, topic: str, route: TopicRouteData) -> None: ...
 
 
@@ -132,6 +136,11 @@ class ClientInstance:
             RequestCode.RESET_CONSUMER_CLIENT_OFFSET,
             self._on_reset_offset,
             Lane("offset-resets", workers=1, capacity=1_000),
+        )
+        table.register(
+            RequestCode.GET_CONSUMER_RUNNING_INFO,
+            self._on_running_info,
+            Lane("running-info", workers=1, capacity=100),
         )
         table.register(
             RequestCode.CHECK_TRANSACTION_STATE,
@@ -471,6 +480,25 @@ class ClientInstance:
             return
         log.info("reset_offset", group=header.group, topic=header.topic, queues=len(offsets))
         await consumer.reset_offsets(header.topic, offsets)
+
+    async def _on_running_info(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        """GET_CONSUMER_RUNNING_INFO: this client's consumer of the group describes itself
+        (``ClientRemotingProcessor.getConsumerRunningInfo``)."""
+        try:
+            header = ConsumerRunningInfoRequestHeader.from_ext_fields(request.ext_fields)
+        except HeaderError as exc:
+            return response_to(request, ResponseCode.SYSTEM_ERROR, str(exc))
+        consumer = self.consumers.get(header.consumer_group)
+        if consumer is None or header.client_id != self.client_id:
+            return response_to(
+                request,
+                ResponseCode.SYSTEM_ERROR,
+                f"The Consumer Group <{header.consumer_group}> not exist in this consumer",
+            )
+        info = consumer.running_info()
+        mq_table = info.pop("mqTable")
+        body = dumps(info)[:-1] + b',"mqTable":' + encode_queue_map(mq_table).encode() + b"}"
+        return response_to(request, ResponseCode.SUCCESS, None, None, body)
 
     async def _on_check_transaction(self, conn: Connection, request: RemotingCommand) -> None:
         """CHECK_TRANSACTION_STATE: hand the message to the producer of its group

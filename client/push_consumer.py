@@ -32,7 +32,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
 import structlog
 
@@ -120,6 +120,7 @@ class ProcessQueue:
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     # The broker id the last pull reply suggested (suggestWhichBrokerId): 0 is the master.
     pull_from_broker_id: int = 0
+    last_pull_ms: int = 0  # for mqadmin consumerStatus
     # The offsets of ``messages`` in ascending order, plus ones already removed that have not
     # reached the front yet: the lowest in-flight offset without a scan (Java's TreeMap).
     order: deque[int] = field(default_factory=deque)
@@ -263,6 +264,7 @@ class PushConsumer(ClientService):
         self._route_waiter: asyncio.Task[None] | None = None
         self._rebalance_lock = asyncio.Lock()
         self._stopping = False
+        self._started_ms = 0
         self._subs_cache: dict[str, _Subscription] | None = None
         self._is_async: dict[Listener, bool] = {}
 
@@ -329,6 +331,7 @@ class PushConsumer(ClientService):
             await instance.release()
             raise
         self._instance = instance
+        self._started_ms = int(time.time() * 1000)
         self._stopping = False
         self._subs_cache = None
         self._subs_cache = self._all_subscriptions()
@@ -562,6 +565,40 @@ class PushConsumer(ClientService):
             await self._unlock([mq])
         log.info("queue_released", group=self.group, queue=str(mq))
 
+    def running_info(self) -> dict[str, Any]:
+        """``ConsumerRunningInfo`` for GET_CONSUMER_RUNNING_INFO (mqadmin consumerStatus):
+        settings, subscriptions, and each queue's offsets and cache."""
+        offsets = self.offsets
+        mq_table = {}
+        for mq, pq in sorted(self.process_queues.items()):
+            held = sorted(pq.messages)
+            mq_table[mq] = {
+                "commitOffset": offsets.read(mq) if offsets is not None else -1,
+                "cachedMsgMinOffset": held[0] if held else 0,
+                "cachedMsgMaxOffset": held[-1] if held else 0,
+                "cachedMsgCount": len(held),
+                "cachedMsgSizeInMiB": pq.size_bytes >> 20,
+                "locked": pq.locked,
+                "droped": pq.dropped,
+                "lastPullTimestamp": pq.last_pull_ms,
+                "lastLockTimestamp": int(pq.last_lock_at * 1000) if pq.last_lock_at else 0,
+            }
+        return {
+            "properties": {
+                "PROP_CONSUMEORDERLY": str(self.orderly).lower(),
+                "PROP_CONSUME_TYPE": "CONSUME_PASSIVELY",
+                "PROP_THREADPOOL_CORE_SIZE": str(self.consume_concurrency),
+                "PROP_CONSUMER_START_TIMESTAMP": str(self._started_ms),
+                "messageModel": self.message_model.name,
+                "consumeFromWhere": self.consume_from_where.name,
+                "pullBatchSize": str(self.pull_batch_size),
+                "language": "PYTHON",
+            },
+            "subscriptionSet": [s.data.to_json() for s in self._all_subscriptions().values()],
+            "mqTable": mq_table,
+            "statusTable": {},
+        }
+
     async def reset_offsets(self, topic: str, offsets: dict[MessageQueue, int]) -> None:
         """The broker moved this group's offsets (mqadmin resetOffsetByTime): drop what is
         held of those queues, store the new offsets and pull again from them
@@ -752,6 +789,7 @@ class PushConsumer(ClientService):
         response = await instance.invoke_broker(addr, request, PULL_TIMEOUT_S)
         if pq.dropped:
             return
+        pq.last_pull_ms = int(time.time() * 1000)
         ext = response.ext_fields
         code = response.code
         suggest = ext.get("suggestWhichBrokerId", "0")

@@ -466,6 +466,50 @@ def decode_queue_map(text: str) -> dict[MessageQueue, Any]:
     return out
 
 
+def pop_queue_map(text: str, name: str) -> tuple[str, dict[MessageQueue, Any]]:
+    """Take the ``Map<MessageQueue, …>`` field ``name`` out of a fastjson object (its keys
+    are objects, which JSON parsers refuse): the rest as JSON text, and the map.
+
+    Raises:
+        ValueError: the text is not an object or the field cannot be read.
+    """
+    marker = f'"{name}":'
+    start = text.find(marker)
+    if start < 0:
+        return text, {}
+    i = start + len(marker)
+    if i >= len(text) or text[i] != "{":
+        raise ValueError(f"field {name} is not an object")
+    depth, in_string, escaped, j = 0, False, False, i
+    while j < len(text):
+        ch = text[j]
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch == "{":
+            depth += 1
+        elif ch == "}":
+            depth -= 1
+            if depth == 0:
+                break
+        j += 1
+    else:
+        raise ValueError(f"field {name} is not closed")
+    table = decode_queue_map(text[i : j + 1])
+    head, tail = text[:start].rstrip(), text[j + 1 :].lstrip()
+    if head.endswith(","):
+        head = head[:-1]  # the field was not the first: drop the comma before it
+    elif tail.startswith(","):
+        tail = tail[1:]  # it was the first: drop the comma after it
+    return head + tail, table
+
+
 def encode_reset_offset_body(table: Mapping[MessageQueue, int]) -> bytes:
     """``ResetOffsetBody`` (INVOKE_BROKER_TO_RESET_OFFSET reply, RESET_CONSUMER_CLIENT_OFFSET
     body): ``{"offsetTable":{MessageQueue: offset}}``."""

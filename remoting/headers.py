@@ -532,3 +532,12 @@ class CloneGroupOffsetRequestHeader(CommandHeader):
     dest_group: str = wire("destGroup")
     topic: str | None = wire("topic", None)
     offline: bool = wire("offline", False)
+
+
+@dataclass(slots=True, kw_only=True)
+class ConsumerRunningInfoRequestHeader(CommandHeader):
+    """GET_CONSUMER_RUNNING_INFO (307): admin → broker → the client."""
+
+    consumer_group: str = wire("consumerGroup")
+    client_id: str = wire("clientId")
+    jstack_enable: bool = wire("jstackEnable", False)

@@ -10,6 +10,8 @@ lookup codes are in ``broker/processors/admin.py``):
 - INVOKE_BROKER_TO_RESET_OFFSET (222): a group's offsets moved to a time. The broker looks
   the offsets up, stores them, and tells every online consumer of the group with
   RESET_CONSUMER_CLIENT_OFFSET (220), so clients drop what they hold and pull from there;
+- GET_CONSUMER_RUNNING_INFO (307): passed on to the named client, whose answer comes back
+  (mqadmin consumerStatus);
 - CLONE_GROUP_OFFSET (314), CLEAN_EXPIRED_CONSUMEQUEUE (306) and DELETE_EXPIRED_COMMITLOG
   (329).
 """
@@ -25,10 +27,11 @@ from remoting.bodies import encode_reset_offset_body
 from remoting.codes import LanguageCode, RequestCode, ResponseCode
 from remoting.command import RemotingCommand, response_to
 from remoting.connection import Connection
-from remoting.errors import ConfigError
+from remoting.errors import ConfigError, RemotingError
 from remoting.headers import (
     CloneGroupOffsetRequestHeader,
     ConsumerGroupRequestHeader,
+    ConsumerRunningInfoRequestHeader,
     ProducerGroupRequestHeader,
     ResetOffsetRequestHeader,
 )
@@ -39,6 +42,8 @@ if TYPE_CHECKING:
     from broker.clients import ClientChannel
 
 log = structlog.get_logger(__name__)
+
+RUNNING_INFO_TIMEOUT_S = 5.0
 
 
 def _connection_json(channel: ClientChannel) -> dict[str, object]:
@@ -104,6 +109,37 @@ class OpsProcessor:
             ]
         }
         return _ok(request, dumps(body))
+
+    async def consumer_running_info(
+        self, conn: Connection, request: RemotingCommand
+    ) -> RemotingCommand:
+        """GET_CONSUMER_RUNNING_INFO (307): ask one online consumer for its state and pass
+        its answer on (mqadmin consumerStatus)."""
+        h = ConsumerRunningInfoRequestHeader.from_ext_fields(request.ext_fields)
+        info = self.broker.consumers.get(h.consumer_group)
+        target = None
+        if info is not None:
+            target = next(
+                (c for c, ch in info.channels.items() if ch.client_id == h.client_id), None
+            )
+        if target is None:
+            return response_to(
+                request,
+                ResponseCode.SYSTEM_ERROR,
+                f"The Consumer <{h.consumer_group}> <{h.client_id}> not online",
+            )
+        ask = RemotingCommand.request(
+            RequestCode.GET_CONSUMER_RUNNING_INFO, dict(request.ext_fields)
+        )
+        try:
+            answer = await target.invoke(ask, RUNNING_INFO_TIMEOUT_S)
+        except (RemotingError, TimeoutError) as exc:
+            return response_to(
+                request,
+                ResponseCode.SYSTEM_ERROR,
+                f"consumer {h.client_id} did not answer: {exc}",
+            )
+        return response_to(request, answer.code, answer.remark, None, answer.body)
 
     # ------------------------------------------------------------------------- config
 

@@ -175,6 +175,17 @@ async def test_group_progress_connections_and_offsets(namesrv: NameServer, broke
             assert len(conns["connectionSet"]) == 1
             assert conns["connectionSet"][0]["language"] == "PYTHON"
             assert TOPIC in conns["subscriptionTable"]
+            status = await mqadmin(namesrv, "consumerStatus", "-g", group)
+            ((client_id, info),) = status.items()
+            assert client_id == conns["connectionSet"][0]["clientId"]
+            assert info["properties"]["messageModel"] == "CLUSTERING"
+            mine = [q for q in info["mqTable"] if q["topic"] == TOPIC]
+            assert sorted(q["queueId"] for q in mine) == [0, 1]
+            assert all(0 <= q["commitOffset"] <= 10 for q in mine)
+            # the group's retry topic is subscribed too, as in RocketMQ
+            assert {s["topic"] for s in info["subscriptionSet"]} == {TOPIC, f"%RETRY%{group}"}
+            text = await mqadmin_text(namesrv, "consumerStatus", "-g", group, "-i", client_id)
+            assert "commit offset" in text and TOPIC in text
             producers = await mqadmin(namesrv, "producerConnection", "-g", "pg-admin", "-t", TOPIC)
             assert len(producers) == 1
 
