@@ -183,6 +183,15 @@ def _stop_on_signals() -> asyncio.Event:
 
 
 async def _serve(args: argparse.Namespace) -> int:
+    if args.command != "namesrv":
+        # Every line this process logs names its broker: one grep over a fleet's logs.
+        # Bound before anything else runs, so callbacks (signals too) inherit it.
+        cfg = _broker_config(args)
+        structlog.contextvars.bind_contextvars(
+            cluster=cfg.broker_cluster_name, broker=cfg.broker_name, broker_id=cfg.broker_id
+        )
+    else:
+        structlog.contextvars.bind_contextvars(role="namesrv")
     stop = _stop_on_signals()
     async with AsyncExitStack() as stack:
         parts: list[str] = []

@@ -111,6 +111,7 @@ class Broker:
         self.store_host: Host = host_of("127.0.0.1", 0)
 
         self.processors = ProcessorTable()
+        self._set_slow_request_threshold()
         # 64 workers so sends waiting for a SYNC_FLUSH share flush rounds; under ASYNC_FLUSH
         # a send never suspends and one worker does all the work.
         self.send_lane = Lane(
@@ -259,6 +260,7 @@ class Broker:
         self.topics.auto_create_topic_enable = config.auto_create_topic_enable
         self.subscription_groups.auto_create = config.auto_create_subscription_group
         self.transactions.check_max = config.transaction_check_max
+        self._set_slow_request_threshold()
         if config.auto_create_topic_enable and self.topics.get(AUTO_CREATE_TOPIC_KEY_TOPIC) is None:
             n = config.default_topic_queue_nums
             self.topics.update(
@@ -270,6 +272,10 @@ class Broker:
         # a registration's topics only when their data version moved.
         self.topics.data_version.bump(int(time.time() * 1000))
         self.registration.request()
+
+    def _set_slow_request_threshold(self) -> None:
+        ms = self.config.slow_request_threshold_ms
+        self.processors.slow_request_s = ms / 1000 if ms > 0 else None
 
     def _registered_topics(self) -> TopicConfigWrapper:
         """The topics as registered: with the broker's read or write permission off, every

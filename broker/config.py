@@ -102,6 +102,7 @@ class BrokerConfig:
     ha_slave_fallbehind_max: int = 256 << 20  # haSlaveFallbehindMax (SYNC_MASTER)
     slave_read_enable: bool = False  # slaveReadEnable: point slow consumers at a slave
     offset_check_in_slave: bool = False  # offsetCheckInSlave: may a slave move offsets
+    slow_request_threshold_ms: int = 1_000  # log a request slower than this; 0: never
     store: StoreConfig = field(default_factory=StoreConfig)
 
     def __post_init__(self) -> None:
@@ -138,6 +139,8 @@ class BrokerConfig:
         ):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive")
+        if self.slow_request_threshold_ms < 0:
+            raise ValueError("slowRequestThresholdMs must be >= 0 (0 turns the log off)")
         if self.timer_roll_window_slots < 2:
             raise ValueError("timerRollWindowSlots must be at least 2")
         if self.broker_permission & ~0xF:
@@ -208,6 +211,7 @@ BROKER_KEYS: dict[str, tuple[str, str]] = {
     "haSlaveFallbehindMax": ("", "ha_slave_fallbehind_max"),
     "slaveReadEnable": ("", "slave_read_enable"),
     "offsetCheckInSlave": ("", "offset_check_in_slave"),
+    "slowRequestThresholdMs": ("", "slow_request_threshold_ms"),
     "accessMessageInMemoryMaxRatio": ("store", "access_message_in_memory_max_ratio"),
     "storePathRootDir": ("store", "root_dir"),
     "mappedFileSizeCommitLog": ("store", "commit_log_file_bytes"),
@@ -410,6 +414,7 @@ LIVE_BROKER_KEYS = frozenset(
         "transactionCheckMax",
         "regionId",
         "traceOn",
+        "slowRequestThresholdMs",
     }
 )
 LIVE_NAMESRV_KEYS = frozenset({"orderMessageEnable"})

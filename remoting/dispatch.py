@@ -224,6 +224,8 @@ class ProcessorTable:
         self._default: _Entry | None = None
         self._lanes: dict[str, Lane] = {}
         self.hooks: list[RPCHook] = hooks if hooks is not None else []
+        # A handler that takes longer than this is logged as ``slow_request`` (None: never).
+        self.slow_request_s: float | None = None
 
     @property
     def lanes(self) -> list[Lane]:
@@ -310,6 +312,7 @@ class ProcessorTable:
     ) -> None:
         """Run one handler and send its response (Lane workers call this)."""
         response: RemotingCommand | None
+        started = time.perf_counter()
         try:
             for hook in self.hooks:
                 hook.before_request(conn.peer, request)
@@ -343,6 +346,18 @@ class ProcessorTable:
             )
         if response is not None:
             self._reply(conn, request, response)
+        slow = self.slow_request_s
+        if slow is not None:
+            took = time.perf_counter() - started
+            if took > slow:
+                log.warning(
+                    "slow_request",
+                    code=request.code,
+                    peer=conn.peer,
+                    lane=entry.lane.name,
+                    took_ms=round(took * 1000, 1),
+                    result=response.code if response is not None else None,
+                )
 
     @staticmethod
     def _reply(conn: Connection, request: RemotingCommand, response: RemotingCommand) -> None:

@@ -9,6 +9,8 @@ import asyncio
 import time
 
 import pytest
+import structlog
+import structlog.testing
 
 from broker.broker import Broker
 from broker.namesrv.server import NameServer
@@ -673,3 +675,19 @@ async def test_delete_subscription_group_keeps_consumer_offsets(
         {"consumerGroup": "cg-keepoff", "topic": "TopicKO", "queueId": "0"},
     )
     assert response.ext_fields.get("offset") == "4", response
+
+
+async def test_a_slow_request_is_logged_with_its_code_and_time(
+    broker: Broker, client: RemotingClient
+) -> None:
+    broker.processors.slow_request_s = 0.0  # every request counts as slow here
+    with structlog.testing.capture_logs() as logs:
+        await send_ok(client, broker.address, "TopicSlow")
+    slow = [e for e in logs if e["event"] == "slow_request"]
+    assert slow, logs
+    assert slow[0]["code"] in (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2)
+    assert slow[0]["took_ms"] >= 0 and slow[0]["lane"] and slow[0]["result"] == 0
+    broker.processors.slow_request_s = None
+    with structlog.testing.capture_logs() as logs:
+        await send_ok(client, broker.address, "TopicSlow")
+    assert not [e for e in logs if e["event"] == "slow_request"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -184,3 +185,30 @@ async def test_broker_finds_namesrv_in_env_and_reads_properties_file(tmp_path: P
         if broker is not None:
             _stop(broker)
         _stop(namesrv)
+
+
+def test_every_log_line_names_its_broker(tmp_path: Path) -> None:
+    proc = _start(
+        "standalone",
+        "--store",
+        str(tmp_path),
+        "--namesrv-port",
+        "0",
+        "--listen-port",
+        "0",
+        "--set",
+        "brokerName=broker-logs",
+    )
+    try:
+        assert proc.stdout is not None and proc.stderr is not None
+        assert proc.stdout.readline().startswith("ready ")
+        os.kill(proc.pid, signal.SIGTERM)
+        assert proc.wait(timeout=15) == 0
+        lines = [json.loads(line) for line in proc.stderr.read().splitlines() if line.strip()]
+    finally:
+        _stop(proc)
+    events = {line["event"] for line in lines}
+    assert {"broker_started", "stopped"} <= events
+    for line in lines:
+        assert line.get("broker") == "broker-logs", line
+        assert line["cluster"] == "DefaultCluster", line
