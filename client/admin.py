@@ -38,6 +38,7 @@ from remoting.bodies import (
     OffsetWrapper,
     SubscriptionGroupConfig,
     TopicConfig,
+    TopicConfigWrapper,
     TopicList,
     TopicOffset,
     decode_consume_stats,
@@ -51,7 +52,9 @@ from remoting.errors import BrokerError, RemotingError
 from remoting.headers import (
     CloneGroupOffsetRequestHeader,
     CreateTopicRequestHeader,
+    KVConfigRequestHeader,
     PullMessageRequestHeader,
+    QueryConsumeQueueRequestHeader,
     QueryMessageRequestHeader,
     ResetOffsetRequestHeader,
     ViewMessageRequestHeader,
@@ -652,6 +655,51 @@ class Admin(ClientService):
         if response.code != ResponseCode.SUCCESS:
             return [], next_offset, max_offset
         return decode_messages(response.body_bytes, mq.broker_name), next_offset, max_offset
+
+    async def put_kv(self, namespace: str, key: str, value: str) -> list[str]:
+        header = KVConfigRequestHeader(namespace=namespace, key=key, value=value)
+        answers = await self._each_namesrv(
+            RequestCode.PUT_KV_CONFIG, header.to_ext_fields(), None, f"put {namespace}/{key}"
+        )
+        return sorted(answers)
+
+    async def delete_kv(self, namespace: str, key: str) -> list[str]:
+        header = KVConfigRequestHeader(namespace=namespace, key=key)
+        answers = await self._each_namesrv(
+            RequestCode.DELETE_KV_CONFIG, header.to_ext_fields(), None, f"delete {namespace}/{key}"
+        )
+        return sorted(answers)
+
+    async def get_kv(self, namespace: str, key: str) -> str | None:
+        header = KVConfigRequestHeader(namespace=namespace, key=key)
+        response = await self._call(
+            None,
+            RequestCode.GET_KV_CONFIG,
+            header.to_ext_fields(),
+            what=f"get {namespace}/{key}",
+            ok=(ResponseCode.SUCCESS, ResponseCode.QUERY_NOT_FOUND),
+        )
+        if response.code != ResponseCode.SUCCESS:
+            return None
+        return response.ext_fields.get("value")
+
+    async def topic_configs(self, addr: str) -> dict[str, TopicConfig]:
+        response = await self._call(addr, RequestCode.GET_ALL_TOPIC_CONFIG, what="topic configs")
+        return dict(TopicConfigWrapper.from_json(loads(response.body_bytes)).topic_config_table)
+
+    async def query_consume_queue(
+        self, mq: MessageQueue, index: int, count: int, group: str | None = None
+    ) -> dict[str, Any]:
+        """Raw ConsumeQueue entries of one queue (mqadmin queryCq)."""
+        addr = await self._addr_of(mq)
+        header = QueryConsumeQueueRequestHeader(
+            topic=mq.topic, queue_id=mq.queue_id, index=index, count=count, consumer_group=group
+        )
+        response = await self._call(
+            addr, RequestCode.QUERY_CONSUME_QUEUE, header.to_ext_fields(), what=f"entries of {mq}"
+        )
+        doc: dict[str, Any] = loads(response.body_bytes)
+        return doc
 
 
 def _properties(body: bytes | memoryview) -> dict[str, str]:

@@ -20,6 +20,7 @@ import sys
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import structlog
@@ -31,6 +32,7 @@ from client.admin import Admin, decode_offset_msg_id
 from client.errors import ClientError
 from client.message import Message, MessageView
 from client.producer import Producer
+from client.rebalance import allocate_averagely
 from remoting.bodies import SubscriptionGroupConfig, TopicConfig
 from remoting.codes import RequestCode
 from remoting.errors import RocketMQError
@@ -338,7 +340,199 @@ async def topic_cluster_list(admin: Admin, a: argparse.Namespace, out: Out) -> N
     out.table(f"Clusters of {a.topic}", ["cluster"], [[c] for c in clusters], clusters)
 
 
+def _topic_perm_opts(p: argparse.ArgumentParser) -> None:
+    _target(p)
+    _opt_topic(p)
+    p.add_argument("-p", "--perm", type=int, required=True, help="2 write, 4 read, 6 both")
+
+
+@command("updateTopicPerm", "change a topic's read/write permission", _topic_perm_opts)
+async def update_topic_perm(admin: Admin, a: argparse.Namespace, out: Out) -> None:
+    if a.perm not in (2, 4, 6):
+        raise UsageError(f"perm {a.perm} must be 2 (write), 4 (read) or 6 (read and write)")
+    addrs = await admin.masters(cluster=a.cluster, broker_addr=a.broker_addr)
+    changed = []
+    for addr in addrs:
+        current = (await admin.topic_configs(addr)).get(a.topic)
+        if current is None:
+            raise ClientError(f"topic {a.topic} does not exist on {addr}")
+        current.perm = a.perm
+        await admin.create_topic(addr, current)
+        changed.append(addr)
+    out.line(
+        f"update topic perm of {a.topic} to {a.perm} on {', '.join(changed)} success.",
+        {"topic": a.topic, "perm": a.perm, "brokers": changed},
+    )
+
+
+def _order_conf_opts(p: argparse.ArgumentParser) -> None:
+    _opt_topic(p)
+    p.add_argument("-v", "--orderConf", dest="conf", help='"broker-a:4;broker-b:4"')
+    p.add_argument("-m", "--method", choices=["get", "put", "delete"], required=True)
+
+
+@command("updateOrderConf", "get, put or delete a topic's ordered-queue config", _order_conf_opts)
+async def update_order_conf(admin: Admin, a: argparse.Namespace, out: Out) -> None:
+    ns = "ORDER_TOPIC_CONFIG"
+    if a.method == "get":
+        value = await admin.get_kv(ns, a.topic)
+        out.line(
+            f"get orderConf success. topic={a.topic}, orderConf={value}",
+            {"topic": a.topic, "orderConf": value},
+        )
+        return
+    if a.method == "put":
+        if not a.conf:
+            raise UsageError("put needs -v orderConf, e.g. broker-a:4;broker-b:4")
+        for part in a.conf.split(";"):
+            name, _, count = part.partition(":")
+            if not name or not count.isdigit():
+                raise UsageError(f"orderConf entry {part!r} is not brokerName:queueNums")
+        await admin.put_kv(ns, a.topic, a.conf)
+    else:
+        await admin.delete_kv(ns, a.topic)
+    out.line(
+        f"{a.method} orderConf success. topic={a.topic}", {"topic": a.topic, "method": a.method}
+    )
+
+
+def _kv_update_opts(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-s", "--namespace", required=True)
+    p.add_argument("-k", "--key", required=True)
+    p.add_argument("-v", "--value", required=True)
+
+
+@command(
+    "updateKvConfig", "create or update a namespaced KV entry on the name servers", _kv_update_opts
+)
+async def update_kv_config(admin: Admin, a: argparse.Namespace, out: Out) -> None:
+    addrs = await admin.put_kv(a.namespace, a.key, a.value)
+    out.line(
+        f"update kv config in namespace {a.namespace} success.",
+        {"namespace": a.namespace, "key": a.key, "namesrv": addrs},
+    )
+
+
+def _kv_delete_opts(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-s", "--namespace", required=True)
+    p.add_argument("-k", "--key", required=True)
+
+
+@command("deleteKvConfig", "delete a namespaced KV entry", _kv_delete_opts)
+async def delete_kv_config(admin: Admin, a: argparse.Namespace, out: Out) -> None:
+    addrs = await admin.delete_kv(a.namespace, a.key)
+    out.line(
+        f"delete kv config from namespace {a.namespace} success.",
+        {"namespace": a.namespace, "key": a.key, "namesrv": addrs},
+    )
+
+
+def _allocate_opts(p: argparse.ArgumentParser) -> None:
+    _opt_topic(p)
+    p.add_argument("-i", "--ipList", dest="ips", required=True, help="client ids, comma separated")
+
+
+@command(
+    "allocateMQ", "how the average strategy spreads a topic's queues over clients", _allocate_opts
+)
+async def allocate_mq(admin: Admin, a: argparse.Namespace, out: Out) -> None:
+    route = await admin.topic_route(a.topic)
+    mqs = sorted(
+        MessageQueue(a.topic, q.broker_name, i)
+        for q in route.queue_datas
+        for i in range(q.read_queue_nums)
+    )
+    cids = sorted(c.strip() for c in a.ips.split(",") if c.strip())
+    if not cids:
+        raise UsageError("-i needs at least one client id")
+    plan = {cid: allocate_averagely("", cid, mqs, cids) for cid in cids}
+    rows = [
+        [cid, len(q), " ".join(f"{m.broker_name}:{m.queue_id}" for m in q)]
+        for cid, q in plan.items()
+    ]
+    doc = {cid: [m.to_json() for m in q] for cid, q in plan.items()}
+    out.table(f"Allocation of {a.topic}", ["client", "queues", "which"], rows, doc)
+
+
+def _query_cq_opts(p: argparse.ArgumentParser) -> None:
+    _opt_topic(p)
+    p.add_argument("-b", "--broker", dest="broker_name", required=True)
+    p.add_argument("-q", "--queue", dest="queue_id", type=int, required=True)
+    p.add_argument("-i", "--index", type=int, required=True)
+    p.add_argument("-c", "--count", type=int, default=10)
+    p.add_argument("-g", "--consumer", dest="group")
+
+
+@command("queryCq", "raw ConsumeQueue entries of a queue", _query_cq_opts)
+async def query_cq(admin: Admin, a: argparse.Namespace, out: Out) -> None:
+    mq = MessageQueue(a.topic, a.broker_name, a.queue_id)
+    doc = await admin.query_consume_queue(mq, a.index, a.count, a.group)
+    rows = [
+        [a.index + i, e.get("physicOffset"), e.get("physicSize"), e.get("tagsCode")]
+        for i, e in enumerate(doc.get("queueData") or [])
+    ]
+    out.table(
+        f"ConsumeQueue {mq} (min {doc.get('minQueueIndex')}, max {doc.get('maxQueueIndex')})",
+        ["index", "commit-log offset", "size", "tags code"],
+        rows,
+        doc,
+    )
+
+
+def _export_opts(p: argparse.ArgumentParser) -> None:
+    _target(p)
+    p.add_argument("-f", "--filePath", dest="file", help="write the JSON there (default: stdout)")
+
+
+@command("exportMetadata", "topics and subscription groups of brokers, as JSON", _export_opts)
+async def export_metadata(admin: Admin, a: argparse.Namespace, out: Out) -> None:
+    doc: dict[str, Any] = {
+        "topicConfigTable": {},
+        "subscriptionGroupTable": {},
+        "exportTime": int(time.time() * 1000),
+    }
+    for addr in await admin.masters(cluster=a.cluster, broker_addr=a.broker_addr):
+        for name, tc in (await admin.topic_configs(addr)).items():
+            doc["topicConfigTable"][name] = tc.to_json()
+        for name, g in (await admin.subscription_groups(addr)).items():
+            doc["subscriptionGroupTable"][name] = g.to_json()
+    if a.file:
+        text = json.dumps(doc, indent=2, ensure_ascii=False)
+        await asyncio.to_thread(Path(a.file).write_text, text, encoding="utf-8")
+        topics, groups = len(doc["topicConfigTable"]), len(doc["subscriptionGroupTable"])
+        out.line(
+            f"export {topics} topics and {groups} groups to {a.file} success.",
+            {"file": a.file, "topics": topics, "groups": groups},
+        )
+    else:
+        out.json(doc)
+
+
 # ---- subscription groups
+
+
+def _get_consumer_config_opts(p: argparse.ArgumentParser) -> None:
+    _opt_group(p)
+
+
+@command(
+    "getConsumerConfig", "a subscription group's settings on each broker", _get_consumer_config_opts
+)
+async def get_consumer_config(admin: Admin, a: argparse.Namespace, out: Out) -> None:
+    found = {}
+    for addr in await admin.all_masters():
+        g = (await admin.subscription_groups(addr)).get(a.group)
+        if g is not None:
+            found[addr] = g.to_json()
+    if not found:
+        raise ClientError(f"subscription group {a.group} exists on no broker")
+    keys = sorted({k for d in found.values() for k in d})
+    out.table(
+        f"Subscription group {a.group}",
+        ["broker", *keys],
+        [[addr, *(d.get(k) for k in keys)] for addr, d in found.items()],
+        found,
+    )
 
 
 def _update_sub_group_opts(p: argparse.ArgumentParser) -> None:
@@ -764,6 +958,25 @@ async def reset_offset_by_time(admin: Admin, a: argparse.Namespace, out: Out) ->
         ["broker", "queue", "offset"],
         rows,
         doc,
+    )
+
+
+def _skip_opts(p: argparse.ArgumentParser) -> None:
+    _opt_group(p)
+    _opt_topic(p)
+    p.add_argument("-f", "--force", type=_bool, default=True)
+
+
+@command("skipAccumulatedMessage", "move a group's offsets to the end of a topic", _skip_opts)
+async def skip_accumulated_message(admin: Admin, a: argparse.Namespace, out: Out) -> None:
+    table = await admin.reset_offset_by_time(a.group, a.topic, -1, force=a.force)
+    rows = [[mq.broker_name, mq.queue_id, off] for mq, off in table.items()]
+    doc = [
+        {"brokerName": mq.broker_name, "queueId": mq.queue_id, "offset": o}
+        for mq, o in table.items()
+    ]
+    out.table(
+        f"Backlog of {a.group} on {a.topic} skipped", ["broker", "queue", "offset"], rows, doc
     )
 
 

@@ -8,6 +8,7 @@ import asyncio
 import json
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -278,3 +279,56 @@ async def test_aerolite_admin_is_mqadmin(namesrv: NameServer, broker: Broker) ->
     assert json.loads(out)[0]["brokerName"] == "broker-a"
     code, _out, err = await run_cli("admin", "noSuchCommand", module="broker")
     assert code == 2 and "invalid choice" in err
+
+
+async def test_more_commands(namesrv: NameServer, broker: Broker, tmp_path: Path) -> None:
+    await create_topic(broker, TOPIC, queues=4)
+    await mqadmin(namesrv, "updateTopicPerm", "-b", broker.address, "-t", TOPIC, "-p", "4")
+    tc = broker.topics.get(TOPIC)
+    assert tc is not None and tc.perm == PERM_READ and tc.read_queue_nums == 4
+    with pytest.raises(CliError) as err:
+        await mqadmin(namesrv, "updateTopicPerm", "-b", broker.address, "-t", "Nope", "-p", "6")
+    assert "topic Nope does not exist" in err.value.stderr
+    await mqadmin(namesrv, "updateTopicPerm", "-b", broker.address, "-t", TOPIC, "-p", "6")
+
+    await mqadmin(namesrv, "updateOrderConf", "-t", TOPIC, "-m", "put", "-v", "broker-a:4")
+    got = await mqadmin(namesrv, "updateOrderConf", "-t", TOPIC, "-m", "get")
+    assert got["orderConf"] == "broker-a:4"
+    await mqadmin(namesrv, "updateOrderConf", "-t", TOPIC, "-m", "delete")
+    assert (await mqadmin(namesrv, "updateOrderConf", "-t", TOPIC, "-m", "get"))[
+        "orderConf"
+    ] is None
+    with pytest.raises(CliError) as err:
+        await mqadmin(namesrv, "updateOrderConf", "-t", TOPIC, "-m", "put", "-v", "broker-a")
+    assert err.value.code == 2 and "brokerName:queueNums" in err.value.stderr
+
+    await mqadmin(namesrv, "updateKvConfig", "-s", "NS1", "-k", "k", "-v", "v")
+    assert namesrv.kv.get("NS1", "k") == "v"
+    await mqadmin(namesrv, "deleteKvConfig", "-s", "NS1", "-k", "k")
+    assert namesrv.kv.get("NS1", "k") is None
+
+    plan = await mqadmin(namesrv, "allocateMQ", "-t", TOPIC, "-i", "c1,c2,c3")
+    assert sorted(len(v) for v in plan.values()) == [1, 1, 2]
+
+    async with Producer("pg-more", namesrv.address) as producer:
+        for n in range(6):
+            await producer.send(Message(TOPIC, f"m{n}".encode(), tags="T"))
+    await wait_dispatched(broker)
+    cq = await mqadmin(
+        namesrv, "queryCq", "-t", TOPIC, "-b", "broker-a", "-q", "0", "-i", "0", "-c", "5"
+    )
+    assert cq["maxQueueIndex"] == len(cq["queueData"]) > 0
+
+    await mqadmin(namesrv, "updateSubGroup", "-b", broker.address, "-g", "cg-more", "-r", "3")
+    config = await mqadmin(namesrv, "getConsumerConfig", "-g", "cg-more")
+    assert config[broker.address]["retryMaxTimes"] == 3
+    skipped = await mqadmin(namesrv, "skipAccumulatedMessage", "-g", "cg-more", "-t", TOPIC)
+    assert sum(q["offset"] for q in skipped) == 6
+    progress = await mqadmin(namesrv, "consumerProgress", "-g", "cg-more", "-t", TOPIC)
+    assert progress["diffTotal"] == 0
+
+    exported = tmp_path / "meta.json"
+    done = await mqadmin(namesrv, "exportMetadata", "-b", broker.address, "-f", str(exported))
+    assert done["topics"] >= 1
+    meta = json.loads(exported.read_text())
+    assert TOPIC in meta["topicConfigTable"] and "cg-more" in meta["subscriptionGroupTable"]
