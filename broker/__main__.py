@@ -42,6 +42,7 @@ from broker.config import (
     with_changes,
 )
 from broker.logs import configure_logging
+from broker.metrics import NamesrvCollector
 from broker.namesrv import NameServer
 from remoting.client import RemotingClient
 from remoting.codes import RequestCode
@@ -201,10 +202,13 @@ async def _serve(args: argparse.Namespace) -> int:
                 bind_address=broker_config.bind_address,
                 listen_port=args.namesrv_port,
                 kv_config_path=broker_config.store.root_dir / "config" / "kvConfig.json",
+                metrics_enable=False,  # its families go out on the broker's endpoint
             )
             namesrv = await stack.enter_async_context(NameServer(namesrv_config))
             broker_config = with_changes(broker_config, namesrv_addr=namesrv.address)
-            broker = await stack.enter_async_context(Broker(broker_config))
+            broker = Broker(broker_config)
+            broker.extra_collectors.append(NamesrvCollector(namesrv))
+            broker = await stack.enter_async_context(broker)
             parts = [f"namesrv={namesrv.address}", f"broker={broker.address}"]
         elif args.command == "namesrv":
             namesrv = await stack.enter_async_context(NameServer(_namesrv_config(args)))

@@ -21,11 +21,13 @@ from types import TracebackType
 from typing import Self
 
 import structlog
+from prometheus_client.registry import Collector
 
 from broker.clients import ConsumerManager, ProducerManager
 from broker.config import BrokerConfig, BrokerRole, updated_config
 from broker.locks import QueueLocks
 from broker.long_polling import PullHoldService
+from broker.metrics import BrokerCollector, MetricsServer, registry_of
 from broker.offsets import OffsetTable
 from broker.persist import write_json
 from broker.pop import PopService
@@ -111,6 +113,10 @@ class Broker:
         self.store_host: Host = host_of("127.0.0.1", 0)
 
         self.processors = ProcessorTable()
+        self.metrics: MetricsServer | None = None
+        self.metrics_port = 0
+        # More families for this broker's endpoint (standalone adds its name server's).
+        self.extra_collectors: list[Collector] = []
         self._set_slow_request_threshold()
         # 64 workers so sends waiting for a SYNC_FLUSH share flush rounds; under ASYNC_FLUSH
         # a send never suspends and one worker does all the work.
@@ -340,6 +346,22 @@ class Broker:
             self.store.sync_replication = ha
         self.ha = ha
 
+    async def _start_metrics(self) -> None:
+        """The Prometheus endpoint (``metricsPort``); one that cannot bind is logged and
+        skipped: metrics are for operators, never a reason not to serve messages."""
+        if not self.config.metrics_enable:
+            return
+        registry = registry_of(BrokerCollector(self), *self.extra_collectors)
+        server = MetricsServer(registry)
+        try:
+            self.metrics_port = await server.start(
+                self.config.bind_address, self.config.metrics_port
+            )
+        except OSError as exc:
+            log.warning("metrics_port_unavailable", port=self.config.metrics_port, error=str(exc))
+            return
+        self.metrics = server
+
     def _store_busy(self) -> bool:
         return self.store.dispatch_behind_bytes > DISPATCH_BEHIND_BUSY_BYTES
 
@@ -372,6 +394,7 @@ class Broker:
         self.pop.load()
         await self.server.start()
         await self._start_vip_server()
+        await self._start_metrics()
         await self._start_replication()
         host = self.config.broker_ip1 or self.config.bind_address
         self.store_host = host_of(host, self.server.port)
@@ -488,6 +511,8 @@ class Broker:
         if self.ha is not None:
             await self.ha.stop()
             self.store.sync_replication = None
+        if self.metrics is not None:
+            await self.metrics.stop()
         # Both listeners stop accepting before the lanes they share are drained.
         self.server.stop_accepting()
         if self.vip_server is not None:
@@ -525,6 +550,9 @@ class Broker:
             task.cancel()
         with contextlib.suppress(Exception):
             await self.pull_hold.shutdown()
+        if self.metrics is not None:
+            with contextlib.suppress(Exception):
+                await self.metrics.stop()
         if self.vip_server is not None:
             with contextlib.suppress(Exception):
                 await self.vip_server.shutdown()

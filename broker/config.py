@@ -41,9 +41,12 @@ class NamesrvConfig:
     order_message_enable: bool = False  # orderMessageEnable: add orderTopicConf to routes
     broker_channel_expired_ms: int = 120_000  # a broker silent this long is removed
     scan_not_active_broker_interval_ms: int = 10_000  # scanNotActiveBrokerInterval
+    metrics_enable: bool = True  # metricsEnable: the Prometheus endpoint
+    metrics_port: int = 5557  # metricsPort (RocketMQ 5's exporter port); 0 picks a free one
 
     def __post_init__(self) -> None:
         _check_port("listenPort", self.listen_port)
+        _check_port("metricsPort", self.metrics_port)
         if self.broker_channel_expired_ms <= 0 or self.scan_not_active_broker_interval_ms <= 0:
             raise ValueError("brokerChannelExpiredTime and scanNotActiveBrokerInterval must be > 0")
 
@@ -103,11 +106,14 @@ class BrokerConfig:
     slave_read_enable: bool = False  # slaveReadEnable: point slow consumers at a slave
     offset_check_in_slave: bool = False  # offsetCheckInSlave: may a slave move offsets
     slow_request_threshold_ms: int = 1_000  # log a request slower than this; 0: never
+    metrics_enable: bool = True  # metricsEnable: the Prometheus endpoint
+    metrics_port: int = 5557  # metricsPort (RocketMQ 5's exporter port); 0 picks a free one
     store: StoreConfig = field(default_factory=StoreConfig)
 
     def __post_init__(self) -> None:
         _check_port("listenPort", self.listen_port)
         _check_port("haListenPort", self.ha_listen_port)
+        _check_port("metricsPort", self.metrics_port)
         if self.broker_id < 0:
             raise ValueError("brokerId must be >= 0")
         if (self.broker_role is BrokerRole.SLAVE) != (self.broker_id > 0):
@@ -212,6 +218,8 @@ BROKER_KEYS: dict[str, tuple[str, str]] = {
     "slaveReadEnable": ("", "slave_read_enable"),
     "offsetCheckInSlave": ("", "offset_check_in_slave"),
     "slowRequestThresholdMs": ("", "slow_request_threshold_ms"),
+    "metricsEnable": ("", "metrics_enable"),
+    "metricsPort": ("", "metrics_port"),
     "accessMessageInMemoryMaxRatio": ("store", "access_message_in_memory_max_ratio"),
     "storePathRootDir": ("store", "root_dir"),
     "mappedFileSizeCommitLog": ("store", "commit_log_file_bytes"),
@@ -245,6 +253,8 @@ NAMESRV_KEYS: dict[str, tuple[str, str]] = {
     "orderMessageEnable": ("", "order_message_enable"),
     "brokerChannelExpiredTime": ("", "broker_channel_expired_ms"),
     "scanNotActiveBrokerInterval": ("", "scan_not_active_broker_interval_ms"),
+    "metricsEnable": ("", "metrics_enable"),
+    "metricsPort": ("", "metrics_port"),
 }
 
 

@@ -36,6 +36,8 @@ def run_example(tmp_path: Path, source: str) -> subprocess.CompletedProcess[str]
             "0",
             "--listen-port",
             "0",
+            "--set",
+            "metricsPort=0",
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,

@@ -24,6 +24,7 @@ from broker.config import (
     parse_properties_text,
     updated_config,
 )
+from broker.metrics import MetricsServer, NamesrvCollector, registry_of
 from broker.namesrv.kv_config import KVConfig
 from broker.namesrv.processor import NamesrvProcessor
 from broker.namesrv.route_table import RouteTable
@@ -45,6 +46,8 @@ class NameServer:
         self.routes = RouteTable()
         self.kv = KVConfig(config.kv_config_path)
         self.processors = ProcessorTable()
+        self.metrics: MetricsServer | None = None
+        self.metrics_port = 0
         self.processor = NamesrvProcessor(
             self.routes, self.kv, order_message_enable=config.order_message_enable
         )
@@ -108,6 +111,17 @@ class NameServer:
     async def start(self) -> None:
         self.kv.load()
         await self.server.start()
+        if self.config.metrics_enable:
+            server = MetricsServer(registry_of(NamesrvCollector(self)))
+            try:
+                self.metrics_port = await server.start(
+                    self.config.bind_address, self.config.metrics_port
+                )
+                self.metrics = server
+            except OSError as exc:
+                log.warning(
+                    "metrics_port_unavailable", port=self.config.metrics_port, error=str(exc)
+                )
         self._scanner = asyncio.create_task(self._scan(), name="namesrv-scan")
         log.info("namesrv_started", address=self.address)
 
@@ -117,6 +131,9 @@ class NameServer:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._scanner
             self._scanner = None
+        if self.metrics is not None:
+            await self.metrics.stop()
+            self.metrics = None
         await self.server.shutdown()
 
     async def __aenter__(self) -> Self:

@@ -247,7 +247,7 @@ class PullProcessor:
             body = None
             if code == ResponseCode.SUCCESS:
                 body = got.to_bytes()
-                broker.stats.on_get(h.consumer_group, got.message_count)
+                broker.stats.on_get(h.consumer_group, got.message_count, h.topic, len(body))
         finally:
             got.release()
         next_begin = got.next_begin_offset

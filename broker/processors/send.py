@@ -190,6 +190,7 @@ class SendProcessor:
         store_host = self.broker.store_host
         body = request.body if request.body is not None else b""
         store = self.broker.store
+        started = time.perf_counter()
         if tc.topic_filter_type == "MULTI_TAG":
             sys_flag |= MULTI_TAGS_FLAG
         if batch:
@@ -226,7 +227,7 @@ class SendProcessor:
                     delay_level=delay_level,
                 )
             )
-        return self._response(request, put, queue_id)
+        return self._response(request, put, queue_id, header.topic, time.perf_counter() - started)
 
     def _timer(
         self, request: RemotingCommand, props: dict[str, str], *, batch: bool
@@ -334,7 +335,14 @@ class SendProcessor:
             )
         return tc
 
-    def _response(self, request: RemotingCommand, put: PutResult, queue_id: int) -> RemotingCommand:
+    def _response(
+        self,
+        request: RemotingCommand,
+        put: PutResult,
+        queue_id: int,
+        topic: str,
+        latency_s: float,
+    ) -> RemotingCommand:
         code, remark = STATUS_CODES[put.status]
         append = put.append
         if append is None or not put.status.stored:
@@ -342,7 +350,7 @@ class SendProcessor:
                 remark = f"{remark} {put.remark}" if remark else put.remark
             log.debug("send_refused", status=put.status.name, remark=put.remark)
             return response_to(request, code, remark)
-        self.broker.stats.on_put(append.msg_num)
+        self.broker.stats.on_put(append.msg_num, topic, append.wrote_bytes, latency_s)
         return response_to(
             request,
             code,

@@ -128,7 +128,15 @@ def trio(work: Path, role: str) -> Any:
     started: list[_Process] = []
     try:
         ns = _Process(
-            ["namesrv", "--port", "0", "--set", f"kvConfigPath={work / 'kv.json'}"],
+            [
+                "namesrv",
+                "--port",
+                "0",
+                "--set",
+                f"kvConfigPath={work / 'kv.json'}",
+                "--set",
+                "metricsPort=0",
+            ],
             work / "namesrv.log",
         )
         started.append(ns)
@@ -142,6 +150,8 @@ def trio(work: Path, role: str) -> Any:
             "brokerName=bench-ha",
             "--set",
             f"mappedFileSizeCommitLog={128 << 20}",
+            "--set",
+            "metricsPort=0",
         ]
         master = _Process(
             [

@@ -46,6 +46,7 @@ def broker_config(root: Path, **config: object) -> BrokerConfig:
     return BrokerConfig(
         bind_address="127.0.0.1",
         listen_port=0,
+        metrics_port=0,
         store=StoreConfig(root_dir=root, commit_log_file_bytes=256 << 20),
         **config,  # type: ignore[arg-type]
     )

@@ -86,7 +86,9 @@ async def start_namesrv() -> AsyncIterator[NamesrvFactory]:
     async with contextlib.AsyncExitStack() as stack:
 
         async def start(**config: Any) -> NameServer:
-            cfg = NamesrvConfig(**{"bind_address": LOOPBACK, "listen_port": 0, **config})
+            cfg = NamesrvConfig(
+                **{"bind_address": LOOPBACK, "listen_port": 0, "metrics_port": 0, **config}
+            )
             return await stack.enter_async_context(NameServer(cfg))
 
         yield start
@@ -115,6 +117,7 @@ async def start_broker(namesrv: NameServer, tmp_path: Path) -> AsyncIterator[Bro
             values: dict[str, Any] = {
                 "bind_address": LOOPBACK,
                 "listen_port": 0,
+                "metrics_port": 0,  # metrics on a free port, never the default 5557
                 "namesrv_addr": namesrv.address,
                 **config,
             }

@@ -62,7 +62,8 @@ class BrokerFactory(Protocol):
 
 @pytest.fixture
 async def namesrv() -> AsyncIterator[NameServer]:
-    async with NameServer(NamesrvConfig(bind_address=LOOPBACK, listen_port=0)) as ns:
+    config = NamesrvConfig(bind_address=LOOPBACK, listen_port=0, metrics_port=0)
+    async with NameServer(config) as ns:
         yield ns
 
 
@@ -85,6 +86,7 @@ async def start_broker(namesrv: NameServer, tmp_path: Path) -> AsyncIterator[Bro
                 broker_name=name,
                 bind_address=LOOPBACK,
                 listen_port=port,
+                metrics_port=0,  # metrics on a free port, never the default 5557
                 namesrv_addr=namesrv.address,
                 store=StoreConfig(
                     root_dir=root or tmp_path / name, **{**STORE_DEFAULTS, **(store or {})}

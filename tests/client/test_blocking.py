@@ -30,6 +30,8 @@ def namesrv(tmp_path: Path) -> Iterator[str]:
             "0",
             "--listen-port",
             "0",
+            "--set",
+            "metricsPort=0",
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,

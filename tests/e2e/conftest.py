@@ -68,6 +68,7 @@ DEFAULT_SETTINGS = {
     "mappedFileSizeCommitLog": str(512 << 10),
     "maxMessageSize": str(256 << 10),
     "autoCreateTopicEnable": "true",
+    "metricsPort": "0",  # a free port: parallel brokers must not fight over 5557
 }
 
 _DIAGNOSTICS = pytest.StashKey[list[tuple[str, Callable[[], str]]]]()

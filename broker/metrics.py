@@ -1,0 +1,313 @@
+"""Prometheus metrics of a broker and a name server, served on ``metricsPort``.
+
+RocketMQ counterpart: RocketMQ 5's ``BrokerMetricsManager`` (OpenTelemetry, exported for
+Prometheus on port 5557) and the rocketmq-exporter of 4.x. Names follow RocketMQ 5's
+(``rocketmq_messages_in_total``, ``rocketmq_consumer_lag_messages``, …) with the labels
+``cluster``, ``node_type``, ``node_id``, plus ``topic``, ``consumer_group`` and ``queue_id``
+where they apply.
+
+Everything is read from the broker's own state when Prometheus scrapes: the counters the
+request path keeps anyway (``BrokerStats``, the lanes, the flusher), the store's offsets, the
+consumer offset table. Recording costs the hot path no more than a dict update, and a scrape
+costs one walk over the queues. The endpoint is a small asyncio HTTP server on the broker's
+own loop, not prometheus-client's threaded one: a scrape then reads tables that nothing
+mutates underneath it, and there is no thread to outlive the broker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import shutil
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING
+
+import structlog
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+    SummaryMetricFamily,
+)
+from prometheus_client.registry import Collector
+
+from broker.stats import PUT_LATENCY_BUCKETS_S
+
+if TYPE_CHECKING:
+    from broker.broker import Broker
+    from broker.namesrv.server import NameServer
+
+log = structlog.get_logger(__name__)
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+_REQUEST_LIMIT_BYTES = 8192
+_READ_TIMEOUT_S = 10.0
+_SYSTEM_GROUP = "CID_RMQ_SYS_TRANS"
+_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
+
+
+class BrokerCollector(Collector):
+    """The broker's families, built at scrape time."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+
+    def collect(self) -> Iterator[Metric]:
+        broker = self.broker
+        config = broker.config
+        base = ["cluster", "node_type", "node_id"]
+        node = [config.broker_cluster_name, "broker", config.broker_name]
+        stats = broker.stats
+        store = broker.store
+
+        msgs_in = CounterMetricFamily(
+            "rocketmq_messages_in", "Messages stored, by topic", labels=[*base, "topic"]
+        )
+        bytes_in = CounterMetricFamily(
+            "rocketmq_throughput_in", "Bytes stored, by topic", labels=[*base, "topic"]
+        )
+        for topic, count in sorted(stats.topic_put.items()):
+            msgs_in.add_metric([*node, topic], count)
+            bytes_in.add_metric([*node, topic], stats.topic_put_bytes.get(topic, 0))
+        yield msgs_in
+        yield bytes_in
+
+        labels_out = [*base, "consumer_group", "topic"]
+        msgs_out = CounterMetricFamily(
+            "rocketmq_messages_out", "Messages pulled, by group and topic", labels=labels_out
+        )
+        bytes_out = CounterMetricFamily(
+            "rocketmq_throughput_out", "Bytes pulled, by group and topic", labels=labels_out
+        )
+        for (group, topic), count in sorted(stats.group_topic_get.items()):
+            msgs_out.add_metric([*node, group, topic], count)
+            bytes_out.add_metric([*node, group, topic], stats.group_topic_get_bytes[(group, topic)])
+        yield msgs_out
+        yield bytes_out
+
+        yield GaugeMetricFamily(
+            "rocketmq_put_tps", "Messages stored per second (10 s window)", value=stats.put_tps()
+        )
+        yield GaugeMetricFamily(
+            "rocketmq_get_tps", "Messages pulled per second (10 s window)", value=stats.get_tps()
+        )
+
+        latency = HistogramMetricFamily(
+            "rocketmq_put_latency_seconds", "Time to store a send, store and flush", labels=base
+        )
+        cumulative = 0
+        buckets = []
+        for bound, n in zip(
+            [*(str(b) for b in PUT_LATENCY_BUCKETS_S), "+Inf"],
+            stats.put_latency_counts,
+            strict=True,
+        ):
+            cumulative += n
+            buckets.append((bound, cumulative))
+        latency.add_metric(node, buckets, stats.put_latency_sum_s)
+        yield latency
+
+        flusher = store.commit_log_flusher
+        flush = SummaryMetricFamily(
+            "rocketmq_flush_latency_seconds", "Commit-log flushes and their time", labels=base
+        )
+        if flusher is not None:
+            flush.add_metric(node, flusher.flushes, flusher.flush_seconds)
+        yield flush
+
+        cl = store.commit_log
+        yield _gauge(
+            "rocketmq_storage_commitlog_bytes",
+            "Commit-log bytes held (max minus min offset)",
+            base,
+            [(node, cl.max_offset - cl.min_offset)],
+        )
+        cq_bytes = sum(cq.max_offset - cq.min_offset for cq in store.queues) * 20
+        yield _gauge(
+            "rocketmq_storage_consumequeue_bytes",
+            "ConsumeQueue bytes held (20 per entry)",
+            base,
+            [(node, cq_bytes)],
+        )
+        with contextlib.suppress(OSError):
+            usage = shutil.disk_usage(store.root)
+            yield _gauge(
+                "rocketmq_storage_disk_ratio",
+                "Used fraction of the store's disk",
+                base,
+                [(node, usage.used / usage.total if usage.total else 0.0)],
+            )
+        yield _gauge(
+            "rocketmq_storage_dispatch_behind_bytes",
+            "Commit-log bytes not yet in ConsumeQueue and index",
+            base,
+            [(node, store.dispatch_behind_bytes)],
+        )
+
+        yield from self._lag(base, node)
+
+        yield _gauge(
+            "rocketmq_long_polling_holds",
+            "Pull requests parked by long polling",
+            base,
+            [(node, broker.pull_hold.count)],
+        )
+        depth = GaugeMetricFamily(
+            "rocketmq_lane_queue_depth", "Requests waiting for a lane", labels=[*base, "lane"]
+        )
+        busy = CounterMetricFamily(
+            "rocketmq_lane_rejected",
+            "Requests answered SYSTEM_BUSY (lane full or waited too long)",
+            labels=[*base, "lane"],
+        )
+        for lane in broker.processors.lanes:
+            depth.add_metric([*node, lane.name], lane.depth)
+            busy.add_metric([*node, lane.name], lane.rejected + lane.expired)
+        yield depth
+        yield busy
+
+        ha = broker.ha
+        if ha is not None:
+            yield _gauge(
+                "rocketmq_ha_slaves",
+                "Slaves connected to this master",
+                base,
+                [(node, len(ha.slaves))],
+            )
+            yield _gauge(
+                "rocketmq_ha_lag_bytes",
+                "Commit-log bytes no slave has confirmed yet",
+                base,
+                [(node, max(0, cl.max_offset - ha.acked_offset) if ha.slaves else 0)],
+            )
+        yield _gauge(
+            "rocketmq_timer_pending",
+            "Timer messages waiting in the timing wheel",
+            base,
+            [(node, broker.timers.pending)],
+        )
+        half_end = store.get_max_offset(_HALF_TOPIC, 0)
+        checked = max(0, broker.offsets.query(_SYSTEM_GROUP, _HALF_TOPIC, 0))
+        yield _gauge(
+            "rocketmq_transaction_half_backlog",
+            "Half messages the transaction check has not walked past yet",
+            base,
+            [(node, max(0, half_end - checked))],
+        )
+
+    def _lag(self, base: list[str], node: list[str]) -> Iterable[Metric]:
+        """Lag per group, topic and queue: the queue's end minus the group's committed
+        offset, from the tables the broker keeps anyway."""
+        broker = self.broker
+        lag = GaugeMetricFamily(
+            "rocketmq_consumer_lag_messages",
+            "Messages a group has not consumed, per queue",
+            labels=[*base, "consumer_group", "topic", "queue_id"],
+        )
+        for key, per_queue in sorted(broker.offsets.table.items()):
+            topic, _, group = key.partition("@")
+            if not group:
+                continue
+            for qid, offset in sorted(per_queue.items()):
+                end = broker.store.get_max_offset(topic, qid)
+                lag.add_metric([*node, group, topic, str(qid)], max(0, end - offset))
+        yield lag
+
+
+class NamesrvCollector(Collector):
+    def __init__(self, namesrv: NameServer) -> None:
+        self.namesrv = namesrv
+
+    def collect(self) -> Iterator[Metric]:
+        routes = self.namesrv.routes
+        node = ["namesrv", self.namesrv.address]
+        labels = ["node_type", "node_id"]
+        yield _gauge(
+            "rocketmq_namesrv_brokers",
+            "Brokers registered with this name server",
+            labels,
+            [(node, sum(len(b.broker_addrs) for b in routes.broker_addr_table.values()))],
+        )
+        yield _gauge(
+            "rocketmq_namesrv_topics",
+            "Topics with a route on this name server",
+            labels,
+            [(node, len(routes.topic_queue_table))],
+        )
+
+
+def _gauge(
+    name: str, doc: str, labels: list[str], samples: list[tuple[list[str], float]]
+) -> GaugeMetricFamily:
+    g = GaugeMetricFamily(name, doc, labels=labels)
+    for values, value in samples:
+        g.add_metric(values, value)
+    return g
+
+
+class MetricsServer:
+    """``GET /metrics`` on the event loop (and ``GET /`` for a pointer to it)."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.registry = registry
+        self._server: asyncio.Server | None = None
+        self.port = 0
+
+    async def start(self, host: str, port: int) -> int:
+        # The reader's limit bounds a request head: a longer one fails readuntil.
+        self._server = await asyncio.start_server(
+            self._serve, host, port, limit=_REQUEST_LIMIT_BYTES
+        )
+        self.port = self._server.sockets[0].getsockname()[1]
+        log.info("metrics_listening", address=f"{host}:{self.port}")
+        return self.port
+
+    async def stop(self) -> None:
+        server, self._server = self._server, None
+        if server is not None:
+            server.close()
+            await server.wait_closed()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            async with asyncio.timeout(_READ_TIMEOUT_S):
+                head = await reader.readuntil(b"\r\n\r\n")
+            method, path, _version = head.split(b"\r\n", 1)[0].decode("latin-1").split(" ", 2)
+            if method != "GET":
+                self._respond(writer, 405, b"only GET\n", "text/plain")
+            elif path.split("?", 1)[0] == "/metrics":
+                self._respond(writer, 200, generate_latest(self.registry), CONTENT_TYPE)
+            elif path == "/":
+                self._respond(writer, 200, b'<a href="/metrics">/metrics</a>\n', "text/html")
+            else:
+                self._respond(writer, 404, b"not found; try /metrics\n", "text/plain")
+            await writer.drain()
+        except (
+            TimeoutError,
+            ValueError,
+            ConnectionError,
+            asyncio.IncompleteReadError,
+            asyncio.LimitOverrunError,
+        ):
+            pass  # a scraper that went away or spoke nonsense: nothing to answer
+        finally:
+            writer.close()
+
+    @staticmethod
+    def _respond(writer: asyncio.StreamWriter, status: int, body: bytes, content_type: str) -> None:
+        reason = {200: "OK", 404: "Not Found", 405: "Method Not Allowed"}[status]
+        writer.write(
+            f"HTTP/1.1 {status} {reason}\r\nContent-Type: {content_type}\r\n"
+            f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode()
+        )
+        writer.write(body)
+
+
+def registry_of(*collectors: Collector) -> CollectorRegistry:
+    """A registry of its own (never the global one: several brokers share a test process)."""
+    registry = CollectorRegistry(auto_describe=False)
+    for c in collectors:
+        registry.register(c)
+    return registry
