@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PACKAGES := broker remoting store client
 
-.PHONY: help install fmt lint type test test-asyncio bench check run interop cluster docker clean
+.PHONY: help install fmt lint type test test-asyncio bench check run interop cluster fuzz docker clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
@@ -60,6 +60,11 @@ run: install  ## the standalone broker (name server + broker in one process)
 
 interop: install  ## tests against Apache RocketMQ's Java remoting/client/broker (Maven)
 	$(PY) -m pytest -q tests/interop -m interop --run-interop
+
+FUZZ_EXAMPLES ?= 200000
+fuzz: install  ## long fuzzing: every request code on a live broker, and the frame decoders
+	AEROLITE_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) AEROLITE_FUZZ_RANDOM=1 $(PY) -m pytest -q \
+		--hypothesis-show-statistics tests/broker/test_fuzz_processors.py tests/remoting/test_fuzz_frames.py
 
 cluster: install  ## run docker/docker-compose.yml as local processes (no Docker needed)
 	$(VENV)/bin/aerolite cluster up -f docker/docker-compose.yml
