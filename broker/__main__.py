@@ -39,6 +39,7 @@ from broker.config import (
     NamesrvConfig,
     load_config,
     parse_overrides,
+    server_ssl_context,
     with_changes,
 )
 from broker.logs import configure_logging
@@ -310,9 +311,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         # Validate the whole configuration before any port opens.
         if args.command in ("standalone", "broker"):
-            _broker_config(args)
+            server_ssl_context(_broker_config(args))  # certificates are read before binding
         else:
-            _namesrv_config(args)
+            server_ssl_context(_namesrv_config(args))
     except ConfigError as exc:
         print(f"aerolite {args.command}: {exc}", file=sys.stderr)
         return EXIT_CONFIG

@@ -24,7 +24,7 @@ import structlog
 from prometheus_client.registry import Collector
 
 from broker.clients import ConsumerManager, ProducerManager
-from broker.config import BrokerConfig, BrokerRole, updated_config
+from broker.config import BrokerConfig, BrokerRole, server_ssl_context, updated_config
 from broker.locks import QueueLocks
 from broker.long_polling import PullHoldService
 from broker.metrics import BrokerCollector, MetricsServer, registry_of
@@ -146,6 +146,8 @@ class Broker:
                 host=config.bind_address,
                 port=config.listen_port,
                 idle_timeout_s=config.server_channel_max_idle_s,
+                tls_mode=config.tls_server_mode,
+                ssl_context=server_ssl_context(config),
             ),
             self.processors,
             name="broker",

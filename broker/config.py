@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import ssl
 import tomllib
 import types
 import typing
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from remoting.errors import ConfigError
+from remoting.tls import TlsMode, server_context
 from store.config import StoreConfig
 
 
@@ -43,10 +45,15 @@ class NamesrvConfig:
     scan_not_active_broker_interval_ms: int = 10_000  # scanNotActiveBrokerInterval
     metrics_enable: bool = True  # metricsEnable: the Prometheus endpoint
     metrics_port: int = 5557  # metricsPort (RocketMQ 5's exporter port); 0 picks a free one
+    tls_server_mode: TlsMode = TlsMode.DISABLED  # tlsServerMode (tls.server.mode)
+    tls_server_cert_path: Path | None = None  # tlsServerCertPath: PEM chain
+    tls_server_key_path: Path | None = None  # tlsServerKeyPath: PEM key
+    tls_server_trust_cert_path: Path | None = None  # tlsServerTrustCertPath: client CAs
 
     def __post_init__(self) -> None:
         _check_port("listenPort", self.listen_port)
         _check_port("metricsPort", self.metrics_port)
+        _check_tls(self.tls_server_mode, self.tls_server_cert_path, self.tls_server_key_path)
         if self.broker_channel_expired_ms <= 0 or self.scan_not_active_broker_interval_ms <= 0:
             raise ValueError("brokerChannelExpiredTime and scanNotActiveBrokerInterval must be > 0")
 
@@ -108,12 +115,17 @@ class BrokerConfig:
     slow_request_threshold_ms: int = 1_000  # log a request slower than this; 0: never
     metrics_enable: bool = True  # metricsEnable: the Prometheus endpoint
     metrics_port: int = 5557  # metricsPort (RocketMQ 5's exporter port); 0 picks a free one
+    tls_server_mode: TlsMode = TlsMode.DISABLED  # tlsServerMode (tls.server.mode)
+    tls_server_cert_path: Path | None = None  # tlsServerCertPath: PEM chain
+    tls_server_key_path: Path | None = None  # tlsServerKeyPath: PEM key
+    tls_server_trust_cert_path: Path | None = None  # tlsServerTrustCertPath: client CAs
     store: StoreConfig = field(default_factory=StoreConfig)
 
     def __post_init__(self) -> None:
         _check_port("listenPort", self.listen_port)
         _check_port("haListenPort", self.ha_listen_port)
         _check_port("metricsPort", self.metrics_port)
+        _check_tls(self.tls_server_mode, self.tls_server_cert_path, self.tls_server_key_path)
         if self.broker_id < 0:
             raise ValueError("brokerId must be >= 0")
         if (self.broker_role is BrokerRole.SLAVE) != (self.broker_id > 0):
@@ -162,6 +174,32 @@ class BrokerConfig:
         if not self.namesrv_addr:
             return []
         return [a.strip() for a in self.namesrv_addr.split(";") if a.strip()]
+
+
+def _check_tls(mode: TlsMode, cert: Path | None, key: Path | None) -> None:
+    if mode is not TlsMode.DISABLED and (cert is None or key is None):
+        raise ValueError(f"tlsServerMode={mode} needs tlsServerCertPath and tlsServerKeyPath")
+
+
+def server_ssl_context(
+    config: BrokerConfig | NamesrvConfig,
+) -> ssl.SSLContext | None:
+    """The listener's TLS context, or None when TLS is off.
+
+    Raises:
+        ConfigError: a certificate or key that cannot be read or does not match.
+    """
+    if config.tls_server_mode is TlsMode.DISABLED:
+        return None
+    assert config.tls_server_cert_path is not None and config.tls_server_key_path is not None
+    try:
+        return server_context(
+            config.tls_server_cert_path,
+            config.tls_server_key_path,
+            config.tls_server_trust_cert_path,
+        )
+    except (OSError, ssl.SSLError) as exc:
+        raise ConfigError(f"tlsServerCertPath/tlsServerKeyPath: cannot load: {exc}") from None
 
 
 def _check_port(key: str, port: int) -> None:
@@ -220,6 +258,10 @@ BROKER_KEYS: dict[str, tuple[str, str]] = {
     "slowRequestThresholdMs": ("", "slow_request_threshold_ms"),
     "metricsEnable": ("", "metrics_enable"),
     "metricsPort": ("", "metrics_port"),
+    "tlsServerMode": ("", "tls_server_mode"),
+    "tlsServerCertPath": ("", "tls_server_cert_path"),
+    "tlsServerKeyPath": ("", "tls_server_key_path"),
+    "tlsServerTrustCertPath": ("", "tls_server_trust_cert_path"),
     "accessMessageInMemoryMaxRatio": ("store", "access_message_in_memory_max_ratio"),
     "storePathRootDir": ("store", "root_dir"),
     "mappedFileSizeCommitLog": ("store", "commit_log_file_bytes"),
@@ -255,6 +297,10 @@ NAMESRV_KEYS: dict[str, tuple[str, str]] = {
     "scanNotActiveBrokerInterval": ("", "scan_not_active_broker_interval_ms"),
     "metricsEnable": ("", "metrics_enable"),
     "metricsPort": ("", "metrics_port"),
+    "tlsServerMode": ("", "tls_server_mode"),
+    "tlsServerCertPath": ("", "tls_server_cert_path"),
+    "tlsServerKeyPath": ("", "tls_server_key_path"),
+    "tlsServerTrustCertPath": ("", "tls_server_trust_cert_path"),
 }
 
 

@@ -30,7 +30,7 @@ from typing import Any
 import structlog
 
 from client.errors import ClientError, InvalidMessageError, NoRouteError
-from client.instance import ClientInstance, namesrv_from_env
+from client.instance import ClientInstance, TlsOption, namesrv_from_env
 from client.message import MessageDecodeError, MessageView, check_topic, decode_messages
 from client.service import ClientService
 from remoting.bodies import (
@@ -96,14 +96,23 @@ def decode_offset_msg_id(msg_id: str) -> tuple[str, int]:
 class Admin(ClientService):
     """Message lookups; ``async with`` starts and shuts it down."""
 
-    def __init__(self, namesrv: str | None = None, *, instance_name: str | None = None) -> None:
+    def __init__(
+        self,
+        namesrv: str | None = None,
+        *,
+        instance_name: str | None = None,
+        tls: TlsOption = None,
+    ) -> None:
         self.namesrv = namesrv_from_env(namesrv)
         self.instance_name = instance_name
+        self.tls = tls
         self._instance: ClientInstance | None = None
 
     async def start(self) -> None:
         if self._instance is None:
-            self._instance = await ClientInstance.acquire(self.namesrv, self.instance_name)
+            self._instance = await ClientInstance.acquire(
+                self.namesrv, self.instance_name, tls=self.tls
+            )
 
     async def shutdown(self) -> None:
         instance, self._instance = self._instance, None

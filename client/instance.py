@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import os
 import socket
+import ssl
 import time
 import weakref
 from collections.abc import Awaitable, Callable
@@ -46,6 +47,7 @@ from remoting.headers import (
     UnregisterClientRequestHeader,
 )
 from remoting.route import MASTER_ID, MessageQueue, TopicRouteData, dumps
+from remoting.tls import client_context
 
 log = structlog.get_logger(__name__)
 
@@ -100,6 +102,19 @@ class ConsumerMember(Protocol):
     def route_updated(self, topic: str, route: TopicRouteData) -> None: ...
 
 
+# ``tls=`` of the SDK's clients: None or False for plain TCP, True for TLS with the system's
+# CAs, or an ``ssl.SSLContext`` (``remoting.tls.client_context`` makes one) for anything else.
+TlsOption = bool | ssl.SSLContext | None
+
+
+def tls_context(tls: TlsOption) -> ssl.SSLContext | None:
+    if tls is None or tls is False:
+        return None
+    if tls is True:
+        return client_context()
+    return tls
+
+
 def namesrv_from_env(namesrv: str | None) -> str:
     """The name server list: the argument, else ``NAMESRV_ADDR`` (RocketMQ's convention).
 
@@ -118,9 +133,16 @@ class ClientInstance:
     # Per event loop too: an instance's connections and tasks belong to one loop. The loop's
     # id is only a hint (ids are reused once a loop is gone); the weak reference each
     # instance keeps to its loop decides, so a new loop never inherits a dead instance.
-    _instances: ClassVar[dict[tuple[str, str, int], ClientInstance]] = {}
+    _instances: ClassVar[dict[tuple[str, str, int, int], ClientInstance]] = {}
 
-    def __init__(self, namesrv: str, instance_name: str, *, prefer_msgpack: bool = True) -> None:
+    def __init__(
+        self,
+        namesrv: str,
+        instance_name: str,
+        *,
+        prefer_msgpack: bool = True,
+        tls: TlsOption = None,
+    ) -> None:
         self.namesrv_addrs = [a.strip() for a in namesrv.split(";") if a.strip()]
         if not self.namesrv_addrs:
             raise ClientError(f"name server list {namesrv!r} has no address")
@@ -147,7 +169,7 @@ class ClientInstance:
             self._on_check_transaction,
             Lane("transaction-checks", workers=1, capacity=2_000),
         )
-        self.remoting = RemotingClient(ClientConfig(), table)
+        self.remoting = RemotingClient(ClientConfig(ssl_context=tls_context(tls)), table)
         self.routes: dict[str, TopicRouteData] = {}
         self.broker_addrs: dict[str, dict[int, str]] = {}
         self.producers: dict[str, ProducerMember] = {}
@@ -156,7 +178,7 @@ class ClientInstance:
         self.prefer_msgpack = prefer_msgpack
         self._serialize: dict[str, int] = {}
         self._users = 0
-        self._key: tuple[str, str, int] = ("", "", 0)
+        self._key: tuple[str, str, int, int] = ("", "", 0, 0)
         self._loop: weakref.ref[asyncio.AbstractEventLoop] | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._rebalance_now = asyncio.Event()
@@ -165,14 +187,17 @@ class ClientInstance:
     # ------------------------------------------------------------------ lifecycle
 
     @classmethod
-    async def acquire(cls, namesrv: str, instance_name: str | None = None) -> ClientInstance:
+    async def acquire(
+        cls, namesrv: str, instance_name: str | None = None, *, tls: TlsOption = None
+    ) -> ClientInstance:
         name = instance_name or f"{os.getpid()}#{time.monotonic_ns()}"
         loop = asyncio.get_running_loop()
-        key = (namesrv, instance_name or "DEFAULT", id(loop))
+        # A TLS client and a plain one never share connections.
+        key = (namesrv, instance_name or "DEFAULT", id(loop), id(tls) if tls else 0)
         inst = cls._instances.get(key)
         if inst is None or inst._loop is None or inst._loop() is not loop:
             # None yet, or one left behind by a loop that ended without releasing it.
-            inst = cls._instances[key] = cls(namesrv, name)
+            inst = cls._instances[key] = cls(namesrv, name, tls=tls)
             inst._key = key
             inst._loop = weakref.ref(loop)
         inst._users += 1

@@ -33,7 +33,7 @@ import structlog
 
 from client.errors import ClientError, InvalidMessageError, NoRouteError
 from client.fault import FaultStrategy, TopicPublishInfo
-from client.instance import DEFAULT_TOPIC, ClientInstance, namesrv_from_env
+from client.instance import DEFAULT_TOPIC, ClientInstance, TlsOption, namesrv_from_env
 from client.message import (
     COMPRESS_OVER_BYTES,
     COMPRESSION_ZLIB,
@@ -157,6 +157,7 @@ class Producer(ClientService):
         compress_level: int = 5,
         default_topic_queue_nums: int = 4,
         instance_name: str | None = None,
+        tls: TlsOption = None,
         auto_batch: bool = True,
         max_in_flight_per_topic: int = 2,
         max_batch_messages: int = 512,
@@ -175,6 +176,7 @@ class Producer(ClientService):
         self.compress_level = compress_level
         self.default_topic_queue_nums = default_topic_queue_nums
         self.instance_name = instance_name
+        self.tls = tls
         self.auto_batch = auto_batch
         self.max_in_flight_per_topic = max_in_flight_per_topic
         self.max_batch_messages = max_batch_messages
@@ -193,7 +195,7 @@ class Producer(ClientService):
     async def start(self) -> None:
         if self._instance is not None:
             return
-        instance = await ClientInstance.acquire(self.namesrv, self.instance_name)
+        instance = await ClientInstance.acquire(self.namesrv, self.instance_name, tls=self.tls)
         try:
             instance.register_producer(self)
         except ClientError:

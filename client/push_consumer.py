@@ -37,7 +37,7 @@ from typing import Any, cast
 import structlog
 
 from client.errors import ClientError, ClientStateError, InvalidMessageError
-from client.instance import ClientInstance, namesrv_from_env
+from client.instance import ClientInstance, TlsOption, namesrv_from_env
 from client.message import (
     PROPERTY_MAX_OFFSET,
     PROPERTY_MIN_OFFSET,
@@ -216,6 +216,7 @@ class PushConsumer(ClientService):
         local_retry_delay_s: float = 5.0,
         offset_store_dir: Path | None = None,
         instance_name: str | None = None,
+        tls: TlsOption = None,
         consume_timeout_s: float | None = None,
         suspend_current_queue_s: float | None = None,
         pull_error_delay_s: float | None = None,
@@ -245,6 +246,7 @@ class PushConsumer(ClientService):
         self.local_retry_delay_s = local_retry_delay_s
         self.offset_store_dir = offset_store_dir or default_offset_dir()
         self.instance_name = instance_name
+        self.tls = tls
         # None: the module default, read when used (tests shorten those).
         self.consume_timeout_s = consume_timeout_s
         self.suspend_current_queue_s = suspend_current_queue_s
@@ -324,7 +326,7 @@ class PushConsumer(ClientService):
             return
         if not self.subscriptions:
             raise ClientStateError("subscribe to at least one topic before start()")
-        instance = await ClientInstance.acquire(self.namesrv, self.instance_name)
+        instance = await ClientInstance.acquire(self.namesrv, self.instance_name, tls=self.tls)
         try:
             instance.register_consumer(self)
         except ClientError:

@@ -25,7 +25,7 @@ from datetime import timedelta
 import structlog
 
 from client.errors import ClientError, InvalidMessageError, NoRouteError
-from client.instance import ClientInstance, namesrv_from_env
+from client.instance import ClientInstance, TlsOption, namesrv_from_env
 from client.message import MessageView, check_group, check_topic, decode_messages
 from client.service import ClientService
 from remoting.bodies import PERM_READ, ConsumeFromWhere
@@ -77,6 +77,7 @@ class SimpleConsumer(ClientService):
         consume_from_where: ConsumeFromWhere = ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
         request_timeout_s: float = 3.0,
         instance_name: str | None = None,
+        tls: TlsOption = None,
     ) -> None:
         check_group(group)
         if await_duration < timedelta(0):
@@ -94,6 +95,7 @@ class SimpleConsumer(ClientService):
         )
         self.request_timeout_s = request_timeout_s
         self.instance_name = instance_name
+        self.tls = tls
         self._instance: ClientInstance | None = None
         self._topic_turn = 0
         self._broker_turn = 0
@@ -107,7 +109,7 @@ class SimpleConsumer(ClientService):
     async def start(self) -> None:
         if self._instance is not None:
             return
-        instance = await ClientInstance.acquire(self.namesrv, self.instance_name)
+        instance = await ClientInstance.acquire(self.namesrv, self.instance_name, tls=self.tls)
         self._instance = instance
         for topic in self.subscriptions:
             await instance.update_route(topic)

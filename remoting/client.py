@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ssl
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import TracebackType
@@ -44,6 +45,7 @@ class ClientConfig:
     idle_timeout_s: float = 120.0  # clientChannelMaxIdleTimeSeconds
     frame_read_timeout_s: float = 60.0
     write_buffer_high_bytes: int = DEFAULT_WRITE_BUFFER_HIGH_BYTES
+    ssl_context: ssl.SSLContext | None = None  # dial with TLS (tls.enable)
 
 
 def split_address(addr: str) -> tuple[str, int]:
@@ -205,10 +207,12 @@ class RemotingClient:
                     ),
                     host,
                     port,
+                    ssl=cfg.ssl_context,
+                    server_hostname=host if cfg.ssl_context is not None else None,
                 )
         except TimeoutError:
             raise ConnectError(addr, f"timed out after {cfg.connect_timeout_s:g} s") from None
-        except OSError as exc:
+        except OSError as exc:  # ssl.SSLError included: a failed handshake
             raise ConnectError(addr, exc.strerror or str(exc)) from None
         if self._closed:
             conn.close()

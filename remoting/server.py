@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import socket
+import ssl
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import TracebackType
@@ -23,6 +25,7 @@ from remoting.command import RemotingCommand
 from remoting.connection import DEFAULT_WRITE_BUFFER_HIGH_BYTES, Connection, run_sweeper
 from remoting.dispatch import ProcessorTable
 from remoting.frame import DEFAULT_MAX_FRAME_BYTES
+from remoting.tls import TLS_HANDSHAKE_RECORD, TlsMode
 
 log = structlog.get_logger(__name__)
 
@@ -39,12 +42,17 @@ class ServerConfig:
     write_buffer_high_bytes: int = DEFAULT_WRITE_BUFFER_HIGH_BYTES
     backlog: int = 1024  # serverSocketBacklog
     shutdown_grace_s: float = 5.0
+    tls_mode: TlsMode = TlsMode.DISABLED  # tls.server.mode
+    ssl_context: ssl.SSLContext | None = None  # required unless tls_mode is disabled
+    tls_sniff_timeout_s: float = 10.0  # permissive: how long a silent new client may wait
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
             raise ValueError(f"port {self.port} is not in 0..65535")
         if self.max_frame_bytes < 16:
             raise ValueError(f"max_frame_bytes {self.max_frame_bytes} is too small")
+        if self.tls_mode is not TlsMode.DISABLED and self.ssl_context is None:
+            raise ValueError(f"TLS mode {self.tls_mode} needs a certificate and key")
 
 
 class RemotingServer:
@@ -62,6 +70,10 @@ class RemotingServer:
         self._sweeper: asyncio.Task[None] | None = None
         self._stopping: asyncio.Future[None] | None = None
         self.port = config.port
+        # TLS permissive mode accepts by itself (see _start_sniffing).
+        self._listen_sock: socket.socket | None = None
+        self._acceptor: asyncio.Task[None] | None = None
+        self._sniffers: set[asyncio.Task[None]] = set()
 
     @property
     def address(self) -> str:
@@ -97,15 +109,19 @@ class RemotingServer:
         """Start the lanes and bind; returns once connections are accepted."""
         loop = asyncio.get_running_loop()
         self.processors.start()
-        self._server = await loop.create_server(
-            self._connection_made,
-            self.config.host,
-            self.config.port,
-            backlog=self.config.backlog,
-            reuse_address=True,
-        )
-        sockets = self._server.sockets
-        self.port = sockets[0].getsockname()[1]
+        cfg = self.config
+        if cfg.tls_mode is TlsMode.PERMISSIVE:
+            self.port = await self._start_sniffing(loop)
+        else:
+            self._server = await loop.create_server(
+                self._connection_made,
+                cfg.host,
+                cfg.port,
+                backlog=cfg.backlog,
+                reuse_address=True,
+                ssl=cfg.ssl_context if cfg.tls_mode is TlsMode.ENFORCING else None,
+            )
+            self.port = self._server.sockets[0].getsockname()[1]
         self._sweeper = asyncio.create_task(
             run_sweeper(
                 lambda: self.connections,
@@ -142,6 +158,76 @@ class RemotingServer:
         """Close the listening socket; connections already open keep being served."""
         if self._server is not None:
             self._server.close()
+        if self._acceptor is not None:
+            self._acceptor.cancel()
+        if self._listen_sock is not None:
+            self._listen_sock.close()
+            self._listen_sock = None
+
+    # ------------------------------------------------------------------ TLS permissive
+
+    async def _start_sniffing(self, loop: asyncio.AbstractEventLoop) -> int:
+        """Accept ourselves, so each new socket can be looked at before a protocol (with
+        or without TLS) takes it over."""
+        cfg = self.config
+        family = socket.AF_INET6 if ":" in cfg.host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((cfg.host, cfg.port))
+            sock.listen(cfg.backlog)
+            sock.setblocking(False)
+        except OSError:
+            sock.close()
+            raise
+        self._listen_sock = sock
+        self._acceptor = asyncio.create_task(
+            self._accept_loop(loop, sock), name=f"{self.name}-accept"
+        )
+        return int(sock.getsockname()[1])
+
+    async def _accept_loop(self, loop: asyncio.AbstractEventLoop, lsock: socket.socket) -> None:
+        while True:
+            try:
+                client, _addr = await loop.sock_accept(lsock)
+            except asyncio.CancelledError:
+                raise
+            except OSError as exc:
+                if self._listen_sock is None:
+                    return  # closed by stop_accepting
+                log.warning("accept_failed", server=self.name, error=str(exc))
+                await asyncio.sleep(0.1)
+                continue
+            task = asyncio.create_task(self._sniff(loop, client))
+            self._sniffers.add(task)
+            task.add_done_callback(self._sniffers.discard)
+
+    async def _sniff(self, loop: asyncio.AbstractEventLoop, sock: socket.socket) -> None:
+        """Peek at the first byte (the client speaks first in this protocol) and hand the
+        socket to a plain or a TLS connection."""
+        sock.setblocking(False)
+        deadline = loop.time() + self.config.tls_sniff_timeout_s
+        first = b""
+        try:
+            while True:
+                try:
+                    first = sock.recv(1, socket.MSG_PEEK)
+                    break
+                except (BlockingIOError, InterruptedError):
+                    if loop.time() > deadline:
+                        raise TimeoutError from None
+                    await asyncio.sleep(0.005)
+            if not first:
+                raise ConnectionError("closed before it spoke")
+            tls = first[0] == TLS_HANDSHAKE_RECORD
+            await loop.connect_accepted_socket(
+                self._connection_made,
+                sock,
+                ssl=self.config.ssl_context if tls else None,
+            )
+        except (OSError, TimeoutError, ssl.SSLError) as exc:
+            log.info("tls_sniff_failed", server=self.name, error=str(exc) or type(exc).__name__)
+            sock.close()
 
     async def _shutdown(self) -> None:
         self.stop_accepting()
@@ -161,6 +247,11 @@ class RemotingServer:
             conn.abort("server shutdown")
         if self._server is not None:
             await self._server.wait_closed()
+        for task in [self._acceptor, *self._sniffers]:
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
         log.info("server_stopped", server=self.name, address=self.address)
 
     async def __aenter__(self) -> Self:

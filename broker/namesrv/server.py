@@ -22,6 +22,7 @@ from broker.config import (
     NamesrvConfig,
     config_properties,
     parse_properties_text,
+    server_ssl_context,
     updated_config,
 )
 from broker.metrics import MetricsServer, NamesrvCollector, registry_of
@@ -62,6 +63,8 @@ class NameServer:
                 host=config.bind_address,
                 port=config.listen_port,
                 idle_timeout_s=config.server_channel_max_idle_s,
+                tls_mode=config.tls_server_mode,
+                ssl_context=server_ssl_context(config),
             ),
             self.processors,
             name="namesrv",

@@ -113,6 +113,21 @@ def test_single_role_commands_print_their_part(tmp_path: Path) -> None:
         (["broker", "--set", "listenPort=abc"], "config key listenPort"),
         (["namesrv", "--set", "brokerName=x"], "unknown config key 'brokerName'"),
         (["broker", "-c", "/nonexistent/broker.conf"], "cannot read config file"),
+        (["standalone", "--set", "tlsServerMode=enforcing"], "needs tlsServerCertPath"),
+        (["standalone", "--set", "tlsServerMode=sometimes"], "config key tlsServerMode"),
+        (
+            [
+                "namesrv",
+                "--set",
+                "tlsServerMode=permissive",
+                "--set",
+                "tlsServerCertPath=/nonexistent/cert.pem",
+                "--set",
+                "tlsServerKeyPath=/nonexistent/key.pem",
+            ],
+            "tlsServerCertPath/tlsServerKeyPath: cannot load",
+        ),
+        (["broker", "--set", "metricsPort=70000"], "metricsPort 70000"),
     ],
 )
 def test_bad_config_fails_before_starting(args: list[str], message: str) -> None:
