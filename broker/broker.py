@@ -23,12 +23,14 @@ from typing import Self
 import structlog
 from prometheus_client.registry import Collector
 
+from broker.acl import PlainAcl
 from broker.clients import ConsumerManager, ProducerManager
 from broker.config import BrokerConfig, BrokerRole, server_ssl_context, updated_config
 from broker.locks import QueueLocks
 from broker.long_polling import PullHoldService
 from broker.metrics import BrokerCollector, MetricsServer, registry_of
 from broker.offsets import OffsetTable
+from broker.periodic import Periodic
 from broker.persist import write_json
 from broker.pop import PopService
 from broker.processors.admin import AdminProcessor
@@ -68,6 +70,7 @@ log = structlog.get_logger(__name__)
 # Dispatch this far behind the commit log means consume queues cannot keep up: refuse sends
 # with SYSTEM_BUSY until it catches up rather than let the gap grow.
 DISPATCH_BEHIND_BUSY_BYTES = 64 << 20
+ACL_RELOAD_S = 5.0  # how often plain_acl.yml is looked at for changes
 
 
 class Broker:
@@ -113,6 +116,18 @@ class Broker:
         self.store_host: Host = host_of("127.0.0.1", 0)
 
         self.processors = ProcessorTable()
+        self.acl: PlainAcl | None = None
+        if config.acl_enable:
+            self.acl = PlainAcl(
+                config.acl_file_path or config.store.root_dir / "config" / "plain_acl.yml"
+            )
+            self.processors.hooks.append(self.acl)
+        self._acl_reloader = Periodic(
+            "acl-reload",
+            self._reload_acl,
+            ACL_RELOAD_S,
+            failure_event="acl_reload_round_failed",
+        )
         self.metrics: MetricsServer | None = None
         self.metrics_port = 0
         # More families for this broker's endpoint (standalone adds its name server's).
@@ -250,6 +265,10 @@ class Broker:
                 RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: ops.reset_offset,
                 RequestCode.CLONE_GROUP_OFFSET: ops.clone_group_offset,
                 RequestCode.GET_CONSUMER_RUNNING_INFO: ops.consumer_running_info,
+                RequestCode.UPDATE_AND_CREATE_ACL_CONFIG: ops.update_acl_config,
+                RequestCode.DELETE_ACL_CONFIG: ops.delete_acl_config,
+                RequestCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG: ops.update_global_white_addrs,
+                RequestCode.GET_BROKER_CLUSTER_ACL_INFO: ops.acl_info,
                 RequestCode.CLEAN_EXPIRED_CONSUMEQUEUE: ops.clean_expired_consume_queue,
                 RequestCode.DELETE_EXPIRED_COMMITLOG: ops.delete_expired_commit_log,
             }
@@ -348,6 +367,10 @@ class Broker:
             self.store.sync_replication = ha
         self.ha = ha
 
+    async def _reload_acl(self) -> None:
+        if self.acl is not None:
+            self.acl.reload_if_changed()
+
     async def _start_metrics(self) -> None:
         """The Prometheus endpoint (``metricsPort``); one that cannot bind is logged and
         skipped: metrics are for operators, never a reason not to serve messages."""
@@ -383,6 +406,8 @@ class Broker:
         if self._started:
             return
         self._started = True
+        if self.acl is not None:
+            self.acl.load()  # a missing or broken ACL file stops the start, named
         self.store.load()
         self.topics.load()
         self.offsets.load()
@@ -408,6 +433,8 @@ class Broker:
             self.timers.start()
             self.pop.start()
         await self.registration.start()
+        if self.acl is not None:
+            self._acl_reloader.start()
         if self.ha_client is not None:
             self.ha_client.start()  # after registering: the name server names the master
         if self.slave_sync is not None:
@@ -506,6 +533,7 @@ class Broker:
                 await task
         self._tasks = []
         await self.registration.shutdown()
+        await self._acl_reloader.stop()
         if self.ha_client is not None:
             await self.ha_client.stop()
         if self.slave_sync is not None:

@@ -113,6 +113,8 @@ class BrokerConfig:
     slave_read_enable: bool = False  # slaveReadEnable: point slow consumers at a slave
     offset_check_in_slave: bool = False  # offsetCheckInSlave: may a slave move offsets
     slow_request_threshold_ms: int = 1_000  # log a request slower than this; 0: never
+    acl_enable: bool = False  # aclEnable: check every request against plain_acl.yml
+    acl_file_path: Path | None = None  # aclFilePath; None: <storePathRootDir>/config/plain_acl.yml
     metrics_enable: bool = True  # metricsEnable: the Prometheus endpoint
     metrics_port: int = 5557  # metricsPort (RocketMQ 5's exporter port); 0 picks a free one
     tls_server_mode: TlsMode = TlsMode.DISABLED  # tlsServerMode (tls.server.mode)
@@ -256,6 +258,8 @@ BROKER_KEYS: dict[str, tuple[str, str]] = {
     "slaveReadEnable": ("", "slave_read_enable"),
     "offsetCheckInSlave": ("", "offset_check_in_slave"),
     "slowRequestThresholdMs": ("", "slow_request_threshold_ms"),
+    "aclEnable": ("", "acl_enable"),
+    "aclFilePath": ("", "acl_file_path"),
     "metricsEnable": ("", "metrics_enable"),
     "metricsPort": ("", "metrics_port"),
     "tlsServerMode": ("", "tls_server_mode"),

@@ -28,6 +28,7 @@ from client.transaction_producer import (
     TransactionProducer,
     TransactionSendResult,
 )
+from remoting.acl import SessionCredentials
 from remoting.bodies import ConsumeFromWhere, MessageModel
 from remoting.route import MessageQueue
 
@@ -52,6 +53,7 @@ __all__ = [
     "RocketMQError",
     "SendResult",
     "SendStatus",
+    "SessionCredentials",
     "SimpleConsumer",
     "TransactionProducer",
     "TransactionSendResult",

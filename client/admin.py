@@ -33,6 +33,7 @@ from client.errors import ClientError, InvalidMessageError, NoRouteError
 from client.instance import ClientInstance, TlsOption, namesrv_from_env
 from client.message import MessageDecodeError, MessageView, check_topic, decode_messages
 from client.service import ClientService
+from remoting.acl import SessionCredentials
 from remoting.bodies import (
     KVTable,
     OffsetWrapper,
@@ -102,16 +103,18 @@ class Admin(ClientService):
         *,
         instance_name: str | None = None,
         tls: TlsOption = None,
+        credentials: SessionCredentials | None = None,
     ) -> None:
         self.namesrv = namesrv_from_env(namesrv)
         self.instance_name = instance_name
         self.tls = tls
+        self.credentials = credentials
         self._instance: ClientInstance | None = None
 
     async def start(self) -> None:
         if self._instance is None:
             self._instance = await ClientInstance.acquire(
-                self.namesrv, self.instance_name, tls=self.tls
+                self.namesrv, self.instance_name, tls=self.tls, credentials=self.credentials
             )
 
     async def shutdown(self) -> None:
@@ -709,6 +712,39 @@ class Admin(ClientService):
         )
         doc: dict[str, Any] = loads(response.body_bytes)
         return doc
+
+    async def update_acl_config(self, addr: str, fields: dict[str, str]) -> None:
+        """UPDATE_AND_CREATE_ACL_CONFIG: one plain_acl.yml account (accessKey, secretKey,
+        whiteRemoteAddress, defaultTopicPerm, defaultGroupPerm, topicPerms, groupPerms,
+        admin; the perms lists comma-separated)."""
+        await self._call(
+            addr,
+            RequestCode.UPDATE_AND_CREATE_ACL_CONFIG,
+            fields,
+            what=f"update ACL account {fields.get('accessKey')}",
+        )
+
+    async def delete_acl_config(self, addr: str, access_key: str) -> None:
+        await self._call(
+            addr,
+            RequestCode.DELETE_ACL_CONFIG,
+            {"accessKey": access_key},
+            what=f"delete ACL account {access_key}",
+        )
+
+    async def update_global_white_addrs(self, addr: str, addresses: str) -> None:
+        await self._call(
+            addr,
+            RequestCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG,
+            {"globalWhiteAddrs": addresses},
+            what="update the global whitelist",
+        )
+
+    async def acl_info(self, addr: str) -> dict[str, str]:
+        response = await self._call(
+            addr, RequestCode.GET_BROKER_CLUSTER_ACL_INFO, what="ACL file version"
+        )
+        return dict(response.ext_fields)
 
 
 def _properties(body: bytes | memoryview) -> dict[str, str]:

@@ -33,6 +33,7 @@ from client.errors import ClientError
 from client.message import Message, MessageView
 from client.producer import Producer
 from client.rebalance import allocate_averagely
+from remoting.acl import SessionCredentials
 from remoting.bodies import SubscriptionGroupConfig, TopicConfig
 from remoting.codes import RequestCode
 from remoting.errors import RocketMQError
@@ -1213,6 +1214,88 @@ async def decode_message_id(admin: Admin, a: argparse.Namespace, out: Out) -> No
     )
 
 
+# ---- ACL
+
+
+def _acl_update_opts(p: argparse.ArgumentParser) -> None:
+    _target(p)
+    p.add_argument("-a", "--accessKey", dest="access_key", required=True)
+    p.add_argument("-s", "--secretKey", dest="secret_key")
+    p.add_argument("-w", "--whiteRemoteAddress", dest="white")
+    p.add_argument("-i", "--defaultTopicPerm", dest="topic_perm")
+    p.add_argument("-u", "--defaultGroupPerm", dest="group_perm")
+    p.add_argument("-t", "--topicPerms", dest="topic_perms", help="topicA=DENY,topicB=PUB|SUB")
+    p.add_argument("-g", "--groupPerms", dest="group_perms", help="groupA=DENY,groupB=SUB")
+    p.add_argument("-m", "--admin", type=_bool)
+
+
+@command("updateAclConfig", "create or update an ACL account on brokers", _acl_update_opts)
+async def update_acl_config(admin: Admin, a: argparse.Namespace, out: Out) -> None:
+    optional = {
+        "secretKey": a.secret_key,
+        "whiteRemoteAddress": a.white,
+        "defaultTopicPerm": a.topic_perm,
+        "defaultGroupPerm": a.group_perm,
+        "topicPerms": a.topic_perms,
+        "groupPerms": a.group_perms,
+    }
+    fields = {"accessKey": a.access_key} | {k: v for k, v in optional.items() if v is not None}
+    if a.admin is not None:
+        fields["admin"] = "true" if a.admin else "false"
+    addrs = await admin.masters(cluster=a.cluster, broker_addr=a.broker_addr)
+    for addr in addrs:
+        await admin.update_acl_config(addr, fields)
+    out.line(
+        f"update ACL account {a.access_key} on {', '.join(addrs)} success.",
+        {"accessKey": a.access_key, "brokers": addrs},
+    )
+
+
+def _acl_delete_opts(p: argparse.ArgumentParser) -> None:
+    _target(p)
+    p.add_argument("-a", "--accessKey", dest="access_key", required=True)
+
+
+@command("deleteAclConfig", "delete an ACL account", _acl_delete_opts)
+async def delete_acl_config(admin: Admin, a: argparse.Namespace, out: Out) -> None:
+    addrs = await admin.masters(cluster=a.cluster, broker_addr=a.broker_addr)
+    for addr in addrs:
+        await admin.delete_acl_config(addr, a.access_key)
+    out.line(
+        f"delete ACL account {a.access_key} from {', '.join(addrs)} success.",
+        {"accessKey": a.access_key, "brokers": addrs},
+    )
+
+
+@command("clusterAclConfigVersion", "the ACL file's version on each broker", _target)
+async def cluster_acl_config_version(admin: Admin, a: argparse.Namespace, out: Out) -> None:
+    infos = {
+        addr: await admin.acl_info(addr)
+        for addr in await admin.masters(cluster=a.cluster, broker_addr=a.broker_addr)
+    }
+    rows = [
+        [i.get("clusterName"), i.get("brokerName"), addr, i.get("version"), i.get("accounts")]
+        for addr, i in infos.items()
+    ]
+    out.table("ACL versions", ["cluster", "broker", "address", "version", "accounts"], rows, infos)
+
+
+def _white_opts(p: argparse.ArgumentParser) -> None:
+    _target(p)
+    p.add_argument("-g", "--globalWhiteRemoteAddresses", dest="addresses", required=True)
+
+
+@command("updateGlobalWhiteAddr", "replace the ACL's global IP whitelist", _white_opts)
+async def update_global_white_addr(admin: Admin, a: argparse.Namespace, out: Out) -> None:
+    addrs = await admin.masters(cluster=a.cluster, broker_addr=a.broker_addr)
+    for addr in addrs:
+        await admin.update_global_white_addrs(addr, a.addresses)
+    out.line(
+        f"update global white addresses to {a.addresses} on {', '.join(addrs)} success.",
+        {"globalWhiteAddrs": a.addresses, "brokers": addrs},
+    )
+
+
 # ------------------------------------------------------------------------------- main
 
 
@@ -1228,6 +1311,18 @@ def build_parser() -> argparse.ArgumentParser:
             "-n", "--namesrvAddr", dest="namesrv", help='"h1:9876;h2:9876" (default NAMESRV_ADDR)'
         )
         p.add_argument("--json", action="store_true", help="JSON for scripts instead of tables")
+        p.add_argument(
+            "--ak",
+            dest="ak",
+            default=os.environ.get("AEROLITE_ACCESS_KEY"),
+            help="ACL account to sign with (default AEROLITE_ACCESS_KEY)",
+        )
+        p.add_argument(
+            "--sk",
+            dest="sk",
+            default=os.environ.get("AEROLITE_SECRET_KEY"),
+            help="its secret (default AEROLITE_SECRET_KEY)",
+        )
         options(p)
     return parser
 
@@ -1235,7 +1330,10 @@ def build_parser() -> argparse.ArgumentParser:
 async def _run(args: argparse.Namespace) -> None:
     _help, _options, handler = COMMANDS[args.command]
     out = Out(args.json)
-    async with Admin(args.namesrv) as admin:
+    if (args.ak is None) != (args.sk is None):
+        raise UsageError("--ak and --sk go together")
+    creds = SessionCredentials(args.ak, args.sk) if args.ak is not None else None
+    async with Admin(args.namesrv, credentials=creds) as admin:
         await handler(admin, args, out)
 
 

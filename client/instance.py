@@ -24,6 +24,7 @@ import structlog
 
 from client.errors import ClientError, NoRouteError
 from client.message import MessageDecodeError, MessageView, decode_messages
+from remoting.acl import AclClientHook, SessionCredentials
 from remoting.bodies import (
     ConsumerData,
     HeartbeatData,
@@ -36,7 +37,7 @@ from remoting.client import ClientConfig, RemotingClient
 from remoting.codes import RequestCode, ResponseCode, SerializeType
 from remoting.command import RemotingCommand, response_to
 from remoting.connection import Connection
-from remoting.dispatch import Lane, ProcessorTable
+from remoting.dispatch import Lane, ProcessorTable, RPCHook
 from remoting.errors import BrokerError, HeaderError, RemotingError
 from remoting.headers import (
     CheckTransactionStateRequestHeader,
@@ -142,6 +143,7 @@ class ClientInstance:
         *,
         prefer_msgpack: bool = True,
         tls: TlsOption = None,
+        credentials: SessionCredentials | None = None,
     ) -> None:
         self.namesrv_addrs = [a.strip() for a in namesrv.split(";") if a.strip()]
         if not self.namesrv_addrs:
@@ -169,7 +171,11 @@ class ClientInstance:
             self._on_check_transaction,
             Lane("transaction-checks", workers=1, capacity=2_000),
         )
-        self.remoting = RemotingClient(ClientConfig(ssl_context=tls_context(tls)), table)
+        # With ACL credentials every request is signed (AclClientRPCHook).
+        hooks: list[RPCHook] = [AclClientHook(credentials)] if credentials is not None else []
+        self.remoting = RemotingClient(
+            ClientConfig(ssl_context=tls_context(tls)), table, hooks=hooks
+        )
         self.routes: dict[str, TopicRouteData] = {}
         self.broker_addrs: dict[str, dict[int, str]] = {}
         self.producers: dict[str, ProducerMember] = {}
@@ -188,16 +194,26 @@ class ClientInstance:
 
     @classmethod
     async def acquire(
-        cls, namesrv: str, instance_name: str | None = None, *, tls: TlsOption = None
+        cls,
+        namesrv: str,
+        instance_name: str | None = None,
+        *,
+        tls: TlsOption = None,
+        credentials: SessionCredentials | None = None,
     ) -> ClientInstance:
         name = instance_name or f"{os.getpid()}#{time.monotonic_ns()}"
         loop = asyncio.get_running_loop()
-        # A TLS client and a plain one never share connections.
-        key = (namesrv, instance_name or "DEFAULT", id(loop), id(tls) if tls else 0)
+        # A TLS client and a plain one, or two accounts, never share connections.
+        key = (
+            namesrv,
+            instance_name or "DEFAULT",
+            id(loop),
+            hash((id(tls) if tls else 0, credentials)),
+        )
         inst = cls._instances.get(key)
         if inst is None or inst._loop is None or inst._loop() is not loop:
             # None yet, or one left behind by a loop that ended without releasing it.
-            inst = cls._instances[key] = cls(namesrv, name, tls=tls)
+            inst = cls._instances[key] = cls(namesrv, name, tls=tls, credentials=credentials)
             inst._key = key
             inst._loop = weakref.ref(loop)
         inst._users += 1

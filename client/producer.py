@@ -48,6 +48,7 @@ from client.message import (
     java_hash,
 )
 from client.service import ClientService
+from remoting.acl import SessionCredentials
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
 from remoting.errors import BrokerError, RemotingError
@@ -158,6 +159,7 @@ class Producer(ClientService):
         default_topic_queue_nums: int = 4,
         instance_name: str | None = None,
         tls: TlsOption = None,
+        credentials: SessionCredentials | None = None,
         auto_batch: bool = True,
         max_in_flight_per_topic: int = 2,
         max_batch_messages: int = 512,
@@ -177,6 +179,7 @@ class Producer(ClientService):
         self.default_topic_queue_nums = default_topic_queue_nums
         self.instance_name = instance_name
         self.tls = tls
+        self.credentials = credentials
         self.auto_batch = auto_batch
         self.max_in_flight_per_topic = max_in_flight_per_topic
         self.max_batch_messages = max_batch_messages
@@ -195,7 +198,9 @@ class Producer(ClientService):
     async def start(self) -> None:
         if self._instance is not None:
             return
-        instance = await ClientInstance.acquire(self.namesrv, self.instance_name, tls=self.tls)
+        instance = await ClientInstance.acquire(
+            self.namesrv, self.instance_name, tls=self.tls, credentials=self.credentials
+        )
         try:
             instance.register_producer(self)
         except ClientError:

@@ -58,6 +58,7 @@ from client.offset_store import (
 )
 from client.rebalance import AllocateStrategy, allocate_averagely
 from client.service import ClientService
+from remoting.acl import SessionCredentials
 from remoting.bodies import (
     PERM_READ,
     ConsumeFromWhere,
@@ -217,6 +218,7 @@ class PushConsumer(ClientService):
         offset_store_dir: Path | None = None,
         instance_name: str | None = None,
         tls: TlsOption = None,
+        credentials: SessionCredentials | None = None,
         consume_timeout_s: float | None = None,
         suspend_current_queue_s: float | None = None,
         pull_error_delay_s: float | None = None,
@@ -247,6 +249,7 @@ class PushConsumer(ClientService):
         self.offset_store_dir = offset_store_dir or default_offset_dir()
         self.instance_name = instance_name
         self.tls = tls
+        self.credentials = credentials
         # None: the module default, read when used (tests shorten those).
         self.consume_timeout_s = consume_timeout_s
         self.suspend_current_queue_s = suspend_current_queue_s
@@ -326,7 +329,9 @@ class PushConsumer(ClientService):
             return
         if not self.subscriptions:
             raise ClientStateError("subscribe to at least one topic before start()")
-        instance = await ClientInstance.acquire(self.namesrv, self.instance_name, tls=self.tls)
+        instance = await ClientInstance.acquire(
+            self.namesrv, self.instance_name, tls=self.tls, credentials=self.credentials
+        )
         try:
             instance.register_consumer(self)
         except ClientError:

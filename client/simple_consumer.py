@@ -28,6 +28,7 @@ from client.errors import ClientError, InvalidMessageError, NoRouteError
 from client.instance import ClientInstance, TlsOption, namesrv_from_env
 from client.message import MessageView, check_group, check_topic, decode_messages
 from client.service import ClientService
+from remoting.acl import SessionCredentials
 from remoting.bodies import PERM_READ, ConsumeFromWhere
 from remoting.codes import POLLING_TIMEOUT, RequestCode, ResponseCode
 from remoting.command import RemotingCommand
@@ -78,6 +79,7 @@ class SimpleConsumer(ClientService):
         request_timeout_s: float = 3.0,
         instance_name: str | None = None,
         tls: TlsOption = None,
+        credentials: SessionCredentials | None = None,
     ) -> None:
         check_group(group)
         if await_duration < timedelta(0):
@@ -96,6 +98,7 @@ class SimpleConsumer(ClientService):
         self.request_timeout_s = request_timeout_s
         self.instance_name = instance_name
         self.tls = tls
+        self.credentials = credentials
         self._instance: ClientInstance | None = None
         self._topic_turn = 0
         self._broker_turn = 0
@@ -109,7 +112,9 @@ class SimpleConsumer(ClientService):
     async def start(self) -> None:
         if self._instance is not None:
             return
-        instance = await ClientInstance.acquire(self.namesrv, self.instance_name, tls=self.tls)
+        instance = await ClientInstance.acquire(
+            self.namesrv, self.instance_name, tls=self.tls, credentials=self.credentials
+        )
         self._instance = instance
         for topic in self.subscriptions:
             await instance.update_route(topic)

@@ -27,6 +27,7 @@ def test_client_all_is_pinned() -> None:
         "RocketMQError",
         "SendResult",
         "SendStatus",
+        "SessionCredentials",
         "SimpleConsumer",
         "TransactionProducer",
         "TransactionSendResult",

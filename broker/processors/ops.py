@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 
+from broker.acl import Account, AclRules, PlainAcl
 from broker.config import LIVE_BROKER_KEYS, config_properties, parse_properties_text
 from remoting.bodies import encode_reset_offset_body
 from remoting.codes import LanguageCode, RequestCode, ResponseCode
@@ -229,6 +230,103 @@ class OpsProcessor:
                 copied += 1
         log.info("consumer_offset_cloned", src=h.src_group, dest=h.dest_group, queues=copied)
         return _ok(request)
+
+    # -------------------------------------------------------------------------- ACL
+
+    def _acl_or_refuse(self, request: RemotingCommand) -> PlainAcl | RemotingCommand:
+        acl = self.broker.acl
+        if acl is None:
+            return response_to(
+                request,
+                ResponseCode.SYSTEM_ERROR,
+                "ACL is not enabled on this broker (aclEnable=false)",
+            )
+        return acl
+
+    async def update_acl_config(
+        self, conn: Connection, request: RemotingCommand
+    ) -> RemotingCommand:
+        """UPDATE_AND_CREATE_ACL_CONFIG (50): add or replace one account in plain_acl.yml."""
+        acl = self._acl_or_refuse(request)
+        if isinstance(acl, RemotingCommand):
+            return acl
+        ext = request.ext_fields
+        ak = ext.get("accessKey", "")
+        old = acl.rules.accounts.get(ak)
+        doc: dict[str, object] = old.to_yaml() if old is not None else {"accessKey": ak}
+        for key in ("secretKey", "whiteRemoteAddress", "defaultTopicPerm", "defaultGroupPerm"):
+            if ext.get(key):
+                doc[key] = ext[key]
+        if "admin" in ext:
+            doc["admin"] = ext["admin"].lower() == "true"
+        for key in ("topicPerms", "groupPerms"):
+            if key in ext:
+                doc[key] = [p.strip() for p in ext[key].split(",") if p.strip()]
+        try:
+            account = Account.from_yaml(doc)
+            rules = AclRules.parse(acl.rules.to_yaml())
+            rules.accounts[ak] = account
+            acl.save(rules)
+        except (ConfigError, OSError) as exc:
+            return response_to(request, ResponseCode.UPDATE_AND_CREATE_ACL_CONFIG_FAILED, str(exc))
+        log.info("acl_account_updated", access_key=ak, peer=conn.peer)
+        return _ok(request)
+
+    async def delete_acl_config(
+        self, conn: Connection, request: RemotingCommand
+    ) -> RemotingCommand:
+        acl = self._acl_or_refuse(request)
+        if isinstance(acl, RemotingCommand):
+            return acl
+        ak = request.ext_fields.get("accessKey", "")
+        rules = AclRules.parse(acl.rules.to_yaml())
+        if rules.accounts.pop(ak, None) is None:
+            return response_to(
+                request, ResponseCode.DELETE_ACL_CONFIG_FAILED, f"No acl config for {ak}"
+            )
+        try:
+            acl.save(rules)
+        except (ConfigError, OSError) as exc:
+            return response_to(request, ResponseCode.DELETE_ACL_CONFIG_FAILED, str(exc))
+        log.info("acl_account_deleted", access_key=ak, peer=conn.peer)
+        return _ok(request)
+
+    async def update_global_white_addrs(
+        self, conn: Connection, request: RemotingCommand
+    ) -> RemotingCommand:
+        acl = self._acl_or_refuse(request)
+        if isinstance(acl, RemotingCommand):
+            return acl
+        text = request.ext_fields.get("globalWhiteAddrs", "")
+        rules = AclRules.parse(acl.rules.to_yaml())
+        rules.global_white = [a.strip() for a in text.split(",") if a.strip()]
+        try:
+            rules = AclRules.parse(rules.to_yaml())  # checks every pattern
+            acl.save(rules)
+        except (ConfigError, OSError) as exc:
+            return response_to(
+                request, ResponseCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG_FAILED, str(exc)
+            )
+        log.info("acl_global_white_updated", addresses=rules.global_white, peer=conn.peer)
+        return _ok(request)
+
+    async def acl_info(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        """GET_BROKER_CLUSTER_ACL_INFO (52): the ACL file's version on this broker."""
+        acl = self._acl_or_refuse(request)
+        if isinstance(acl, RemotingCommand):
+            return acl
+        broker = self.broker
+        response = _ok(request)
+        response.ext_fields.update(
+            {
+                "version": str(acl.version),
+                "brokerName": broker.config.broker_name,
+                "brokerAddr": broker.address,
+                "clusterName": broker.config.broker_cluster_name,
+                "accounts": str(len(acl.rules.accounts)),
+            }
+        )
+        return response
 
     # ------------------------------------------------------------------------ store
 

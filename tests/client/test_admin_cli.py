@@ -332,3 +332,57 @@ async def test_more_commands(namesrv: NameServer, broker: Broker, tmp_path: Path
     assert done["topics"] >= 1
     meta = json.loads(exported.read_text())
     assert TOPIC in meta["topicConfigTable"] and "cg-more" in meta["subscriptionGroupTable"]
+
+
+async def test_acl_commands_sign_with_the_given_keys(
+    namesrv: NameServer, start_broker: BrokerFactory, tmp_path: Path
+) -> None:
+    acl = tmp_path / "plain_acl.yml"
+    acl.write_text(
+        "accounts:\n"
+        "  - {accessKey: adminKey, secretKey: adminSecret, admin: true}\n"
+        "  - {accessKey: plainKey, secretKey: plainSecret, admin: false}\n"
+    )
+    broker = await start_broker(acl_enable=True, acl_file_path=acl)
+    keys = ["--ak", "adminKey", "--sk", "adminSecret"]
+    done = await mqadmin(
+        namesrv,
+        "updateAclConfig",
+        *keys,
+        "-b",
+        broker.address,
+        "-a",
+        "newUser1",
+        "-s",
+        "newSecret1",
+        "-i",
+        "PUB",
+        "-t",
+        "orders=PUB|SUB,audit=DENY",
+    )
+    assert done["brokers"] == [broker.address]
+    assert broker.acl is not None and "newUser1" in broker.acl.rules.accounts
+    versions = await mqadmin(namesrv, "clusterAclConfigVersion", *keys, "-c", "DefaultCluster")
+    assert versions[broker.address]["accounts"] == "3"
+    await mqadmin(namesrv, "updateGlobalWhiteAddr", *keys, "-b", broker.address, "-g", "10.1.1.*")
+    assert broker.acl.rules.global_white == ["10.1.1.*"]
+    await mqadmin(namesrv, "deleteAclConfig", *keys, "-b", broker.address, "-a", "newUser1")
+    assert "newUser1" not in broker.acl.rules.accounts
+
+    with pytest.raises(CliError) as err:  # a non-admin account may not change the ACL
+        await mqadmin(
+            namesrv,
+            "deleteAclConfig",
+            "--ak",
+            "plainKey",
+            "--sk",
+            "plainSecret",
+            "-b",
+            broker.address,
+            "-a",
+            "adminKey",
+        )
+    assert "Need admin permission" in err.value.stderr
+    with pytest.raises(CliError) as err:  # and nobody may without keys
+        await mqadmin(namesrv, "brokerStatus", "-b", broker.address)
+    assert "No accessKey is configured" in err.value.stderr

@@ -88,6 +88,11 @@ def describe(msg: RecvMessage, property_keys: list[str]) -> dict[str, Any]:
 def produce(args: dict[str, Any]) -> dict[str, Any]:
     producer = Producer(args["group"], timeout=int(args.get("send_timeout_ms", 3000)))
     producer.set_namesrv_addr(args["namesrv"])
+    if args.get("access_key"):
+        # ACL: the client signs every request (AccessKey, Signature, OnsChannel).
+        producer.set_session_credentials(
+            args["access_key"], args["secret_key"], args.get("channel", "ALIYUN")
+        )
     producer.start()
     mode = args.get("mode", "sync")
     if mode not in ("sync", "orderly", "oneway"):
@@ -181,6 +186,10 @@ def push(args: dict[str, Any]) -> dict[str, Any]:
     orderly = bool(args.get("orderly", False))
     consumer = PushConsumer(args["group"], orderly=orderly, message_model=model)
     consumer.set_namesrv_addr(args["namesrv"])
+    if args.get("access_key"):
+        consumer.set_session_credentials(
+            args["access_key"], args["secret_key"], args.get("channel", "ALIYUN")
+        )
     if args.get("instance_name"):
         consumer.set_instance_name(args["instance_name"])
     if args.get("thread_count"):
