@@ -155,6 +155,13 @@ class CommitLog:
                 PutMessageStatus.MESSAGE_ILLEGAL,
                 remark=f"topic must be 1..{MAX_TOPIC_BYTES} bytes, not {len(topic)}",
             )
+        if b"/" in topic or b"\0" in topic or topic in (b".", b".."):
+            # The topic names its consume queue's directory: it must stay one directory.
+            # (Retry and dead-letter topics come from group names no one checked before.)
+            return PutResult(
+                PutMessageStatus.MESSAGE_ILLEGAL,
+                remark=f"topic {topic!r} cannot name a directory",
+            )
         if body_bytes > self.max_message_bytes:
             return PutResult(
                 PutMessageStatus.MESSAGE_ILLEGAL,

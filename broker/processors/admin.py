@@ -115,6 +115,11 @@ class AdminProcessor:
         broker = self.broker
         if not h.topic.strip():
             return response_to(request, ResponseCode.SYSTEM_ERROR, "The specified topic is blank.")
+        # The name becomes a directory to remove: one no topic could have (too long, a path
+        # separator, "..") never reaches the file system. Found by the processor fuzzer.
+        why = check_topic_name(h.topic)
+        if why is not None:
+            return response_to(request, ResponseCode.SYSTEM_ERROR, why)
         if broker.topics.is_system_topic(h.topic):
             return response_to(
                 request,

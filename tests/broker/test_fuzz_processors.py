@@ -242,6 +242,20 @@ def target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
     body=b'{"consumerDataSet":[{}]}',
     serialize=SerializeType.JSON,
 )
+@example(  # found by the fuzzer: a 300-character name reached the file system
+    role="broker",
+    code=RequestCode.DELETE_TOPIC_IN_BROKER,
+    ext={"topic": "a" * 300},
+    body=None,
+    serialize=SerializeType.JSON,
+)
+@example(
+    role="broker",
+    code=RequestCode.DELETE_TOPIC_IN_BROKER,
+    ext={"topic": "../.."},
+    body=None,
+    serialize=SerializeType.JSON,
+)
 @example(
     role="namesrv",
     code=RequestCode.REGISTER_BROKER,

@@ -621,3 +621,14 @@ async def test_delayed_batch_is_illegal(store: MessageStore) -> None:
     bad = await store.put_messages(batch("B", 0, [(0, b"x", b"")], properties="DELAY\x013"))
     assert bad.status is PutMessageStatus.MESSAGE_ILLEGAL
     await _assert_nothing_written(store, bad)
+
+
+async def test_a_topic_that_would_leave_its_directory_is_illegal(store: MessageStore) -> None:
+    # Retry and DLQ topics are made from group names; "../x" must never become a path.
+    for topic in ("%RETRY%../../evil", "a/b", "..", "."):
+        bad = await store.put_message(message(topic, 0, b"x"))
+        assert bad.status is PutMessageStatus.MESSAGE_ILLEGAL, topic
+        assert "cannot name a directory" in bad.remark
+        bad_batch = await store.put_messages(batch(topic, 0, [(0, b"x", b"")]))
+        assert bad_batch.status is PutMessageStatus.MESSAGE_ILLEGAL
+    await _assert_nothing_written(store, bad)
