@@ -14,24 +14,9 @@ from typing import Any
 import structlog
 
 from broker.persist import JsonFile, read_json
-from remoting.bodies import DataVersion, SubscriptionGroupConfig
+from remoting.bodies import BUILTIN_GROUPS, DataVersion, SubscriptionGroupConfig
 
 log = structlog.get_logger(__name__)
-
-# Groups RocketMQ defines for its own tools and internal consumers.
-_BUILTIN_GROUPS = (
-    "TOOLS_CONSUMER",
-    "FILTERSRV_CONSUMER",
-    "__MONITOR_CONSUMER",
-    "CLIENT_INNER_PRODUCER",
-    "SELF_TEST_P_GROUP",
-    "SELF_TEST_C_GROUP",
-    "CID_ONS-HTTP-PROXY",
-    "CID_ONSAPI_PERMISSION",
-    "CID_ONSAPI_OWNER",
-    "CID_ONSAPI_PULL",
-    "CID_RMQ_SYS_TRANS",
-)
 
 
 class SubscriptionGroupTable:
@@ -40,7 +25,7 @@ class SubscriptionGroupTable:
         self.file = JsonFile(path)
         self.auto_create = auto_create
         self.table: dict[str, SubscriptionGroupConfig] = {
-            g: SubscriptionGroupConfig(g) for g in _BUILTIN_GROUPS
+            g: SubscriptionGroupConfig(g) for g in BUILTIN_GROUPS
         }
         self.table["TOOLS_CONSUMER"].consume_broadcast_enable = True
         self.data_version = DataVersion()

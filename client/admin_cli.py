@@ -34,7 +34,7 @@ from client.message import Message, MessageView
 from client.producer import Producer
 from client.rebalance import allocate_averagely
 from remoting.acl import SessionCredentials
-from remoting.bodies import SubscriptionGroupConfig, TopicConfig
+from remoting.bodies import BUILTIN_GROUPS, SubscriptionGroupConfig, TopicConfig
 from remoting.codes import RequestCode
 from remoting.errors import RocketMQError
 from remoting.route import MessageQueue
@@ -181,6 +181,17 @@ def command(
     return register
 
 
+async def on_masters(
+    admin: Admin, a: argparse.Namespace, action: Callable[[str], Awaitable[object]]
+) -> list[str]:
+    """Run ``action`` on the broker ``-b`` names, or on every master of cluster ``-c``;
+    the addresses it ran on."""
+    addrs = await admin.masters(cluster=a.cluster, broker_addr=a.broker_addr)
+    for addr in addrs:
+        await action(addr)
+    return addrs
+
+
 def _target(p: argparse.ArgumentParser, *, required: bool = True) -> None:
     g = p.add_mutually_exclusive_group(required=required)
     g.add_argument("-b", "--brokerAddr", dest="broker_addr", help="broker address host:port")
@@ -223,9 +234,7 @@ async def update_topic(admin: Admin, a: argparse.Namespace, out: Out) -> None:
         raise UsageError(f"perm {a.perm} must be 2 (write), 4 (read) or 6 (read and write)")
     sys_flag = (0x1 if a.unit else 0) | (0x2 if a.unit_sub else 0)
     config = TopicConfig(a.topic, a.read, a.write, a.perm, "SINGLE_TAG", sys_flag, a.order)
-    addrs = await admin.masters(cluster=a.cluster, broker_addr=a.broker_addr)
-    for addr in addrs:
-        await admin.create_topic(addr, config)
+    addrs = await on_masters(admin, a, lambda addr: admin.create_topic(addr, config))
     doc = {"topic": a.topic, "brokers": addrs, "config": config.to_json()}
     out.line(f"create topic {a.topic} on {', '.join(addrs)} success.\n{config.to_json()}", doc)
 
@@ -562,9 +571,7 @@ async def update_sub_group(admin: Admin, a: argparse.Namespace, out: Out) -> Non
         which_broker_when_consume_slowly=a.slow_broker,
         notify_consumer_ids_changed_enable=a.notify,
     )
-    addrs = await admin.masters(cluster=a.cluster, broker_addr=a.broker_addr)
-    for addr in addrs:
-        await admin.create_subscription_group(addr, config)
+    addrs = await on_masters(admin, a, lambda addr: admin.create_subscription_group(addr, config))
     out.line(
         f"create subscription group {a.group} on {', '.join(addrs)} success.\n{config.to_json()}",
         {"group": a.group, "brokers": addrs, "config": config.to_json()},
@@ -578,9 +585,7 @@ def _delete_sub_group_opts(p: argparse.ArgumentParser) -> None:
 
 @command("deleteSubGroup", "delete a subscription group", _delete_sub_group_opts)
 async def delete_sub_group(admin: Admin, a: argparse.Namespace, out: Out) -> None:
-    addrs = await admin.masters(cluster=a.cluster, broker_addr=a.broker_addr)
-    for addr in addrs:
-        await admin.delete_subscription_group(addr, a.group)
+    addrs = await on_masters(admin, a, lambda addr: admin.delete_subscription_group(addr, a.group))
     out.line(
         f"delete subscription group [{a.group}] from {', '.join(addrs)} success.",
         {"group": a.group, "brokers": addrs},
@@ -648,30 +653,13 @@ async def consumer_progress(admin: Admin, a: argparse.Namespace, out: Out) -> No
     rows = []
     docs = []
     for g in sorted(groups):
-        if g in _SYSTEM_GROUPS:
+        if g in BUILTIN_GROUPS:
             continue
         tps, table = await admin.consume_stats(g)
         diff = sum(max(0, w.broker_offset - w.consumer_offset) for w in table.values())
         rows.append([g, len(table), round(tps, 2), diff])
         docs.append({"group": g, "queues": len(table), "consumeTps": tps, "diffTotal": diff})
     out.table("Consumer groups", ["group", "queues", "TPS", "diff total"], rows, docs)
-
-
-_SYSTEM_GROUPS = frozenset(
-    {
-        "TOOLS_CONSUMER",
-        "FILTERSRV_CONSUMER",
-        "__MONITOR_CONSUMER",
-        "CLIENT_INNER_PRODUCER",
-        "SELF_TEST_P_GROUP",
-        "SELF_TEST_C_GROUP",
-        "CID_ONS-HTTP-PROXY",
-        "CID_ONSAPI_PERMISSION",
-        "CID_ONSAPI_OWNER",
-        "CID_ONSAPI_PULL",
-        "CID_RMQ_SYS_TRANS",
-    }
-)
 
 
 @command("consumerConnection", "a group's online clients and subscriptions", _opt_group)
@@ -858,9 +846,9 @@ def _update_broker_config_opts(p: argparse.ArgumentParser) -> None:
 
 @command("updateBrokerConfig", "change a broker config key at runtime", _update_broker_config_opts)
 async def update_broker_config(admin: Admin, a: argparse.Namespace, out: Out) -> None:
-    addrs = await admin.masters(cluster=a.cluster, broker_addr=a.broker_addr)
-    for addr in addrs:
-        await admin.update_broker_config(addr, {a.key: a.value})
+    addrs = await on_masters(
+        admin, a, lambda addr: admin.update_broker_config(addr, {a.key: a.value})
+    )
     out.line(
         f"update broker config {a.key}={a.value} on {', '.join(addrs)} success.",
         {"key": a.key, "value": a.value, "brokers": addrs},
@@ -869,17 +857,13 @@ async def update_broker_config(admin: Admin, a: argparse.Namespace, out: Out) ->
 
 @command("cleanExpiredCQ", "remove consume queues that point at deleted commit log", _target)
 async def clean_expired_cq(admin: Admin, a: argparse.Namespace, out: Out) -> None:
-    addrs = await admin.masters(cluster=a.cluster, broker_addr=a.broker_addr)
-    for addr in addrs:
-        await admin.clean_expired_consume_queue(addr)
+    addrs = await on_masters(admin, a, admin.clean_expired_consume_queue)
     out.line(f"clean expired ConsumeQueue on {', '.join(addrs)} success.", {"brokers": addrs})
 
 
 @command("deleteExpiredCommitLog", "delete expired commit-log files now", _target)
 async def delete_expired_commit_log(admin: Admin, a: argparse.Namespace, out: Out) -> None:
-    addrs = await admin.masters(cluster=a.cluster, broker_addr=a.broker_addr)
-    for addr in addrs:
-        await admin.delete_expired_commit_log(addr)
+    addrs = await on_masters(admin, a, admin.delete_expired_commit_log)
     out.line(f"delete expired CommitLog on {', '.join(addrs)} success.", {"brokers": addrs})
 
 
@@ -1242,9 +1226,7 @@ async def update_acl_config(admin: Admin, a: argparse.Namespace, out: Out) -> No
     fields = {"accessKey": a.access_key} | {k: v for k, v in optional.items() if v is not None}
     if a.admin is not None:
         fields["admin"] = "true" if a.admin else "false"
-    addrs = await admin.masters(cluster=a.cluster, broker_addr=a.broker_addr)
-    for addr in addrs:
-        await admin.update_acl_config(addr, fields)
+    addrs = await on_masters(admin, a, lambda addr: admin.update_acl_config(addr, fields))
     out.line(
         f"update ACL account {a.access_key} on {', '.join(addrs)} success.",
         {"accessKey": a.access_key, "brokers": addrs},
@@ -1258,9 +1240,7 @@ def _acl_delete_opts(p: argparse.ArgumentParser) -> None:
 
 @command("deleteAclConfig", "delete an ACL account", _acl_delete_opts)
 async def delete_acl_config(admin: Admin, a: argparse.Namespace, out: Out) -> None:
-    addrs = await admin.masters(cluster=a.cluster, broker_addr=a.broker_addr)
-    for addr in addrs:
-        await admin.delete_acl_config(addr, a.access_key)
+    addrs = await on_masters(admin, a, lambda addr: admin.delete_acl_config(addr, a.access_key))
     out.line(
         f"delete ACL account {a.access_key} from {', '.join(addrs)} success.",
         {"accessKey": a.access_key, "brokers": addrs},
@@ -1287,9 +1267,9 @@ def _white_opts(p: argparse.ArgumentParser) -> None:
 
 @command("updateGlobalWhiteAddr", "replace the ACL's global IP whitelist", _white_opts)
 async def update_global_white_addr(admin: Admin, a: argparse.Namespace, out: Out) -> None:
-    addrs = await admin.masters(cluster=a.cluster, broker_addr=a.broker_addr)
-    for addr in addrs:
-        await admin.update_global_white_addrs(addr, a.addresses)
+    addrs = await on_masters(
+        admin, a, lambda addr: admin.update_global_white_addrs(addr, a.addresses)
+    )
     out.line(
         f"update global white addresses to {a.addresses} on {', '.join(addrs)} success.",
         {"globalWhiteAddrs": a.addresses, "brokers": addrs},

@@ -604,6 +604,23 @@ def decode_consume_stats(
 # ====================================================================== subscription groups
 
 
+# Groups RocketMQ defines for its own tools and internal consumers (MixAll): every broker
+# has them, and operators' views leave them out.
+BUILTIN_GROUPS = (
+    "TOOLS_CONSUMER",
+    "FILTERSRV_CONSUMER",
+    "__MONITOR_CONSUMER",
+    "CLIENT_INNER_PRODUCER",
+    "SELF_TEST_P_GROUP",
+    "SELF_TEST_C_GROUP",
+    "CID_ONS-HTTP-PROXY",
+    "CID_ONSAPI_PERMISSION",
+    "CID_ONSAPI_OWNER",
+    "CID_ONSAPI_PULL",
+    "CID_RMQ_SYS_TRANS",
+)
+
+
 @dataclass(slots=True)
 class SubscriptionGroupConfig:
     """A consumer group's settings on one broker (RocketMQ ``SubscriptionGroupConfig``)."""

@@ -18,6 +18,7 @@ lookup codes are in ``broker/processors/admin.py``):
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import structlog
@@ -243,72 +244,83 @@ class OpsProcessor:
             )
         return acl
 
+    def _change_acl(
+        self,
+        request: RemotingCommand,
+        change: Callable[[AclRules], str | None],
+        failed: ResponseCode,
+    ) -> RemotingCommand:
+        """Apply ``change`` to a copy of the rules (it may name a problem instead), check the
+        result as a loaded file would be, write it and put it in force."""
+        acl = self._acl_or_refuse(request)
+        if isinstance(acl, RemotingCommand):
+            return acl
+        rules = AclRules.parse(acl.rules.to_yaml())
+        try:
+            problem = change(rules)
+            if problem is None:
+                acl.save(AclRules.parse(rules.to_yaml()))
+        except (ConfigError, OSError) as exc:
+            problem = str(exc)
+        if problem is not None:
+            return response_to(request, failed, problem)
+        return _ok(request)
+
     async def update_acl_config(
         self, conn: Connection, request: RemotingCommand
     ) -> RemotingCommand:
         """UPDATE_AND_CREATE_ACL_CONFIG (50): add or replace one account in plain_acl.yml."""
-        acl = self._acl_or_refuse(request)
-        if isinstance(acl, RemotingCommand):
-            return acl
         ext = request.ext_fields
         ak = ext.get("accessKey", "")
-        old = acl.rules.accounts.get(ak)
-        doc: dict[str, object] = old.to_yaml() if old is not None else {"accessKey": ak}
-        for key in ("secretKey", "whiteRemoteAddress", "defaultTopicPerm", "defaultGroupPerm"):
-            if ext.get(key):
-                doc[key] = ext[key]
-        if "admin" in ext:
-            doc["admin"] = ext["admin"].lower() == "true"
-        for key in ("topicPerms", "groupPerms"):
-            if key in ext:
-                doc[key] = [p.strip() for p in ext[key].split(",") if p.strip()]
-        try:
-            account = Account.from_yaml(doc)
-            rules = AclRules.parse(acl.rules.to_yaml())
-            rules.accounts[ak] = account
-            acl.save(rules)
-        except (ConfigError, OSError) as exc:
-            return response_to(request, ResponseCode.UPDATE_AND_CREATE_ACL_CONFIG_FAILED, str(exc))
-        log.info("acl_account_updated", access_key=ak, peer=conn.peer)
-        return _ok(request)
+
+        def change(rules: AclRules) -> None:
+            old = rules.accounts.get(ak)
+            doc: dict[str, object] = old.to_yaml() if old is not None else {"accessKey": ak}
+            for key in ("secretKey", "whiteRemoteAddress", "defaultTopicPerm", "defaultGroupPerm"):
+                if ext.get(key):
+                    doc[key] = ext[key]
+            if "admin" in ext:
+                doc["admin"] = ext["admin"].lower() == "true"
+            for key in ("topicPerms", "groupPerms"):
+                if key in ext:
+                    doc[key] = [p.strip() for p in ext[key].split(",") if p.strip()]
+            rules.accounts[ak] = Account.from_yaml(doc)
+
+        response = self._change_acl(
+            request, change, ResponseCode.UPDATE_AND_CREATE_ACL_CONFIG_FAILED
+        )
+        if response.code == ResponseCode.SUCCESS:
+            log.info("acl_account_updated", access_key=ak, peer=conn.peer)
+        return response
 
     async def delete_acl_config(
         self, conn: Connection, request: RemotingCommand
     ) -> RemotingCommand:
-        acl = self._acl_or_refuse(request)
-        if isinstance(acl, RemotingCommand):
-            return acl
         ak = request.ext_fields.get("accessKey", "")
-        rules = AclRules.parse(acl.rules.to_yaml())
-        if rules.accounts.pop(ak, None) is None:
-            return response_to(
-                request, ResponseCode.DELETE_ACL_CONFIG_FAILED, f"No acl config for {ak}"
-            )
-        try:
-            acl.save(rules)
-        except (ConfigError, OSError) as exc:
-            return response_to(request, ResponseCode.DELETE_ACL_CONFIG_FAILED, str(exc))
-        log.info("acl_account_deleted", access_key=ak, peer=conn.peer)
-        return _ok(request)
+
+        def change(rules: AclRules) -> str | None:
+            return None if rules.accounts.pop(ak, None) else f"No acl config for {ak}"
+
+        response = self._change_acl(request, change, ResponseCode.DELETE_ACL_CONFIG_FAILED)
+        if response.code == ResponseCode.SUCCESS:
+            log.info("acl_account_deleted", access_key=ak, peer=conn.peer)
+        return response
 
     async def update_global_white_addrs(
         self, conn: Connection, request: RemotingCommand
     ) -> RemotingCommand:
-        acl = self._acl_or_refuse(request)
-        if isinstance(acl, RemotingCommand):
-            return acl
         text = request.ext_fields.get("globalWhiteAddrs", "")
-        rules = AclRules.parse(acl.rules.to_yaml())
-        rules.global_white = [a.strip() for a in text.split(",") if a.strip()]
-        try:
-            rules = AclRules.parse(rules.to_yaml())  # checks every pattern
-            acl.save(rules)
-        except (ConfigError, OSError) as exc:
-            return response_to(
-                request, ResponseCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG_FAILED, str(exc)
-            )
-        log.info("acl_global_white_updated", addresses=rules.global_white, peer=conn.peer)
-        return _ok(request)
+        white = [a.strip() for a in text.split(",") if a.strip()]
+
+        def change(rules: AclRules) -> None:
+            rules.global_white = white
+
+        response = self._change_acl(
+            request, change, ResponseCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG_FAILED
+        )
+        if response.code == ResponseCode.SUCCESS:
+            log.info("acl_global_white_updated", addresses=white, peer=conn.peer)
+        return response
 
     async def acl_info(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         """GET_BROKER_CLUSTER_ACL_INFO (52): the ACL file's version on this broker."""
