@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from typing import Any
 
 import pytest
@@ -34,8 +35,16 @@ def mqadmin(namesrv: str, *args: str) -> Any:
 
 def test_mqadmin_against_apache_rocketmq(java_broker: Broker) -> None:
     ns = java_broker.namesrv
-    clusters = mqadmin(ns, "clusterList")
-    assert clusters and clusters[0]["brokerVersionDesc"].startswith("V4_9")
+    # A JVM just started may be slow to answer its first admin request: clusterList then
+    # shows the broker with an "error" entry; ask again for a while.
+    deadline = time.monotonic() + 60
+    while True:
+        clusters = mqadmin(ns, "clusterList")
+        if clusters and "brokerVersionDesc" in clusters[0]:
+            break
+        assert time.monotonic() < deadline, clusters
+        time.sleep(1)
+    assert clusters[0]["brokerVersionDesc"].startswith("V4_9")
     cluster = clusters[0]["cluster"]
 
     topic = unique("interop_admin")
