@@ -7,6 +7,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PACKAGES := broker remoting store client
+LINTED := $(PACKAGES) pyspark_aerolite.py examples
 
 .PHONY: help install fmt lint type test test-asyncio bench check run interop cluster fuzz docker clean
 
@@ -16,7 +17,8 @@ help:  ## list the targets
 $(STAMP): pyproject.toml tests/e2e/js/package-lock.json
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev]'
+	@# The spark extra (pyspark, pyarrow) is part of the suite: tests/spark run the connector.
+	$(PY) -m pip install --quiet -e '.[dev,spark]'
 	@# ali-ons for tests/e2e (they skip without node); npm ci reinstalls from the lock file.
 	@if command -v npm >/dev/null 2>&1; then \
 		echo "npm ci (tests/e2e/js)"; \
@@ -27,12 +29,12 @@ $(STAMP): pyproject.toml tests/e2e/js/package-lock.json
 install: $(STAMP)  ## create .venv and install the project with its dev extras
 
 fmt: install  ## format the code
-	$(VENV)/bin/ruff format $(PACKAGES) tests
-	$(VENV)/bin/ruff check --fix $(PACKAGES) tests
+	$(VENV)/bin/ruff format $(LINTED) tests
+	$(VENV)/bin/ruff check --fix $(LINTED) tests
 
 lint: install  ## ruff
-	$(VENV)/bin/ruff check $(PACKAGES) tests
-	$(VENV)/bin/ruff format --check $(PACKAGES) tests
+	$(VENV)/bin/ruff check $(LINTED) tests
+	$(VENV)/bin/ruff format --check $(LINTED) tests
 
 type: install  ## mypy --strict on the four packages, and on the tests
 	$(VENV)/bin/mypy
@@ -49,7 +51,7 @@ check: test test-asyncio  ## everything CI checks before interop
 BENCH_STAMP := $(VENV)/.installed-bench
 
 $(BENCH_STAMP): $(STAMP) pyproject.toml
-	$(PY) -m pip install --quiet -e '.[dev,bench]'
+	$(PY) -m pip install --quiet -e '.[dev,spark,bench]'
 	@touch $(BENCH_STAMP)
 
 bench: install $(BENCH_STAMP)  ## benchmarks: figures as ratios to baselines measured in the same run

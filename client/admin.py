@@ -25,7 +25,7 @@ import socket
 import struct
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import structlog
 
@@ -56,8 +56,10 @@ from remoting.headers import (
     KVConfigRequestHeader,
     PullMessageRequestHeader,
     QueryConsumeQueueRequestHeader,
+    QueryConsumerOffsetRequestHeader,
     QueryMessageRequestHeader,
     ResetOffsetRequestHeader,
+    UpdateConsumerOffsetRequestHeader,
     ViewMessageRequestHeader,
 )
 from remoting.route import BrokerData, MessageQueue, TopicRouteData, dumps, loads
@@ -631,10 +633,36 @@ class Admin(ClientService):
         return addr
 
     async def pull(
-        self, mq: MessageQueue, offset: int, max_nums: int = 32, group: str = TOOLS_GROUP
+        self,
+        mq: MessageQueue,
+        offset: int,
+        max_nums: int = 32,
+        group: str = TOOLS_GROUP,
+        *,
+        expression: str = "*",
+        expression_type: str = "TAG",
     ) -> tuple[list[MessageView], int, int]:
         """Messages of one queue from ``offset`` (no suspension): (messages, next offset,
         the queue's max offset)."""
+        got = await self.pull_batch(
+            mq, offset, max_nums, group, expression=expression, expression_type=expression_type
+        )
+        return got.messages, got.next_offset, got.max_offset
+
+    async def pull_batch(
+        self,
+        mq: MessageQueue,
+        offset: int,
+        max_nums: int = 32,
+        group: str = TOOLS_GROUP,
+        *,
+        expression: str = "*",
+        expression_type: str = "TAG",
+    ) -> PulledBatch:
+        """One pull of ``mq`` at ``offset`` with the broker's whole answer. ``expression``
+        filters at the broker (a tag expression, or SQL92 with ``expression_type="SQL92"``);
+        the next offset then skips what it dropped. An offset below the queue's minimum
+        (retention deleted it) answers ``moved`` with the minimum as the next offset."""
         addr = await self._addr_of(mq)
         header = PullMessageRequestHeader(
             consumer_group=group,
@@ -645,9 +673,9 @@ class Admin(ClientService):
             sys_flag=0x4,  # the subscription travels with the request
             commit_offset=0,
             suspend_timeout_millis=0,
-            subscription="*",
+            subscription=expression,
             sub_version=0,
-            expression_type="TAG",
+            expression_type=expression_type,
         )
         response = await self._call(
             addr,
@@ -662,11 +690,59 @@ class Admin(ClientService):
             ),
         )
         ext = response.ext_fields
-        next_offset = int(ext.get("nextBeginOffset", offset))
-        max_offset = int(ext.get("maxOffset", "0"))
+        messages = (
+            decode_messages(response.body_bytes, mq.broker_name)
+            if response.code == ResponseCode.SUCCESS
+            else []
+        )
+        return PulledBatch(
+            messages,
+            int(ext.get("nextBeginOffset", offset)),
+            int(ext.get("minOffset", "0")),
+            int(ext.get("maxOffset", "0")),
+            response.code == ResponseCode.PULL_OFFSET_MOVED,
+        )
+
+    async def consumer_offset(self, mq: MessageQueue, group: str) -> int:
+        """``group``'s committed offset in ``mq`` on its master, -1 when it has none."""
+        addr = self._running().master_addr(mq.broker_name)
+        if addr is None:
+            await self.topic_route(mq.topic)
+            addr = self._running().master_addr(mq.broker_name)
+        if addr is None:
+            raise ClientError(f"broker {mq.broker_name} has no master in the route of {mq.topic}")
+        header = QueryConsumerOffsetRequestHeader(
+            consumer_group=group, topic=mq.topic, queue_id=mq.queue_id
+        )
+        response = await self._call(
+            addr,
+            RequestCode.QUERY_CONSUMER_OFFSET,
+            header.to_ext_fields(),
+            what=f"offset of {group} in {mq}",
+            ok=(ResponseCode.SUCCESS, ResponseCode.QUERY_NOT_FOUND),
+        )
         if response.code != ResponseCode.SUCCESS:
-            return [], next_offset, max_offset
-        return decode_messages(response.body_bytes, mq.broker_name), next_offset, max_offset
+            return -1
+        return int(response.ext_fields.get("offset", "-1"))
+
+    async def commit_consumer_offset(self, mq: MessageQueue, group: str, offset: int) -> None:
+        """Store ``offset`` (the next to consume) as ``group``'s position in ``mq``, as a
+        consumer's periodic UPDATE_CONSUMER_OFFSET does; lag tools read it from there."""
+        addr = self._running().master_addr(mq.broker_name)
+        if addr is None:
+            await self.topic_route(mq.topic)
+            addr = self._running().master_addr(mq.broker_name)
+        if addr is None:
+            raise ClientError(f"broker {mq.broker_name} has no master in the route of {mq.topic}")
+        header = UpdateConsumerOffsetRequestHeader(
+            consumer_group=group, topic=mq.topic, queue_id=mq.queue_id, commit_offset=offset
+        )
+        await self._call(
+            addr,
+            RequestCode.UPDATE_CONSUMER_OFFSET,
+            header.to_ext_fields(),
+            what=f"commit offset {offset} of {group} in {mq}",
+        )
 
     async def put_kv(self, namespace: str, key: str, value: str) -> list[str]:
         header = KVConfigRequestHeader(namespace=namespace, key=key, value=value)
@@ -754,6 +830,17 @@ def _properties(body: bytes | memoryview) -> dict[str, str]:
         if sep and key.strip():
             out[key.strip()] = value.strip()
     return out
+
+
+class PulledBatch(NamedTuple):
+    """One pull's answer: the messages, where the next pull starts, the queue's bounds, and
+    whether the broker moved the offset (it was below the minimum or past the end)."""
+
+    messages: list[MessageView]
+    next_offset: int
+    min_offset: int
+    max_offset: int
+    moved: bool
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,288 @@
+"""The connector's blocking link to the brokers, one per Python process.
+
+RocketMQ counterpart: what rocketmq-spark's ``CachedMQConsumer`` / ``RocketMQOffsetReader``
+do with a ``DefaultMQPullConsumer`` and ``MQAdmin``: list a topic's queues and their min/max
+offsets, search an offset by time, pull a queue range, store a group's offsets, send.
+
+Spark calls a data source from plain (non-async) Python: the planner on the driver, and
+``read()`` / ``write()`` in executor workers that Spark reuses across tasks. So every call
+here is submitted to the SDK's one event loop thread of the process (``client.blocking``) and
+waited for, and the ``Admin`` client behind it is kept per name server for the life of the
+process: its route cache and connections serve every later task.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Awaitable, Iterator, Sequence
+from concurrent.futures import Future
+from typing import Any, TypeVar
+
+import structlog
+
+from client.admin import Admin
+from client.blocking import _LoopThread
+from client.errors import ClientError
+from client.message import Message, MessageView, SendResult
+from client.producer import Producer
+from client.spark.offsets import (
+    Bounds,
+    DataLossError,
+    QueueKey,
+    QueueRange,
+    SourceOptions,
+    describe_queue,
+)
+from remoting.acl import SessionCredentials
+from remoting.codes import RequestCode
+from remoting.route import MessageQueue
+
+log = structlog.get_logger(__name__)
+
+T = TypeVar("T")
+CALL_TIMEOUT_S = 120.0
+_STALL_RETRIES = 50  # pulls that make no progress (a segment being swapped) before giving up
+_SEND_WINDOW = 512  # sends in flight per task: enough to fill the producer's auto-batches
+
+
+def _run(coro: Awaitable[T], timeout_s: float = CALL_TIMEOUT_S) -> T:
+    loop = _LoopThread.loop()
+
+    async def wrapped() -> T:
+        return await coro
+
+    future: Future[T] = asyncio.run_coroutine_threadsafe(wrapped(), loop)
+    return future.result(timeout_s)
+
+
+class BrokerSession:
+    """An admin client on the process's loop thread, for one name server and account."""
+
+    _lock = threading.Lock()
+    _sessions: dict[tuple[str, str | None, str | None], BrokerSession] = {}  # noqa: RUF012
+
+    def __init__(self, namesrv: str, credentials: SessionCredentials | None) -> None:
+        self.namesrv = namesrv
+        self.credentials = credentials
+        self.admin = Admin(namesrv, credentials=credentials)
+        _run(self.admin.start())
+
+    @classmethod
+    def get(
+        cls, namesrv: str, access_key: str | None = None, secret_key: str | None = None
+    ) -> BrokerSession:
+        key = (namesrv, access_key, secret_key)
+        with cls._lock:
+            session = cls._sessions.get(key)
+            if session is None:
+                credentials = (
+                    SessionCredentials(access_key, secret_key)
+                    if access_key and secret_key
+                    else None
+                )
+                session = cls._sessions[key] = BrokerSession(namesrv, credentials)
+            return session
+
+    @classmethod
+    def for_options(cls, opts: SourceOptions) -> BrokerSession:
+        return cls.get(opts.namesrv, opts.access_key, opts.secret_key)
+
+    # ------------------------------------------------------------------ planning
+
+    def topics(self, opts: SourceOptions) -> list[str]:
+        """The topics a read covers: the named ones, or those matching the pattern now."""
+        if opts.topic_pattern is None:
+            return list(opts.topics)
+        return sorted(t for t in _run(self.admin.topic_list()) if opts.matches(t))
+
+    def bounds(self, opts: SourceOptions) -> Bounds:
+        """(min, max) offset of every queue of the read's topics, from their masters.
+
+        Raises:
+            ClientError: a named topic has no route (it does not exist).
+        """
+        out: Bounds = {}
+        for topic in self.topics(opts):
+            try:
+                stats = _run(self.admin.topic_stats(topic))
+            except ClientError as exc:
+                if opts.topic_pattern is not None:
+                    continue  # deleted between the listing and now
+                raise ClientError(f"topic {topic} cannot be read: {exc}") from exc
+            for mq, offsets in stats.items():
+                out[(mq.topic, mq.broker_name, mq.queue_id)] = (
+                    offsets.min_offset,
+                    offsets.max_offset,
+                )
+        return dict(sorted(out.items()))
+
+    def offsets_by_time(self, keys: Sequence[QueueKey], timestamp_ms: int) -> dict[QueueKey, int]:
+        """Per queue, the offset of the first message stored at or after the time (the
+        queue's end when none is).
+
+        The broker's SEARCH_OFFSET_BY_TIMESTAMP answers the message *closest* in time, which
+        may be the last one before it; one look at that message settles which side it is on,
+        so a time range splits a queue exactly, as Kafka's offsetsForTimes does."""
+
+        async def search() -> dict[QueueKey, int]:
+            out: dict[QueueKey, int] = {}
+            for key in keys:
+                mq = MessageQueue(*key)
+                offset = await self.admin.queue_offset(
+                    mq, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, timestamp_ms
+                )
+                got = await self.admin.pull_batch(mq, offset, 1)
+                if got.messages and got.messages[0].store_timestamp < timestamp_ms:
+                    offset += 1
+                out[key] = offset
+            return out
+
+        return _run(search())
+
+    def commit_offsets(self, group: str, offsets: dict[QueueKey, int]) -> None:
+        """Store ``offsets`` as ``group``'s positions (advisory: lag tools read them)."""
+
+        async def commit() -> None:
+            for key, offset in sorted(offsets.items()):
+                await self.admin.commit_consumer_offset(MessageQueue(*key), group, offset)
+
+        _run(commit())
+
+    def committed(self, group: str, keys: Sequence[QueueKey]) -> dict[QueueKey, int]:
+        async def query() -> dict[QueueKey, int]:
+            return {
+                key: await self.admin.consumer_offset(MessageQueue(*key), group) for key in keys
+            }
+
+        return _run(query())
+
+    # ------------------------------------------------------------------ reading
+
+    def read_range(
+        self, part: QueueRange, opts: SourceOptions, skipped: list[int] | None = None
+    ) -> Iterator[list[MessageView]]:
+        """The messages of ``part`` in queue order, a pull's worth at a time.
+
+        A range reads the same messages every time it is read (Spark replays a failed batch
+        with the same offsets), as long as retention has not removed them. If it has, the
+        read fails with DataLossError naming the queue and offsets, or, without
+        ``failOnDataLoss``, logs a warning, adds the count to ``skipped`` and goes on from
+        the queue's new minimum.
+        """
+        mq = MessageQueue(part.topic, part.broker, part.queue_id)
+        expression, expression_type = opts.expression
+        offset = part.start
+        stalls = 0
+        while offset < part.end:
+            got = _run(
+                self.admin.pull_batch(
+                    mq,
+                    offset,
+                    opts.pull_batch_size,
+                    expression=expression,
+                    expression_type=expression_type,
+                )
+            )
+            if got.moved or (not got.messages and got.min_offset > offset):
+                if got.min_offset > offset:
+                    resume = min(got.min_offset, part.end)
+                    self._lost(
+                        part, offset, resume, opts, skipped=skipped, why="retention deleted them"
+                    )
+                    offset = resume
+                    continue
+                if offset >= got.max_offset:
+                    self._lost(
+                        part, offset, part.end, opts, skipped=skipped, why="the queue ends earlier"
+                    )
+                    return
+            kept = [m for m in got.messages if m.queue_offset < part.end]
+            if kept:
+                yield kept
+            if got.next_offset > offset:
+                offset = got.next_offset
+                stalls = 0
+                continue
+            if offset >= got.max_offset:
+                self._lost(
+                    part, offset, part.end, opts, skipped=skipped, why="the queue ends earlier"
+                )
+                return
+            stalls += 1
+            if stalls > _STALL_RETRIES:
+                raise ClientError(
+                    f"reading {describe_queue(part.key)} made no progress at offset {offset} "
+                    f"(queue bounds {got.min_offset}..{got.max_offset})"
+                )
+            time.sleep(0.02)
+
+    @staticmethod
+    def _lost(
+        part: QueueRange,
+        start: int,
+        end: int,
+        opts: SourceOptions,
+        *,
+        skipped: list[int] | None,
+        why: str,
+    ) -> None:
+        count = end - start
+        where = describe_queue(part.key)
+        if opts.fail_on_data_loss:
+            raise DataLossError(
+                f"messages {start}..{end - 1} of queue {where} are gone ({why}); "
+                f"{count} messages a query needed were not read. Set failOnDataLoss=false "
+                "to skip them and continue from the queue's new minimum offset"
+            )
+        log.warning("spark_data_loss", queue=where, start=start, end=end, skipped=count, why=why)
+        if skipped is not None:
+            skipped.append(count)
+
+    # ------------------------------------------------------------------ writing
+
+    def send_all(
+        self,
+        group: str,
+        messages: Sequence[tuple[Message, int | None]],
+    ) -> list[SendResult]:
+        """Send every message (to its queue id when one is given) and wait for all the
+        broker's answers; the first failure raises with the broker's reason, after the
+        other sends have finished (so none is left in flight when a task fails)."""
+
+        async def run() -> list[SendResult]:
+            producer = Producer(group, self.namesrv, credentials=self.credentials)
+            await producer.start()
+            try:
+                window = asyncio.Semaphore(_SEND_WINDOW)
+
+                async def one(msg: Message, queue_id: int | None) -> SendResult:
+                    async with window:
+                        if queue_id is None:
+                            return await producer.send(msg)
+                        return await producer.send_orderly(msg, selector=_pick_queue, arg=queue_id)
+
+                results = await asyncio.gather(
+                    *(one(m, q) for m, q in messages), return_exceptions=True
+                )
+            finally:
+                await producer.shutdown()
+            out: list[SendResult] = []
+            for result in results:
+                if isinstance(result, BaseException):
+                    raise result
+                out.append(result)
+            return out
+
+        return _run(run(), timeout_s=CALL_TIMEOUT_S + len(messages) * 0.01)
+
+
+def _pick_queue(queues: list[MessageQueue], msg: Message, arg: Any) -> MessageQueue:
+    for mq in queues:
+        if mq.queue_id == arg:
+            return mq
+    raise ClientError(
+        f"topic {msg.topic} has no queue {arg} (its queues: "
+        f"{', '.join(str(q.queue_id) for q in queues)})"
+    )
