@@ -14,6 +14,8 @@ process: its route cache and connections serve every later task.
 from __future__ import annotations
 
 import asyncio
+import logging
+import os
 import threading
 import time
 from collections.abc import Awaitable, Iterator, Sequence
@@ -40,6 +42,18 @@ from remoting.codes import RequestCode
 from remoting.route import MessageQueue
 
 log = structlog.get_logger(__name__)
+
+if not structlog.is_configured():
+    # Spark's Python workers start with no logging set up, and structlog's default prints
+    # every debug line of the SDK into the executor logs; an operator wants the warnings
+    # (data loss, failed commits). AEROLITE_SPARK_LOG_LEVEL=info shows more.
+    structlog.configure(
+        wrapper_class=structlog.make_filtering_bound_logger(
+            logging.getLevelNamesMapping().get(
+                os.environ.get("AEROLITE_SPARK_LOG_LEVEL", "warning").upper(), logging.WARNING
+            )
+        )
+    )
 
 T = TypeVar("T")
 CALL_TIMEOUT_S = 120.0

@@ -85,7 +85,9 @@ def start_standalone(root: Path, settings: dict[str, str] | None = None) -> Stan
     if "namesrv" not in fields:
         proc.kill()
         proc.wait(timeout=10)
-        raise RuntimeError(f"standalone broker did not start: {line!r}")
+        proc.stdout.close()
+        reason = (root / "broker.log").read_text()[-2000:]
+        raise RuntimeError(f"standalone broker did not start: {line!r} {reason}")
     return StandaloneBroker(proc, fields["namesrv"], fields["broker"], root / "store")
 
 
