@@ -17,7 +17,7 @@ import asyncio
 import logging
 import os
 import threading
-import time
+from collections import deque
 from collections.abc import Awaitable, Iterator, Sequence
 from concurrent.futures import Future
 from typing import Any, TypeVar
@@ -43,21 +43,28 @@ from remoting.route import MessageQueue
 
 log = structlog.get_logger(__name__)
 
-if not structlog.is_configured():
-    # Spark's Python workers start with no logging set up, and structlog's default prints
-    # every debug line of the SDK into the executor logs; an operator wants the warnings
-    # (data loss, failed commits). AEROLITE_SPARK_LOG_LEVEL=info shows more.
+
+def quiet_worker_logs() -> None:
+    """Warnings only, in a Spark Python worker that has no logging set up.
+
+    Spark's workers start bare, and structlog's default prints every debug line of the SDK
+    into the executor logs; an operator wants the warnings (data loss, failed commits).
+    ``AEROLITE_SPARK_LOG_LEVEL=info`` shows more. Called only on the paths Spark runs in
+    its own workers, never on import, so an application's logging is left alone."""
+    if structlog.is_configured():
+        return
+    level = os.environ.get("AEROLITE_SPARK_LOG_LEVEL", "warning").upper()
     structlog.configure(
         wrapper_class=structlog.make_filtering_bound_logger(
-            logging.getLevelNamesMapping().get(
-                os.environ.get("AEROLITE_SPARK_LOG_LEVEL", "warning").upper(), logging.WARNING
-            )
+            logging.getLevelNamesMapping().get(level, logging.WARNING)
         )
     )
+
 
 T = TypeVar("T")
 CALL_TIMEOUT_S = 120.0
 _STALL_RETRIES = 50  # pulls that make no progress (a segment being swapped) before giving up
+_WINDOWS_IN_FLIGHT = 8  # concurrent pulls per partition being read
 _SEND_WINDOW = 512  # sends in flight per task: enough to fill the producer's auto-batches
 
 
@@ -101,6 +108,8 @@ class BrokerSession:
 
     @classmethod
     def for_options(cls, opts: SourceOptions) -> BrokerSession:
+        """The session of a reader's options, from inside a Spark worker."""
+        quiet_worker_logs()
         return cls.get(opts.namesrv, opts.access_key, opts.secret_key)
 
     # ------------------------------------------------------------------ planning
@@ -177,60 +186,102 @@ class BrokerSession:
     def read_range(
         self, part: QueueRange, opts: SourceOptions, skipped: list[int] | None = None
     ) -> Iterator[list[MessageView]]:
-        """The messages of ``part`` in queue order, a pull's worth at a time.
+        """The messages of ``part`` in queue order, in chunks.
 
         A range reads the same messages every time it is read (Spark replays a failed batch
         with the same offsets), as long as retention has not removed them. If it has, the
         read fails with DataLossError naming the queue and offsets, or, without
         ``failOnDataLoss``, logs a warning, adds the count to ``skipped`` and goes on from
         the queue's new minimum.
+
+        The range is cut into windows of offsets that are pulled concurrently
+        (``_WINDOWS_IN_FLIGHT`` at once) and handed out in order: a pull's answer is needed
+        to know where the next one starts only *within* a window, so the round trips of
+        neighbouring windows overlap instead of adding up.
         """
         mq = MessageQueue(part.topic, part.broker, part.queue_id)
-        expression, expression_type = opts.expression
-        offset = part.start
-        stalls = 0
-        while offset < part.end:
-            got = _run(
-                self.admin.pull_batch(
+        probe = _run(self.admin.pull_batch(mq, part.start, 1))
+        start, end = part.start, part.end
+        if start < probe.min_offset:
+            resume = min(probe.min_offset, end)
+            self._lost(part, start, resume, opts, skipped=skipped, why="retention deleted them")
+            start = resume
+        readable_end = max(start, min(end, probe.max_offset))
+        filtered = opts.expression != ("*", "TAG")
+        # A filtered pull scans past the messages it drops, so its windows are wider.
+        width = opts.pull_batch_size * (8 if filtered else 1)
+        loop = _LoopThread.loop()
+        pending: deque[Future[list[MessageView]]] = deque()
+        try:
+            for lo in range(start, readable_end, width):
+                window = self._window(
                     mq,
-                    offset,
-                    opts.pull_batch_size,
-                    expression=expression,
-                    expression_type=expression_type,
+                    part,
+                    lo=lo,
+                    hi=min(lo + width, readable_end),
+                    opts=opts,
+                    skipped=skipped,
+                    filtered=filtered,
                 )
+                pending.append(asyncio.run_coroutine_threadsafe(window, loop))
+                if len(pending) >= _WINDOWS_IN_FLIGHT:
+                    got = pending.popleft().result(CALL_TIMEOUT_S)
+                    if got:
+                        yield got
+            while pending:
+                got = pending.popleft().result(CALL_TIMEOUT_S)
+                if got:
+                    yield got
+        finally:
+            for future in pending:  # the reader stopped early (a LIMIT, a failed task)
+                future.cancel()
+        if readable_end < end:
+            self._lost(part, readable_end, end, opts, skipped=skipped, why="the queue ends earlier")
+
+    async def _window(
+        self,
+        mq: MessageQueue,
+        part: QueueRange,
+        *,
+        lo: int,
+        hi: int,
+        opts: SourceOptions,
+        skipped: list[int] | None,
+        filtered: bool,
+    ) -> list[MessageView]:
+        """Messages ``[lo, hi)`` of ``mq``, by as many pulls as that takes."""
+        expression, expression_type = opts.expression
+        out: list[MessageView] = []
+        offset = lo
+        stalls = 0
+        while offset < hi:
+            want = opts.pull_batch_size if filtered else min(opts.pull_batch_size, hi - offset)
+            got = await self.admin.pull_batch(
+                mq, offset, want, expression=expression, expression_type=expression_type
             )
-            if got.moved or (not got.messages and got.min_offset > offset):
-                if got.min_offset > offset:
-                    resume = min(got.min_offset, part.end)
-                    self._lost(
-                        part, offset, resume, opts, skipped=skipped, why="retention deleted them"
-                    )
-                    offset = resume
-                    continue
-                if offset >= got.max_offset:
-                    self._lost(
-                        part, offset, part.end, opts, skipped=skipped, why="the queue ends earlier"
-                    )
-                    return
-            kept = [m for m in got.messages if m.queue_offset < part.end]
-            if kept:
-                yield kept
+            if not got.messages and got.min_offset > offset:
+                resume = min(got.min_offset, hi)  # retention ran since the range was planned
+                self._lost(
+                    part, offset, resume, opts, skipped=skipped, why="retention deleted them"
+                )
+                offset = resume
+                continue
+            out.extend(m for m in got.messages if m.queue_offset < hi)
             if got.next_offset > offset:
                 offset = got.next_offset
                 stalls = 0
                 continue
             if offset >= got.max_offset:
-                self._lost(
-                    part, offset, part.end, opts, skipped=skipped, why="the queue ends earlier"
-                )
-                return
-            stalls += 1
+                self._lost(part, offset, hi, opts, skipped=skipped, why="the queue ends earlier")
+                break
+            stalls += 1  # a segment being swapped, or a message being removed: try again
             if stalls > _STALL_RETRIES:
                 raise ClientError(
                     f"reading {describe_queue(part.key)} made no progress at offset {offset} "
                     f"(queue bounds {got.min_offset}..{got.max_offset})"
                 )
-            time.sleep(0.02)
+            await asyncio.sleep(0.02)
+        return out
 
     @staticmethod
     def _lost(

@@ -64,7 +64,7 @@ from client.spark.offsets import (
     plan_ranges,
     resolve,
 )
-from client.spark.session import BrokerSession
+from client.spark.session import BrokerSession, quiet_worker_logs
 
 log = structlog.get_logger(__name__)
 
@@ -310,6 +310,7 @@ def _write(
     context = TaskContext.get()
     partition = context.partitionId() if context is not None else 0
     prefix = f"{query_id}:{batch_id}:{partition}"
+    quiet_worker_logs()
     session = BrokerSession.get(opts.namesrv, opts.access_key, opts.secret_key)
     row = 0
     for batch in batches:

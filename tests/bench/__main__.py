@@ -20,7 +20,14 @@ from pathlib import Path
 
 import structlog
 
-from tests.bench import broker_bench, ha_bench, remoting_bench, sdk_bench, store_bench
+from tests.bench import (
+    broker_bench,
+    ha_bench,
+    remoting_bench,
+    sdk_bench,
+    spark_bench,
+    store_bench,
+)
 from tests.bench.report import REPO_ROOT, Report
 
 BENCHMARKS: dict[str, Callable[[bool], Report]] = {
@@ -29,6 +36,7 @@ BENCHMARKS: dict[str, Callable[[bool], Report]] = {
     broker_bench.NAME: lambda quick: broker_bench.run(quick=quick),
     sdk_bench.NAME: lambda quick: sdk_bench.run(quick=quick),
     ha_bench.NAME: lambda quick: ha_bench.run(quick=quick),
+    spark_bench.NAME: lambda quick: spark_bench.run(quick=quick),
 }
 
 DEFAULT_RESULTS_DIR = REPO_ROOT / "bench-results"

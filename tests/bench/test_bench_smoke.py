@@ -50,7 +50,7 @@ def test_quick_run_writes_sane_results(tmp_path: Path) -> None:
         env=env,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=240,
         check=False,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -106,7 +106,7 @@ def _run_quick(name: str, tmp_path: Path, docs: Path) -> subprocess.CompletedPro
         env=env,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=240,
         check=False,
     )
 
@@ -295,3 +295,21 @@ def test_quick_replication_run_writes_sane_results(tmp_path: Path) -> None:
         assert 0 < row["one_by_one_ms"]["p50"] <= row["one_by_one_ms"]["p99"]
     assert _positive(results["sync_over_async"]["window"])
     assert "replication" in proc.stdout and "SYNC_MASTER" in proc.stdout
+
+
+def test_quick_spark_run_writes_sane_results(tmp_path: Path) -> None:
+    """The Spark benchmark end to end with tiny counts: a standalone broker process, the
+    SDK's pull baseline and a local[2] Spark read into Parquet (Java is on this machine;
+    tests/spark says so when it is not)."""
+    pytest.importorskip("pyspark", reason="the spark extra is not installed")
+    docs = tmp_path / "benchmarks.md"
+    proc = _run_quick("spark", tmp_path, docs)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    results = json.loads((tmp_path / "results" / "spark.json").read_text())
+    assert results["notes"] == [], results["notes"]
+    for key in ("pull", "spark"):
+        row = results[key]
+        assert row["messages"] == results["config"]["count"]
+        assert _positive(row["messages_per_s"]) and _positive(row["mb_per_s"])
+    assert _positive(results["spark_over_pull"])
+    assert "Spark → Parquet" in proc.stdout
