@@ -37,6 +37,7 @@ SMALL_STORE = {
     "mappedFileSizeConsumeQueue": str(20 * 20_000),
     "maxHashSlotNum": "20000",
     "maxIndexNum": "80000",
+    "enablePropertyFilter": "true",  # sqlFilter reads
 }
 
 

@@ -95,6 +95,11 @@ def test_batch_read_filters_tags_at_the_broker(spark: Any, orders: dict[str, Any
     assert both == sum(1 for i in range(TOTAL) if i % 3 != 1)
 
 
+def test_batch_read_filters_by_sql_at_the_broker(spark: Any, orders: dict[str, Any]) -> None:
+    df = _reader(spark, orders["namesrv"], sqlFilter="k IN ('v7', 'v70', 'v700') OR k = 'v99999'")
+    assert sorted(r["keys"] for r in df.collect()) == ["k7", "k70", "k700", "k99999"]
+
+
 def test_batch_read_offset_json_and_partition_split(spark: Any, orders: dict[str, Any]) -> None:
     broker_name = next(iter(orders["bounds"]))[0]
     starting = {TOPIC: {broker_name: {"0": 100, "1": -2, "2": -1}}}
@@ -227,3 +232,40 @@ def test_stream_rate_limit_available_now_and_restart(
         assert _wait_for_commits(namesrv, group, end) == end
     finally:
         spark.streams.removeListener(listener)
+
+
+def test_stream_by_pattern_picks_up_new_topics_from_their_start(
+    spark: Any, broker: StandaloneBroker, tmp_path: Path
+) -> None:
+    namesrv = broker.namesrv
+    create_topic(namesrv, broker.broker, "SparkPatA", 2)
+    produce_round_robin(namesrv, [Message("SparkPatA", b"a%d" % i) for i in range(40)], batch=10)
+
+    def run() -> Any:
+        query = (
+            spark.readStream.format("rocketmq")
+            .option("namesrv", namesrv)
+            .option("topicPattern", "SparkPat.*")
+            .option("startingOffsets", "earliest")
+            .load()
+            .writeStream.format("parquet")
+            .option("path", str(tmp_path / "out"))
+            .option("checkpointLocation", str(tmp_path / "checkpoint"))
+            .trigger(availableNow=True)
+            .start()
+        )
+        assert query.awaitTermination(120)
+        assert query.exception() is None
+        return spark.read.parquet(str(tmp_path / "out"))
+
+    assert run().count() == 40
+    # A topic that appears later, and more in the old one: the new topic's queues are read
+    # from offset 0 although the query started long before them.
+    create_topic(namesrv, broker.broker, "SparkPatB", 3)
+    produce_round_robin(namesrv, [Message("SparkPatB", b"b%d" % i) for i in range(30)], batch=10)
+    produce_round_robin(namesrv, [Message("SparkPatA", b"c%d" % i) for i in range(20)], batch=10)
+    out = run()
+    assert out.count() == 90
+    per_topic = {r["topic"]: r["count"] for r in out.groupBy("topic").count().collect()}
+    assert per_topic == {"SparkPatA": 60, "SparkPatB": 30}
+    assert out.select("topic", "queueId", "queueOffset").distinct().count() == 90
