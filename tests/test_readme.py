@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.standalone import start_standalone
+
 README = Path(__file__).parent.parent / "README.md"
 
 
@@ -24,29 +26,9 @@ def sdk_example() -> str:
 
 def run_example(tmp_path: Path, source: str) -> subprocess.CompletedProcess[str]:
     """Run a README example against ``python -m broker standalone`` on free ports."""
-    broker = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "broker",
-            "standalone",
-            "--store",
-            str(tmp_path / "store"),
-            "--namesrv-port",
-            "0",
-            "--listen-port",
-            "0",
-            "--set",
-            "metricsPort=0",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
+    broker = start_standalone(tmp_path)
     try:
-        assert broker.stdout is not None
-        line = broker.stdout.readline()
-        namesrv = dict(w.split("=", 1) for w in line.split()[1:])["namesrv"]
+        namesrv = broker.namesrv
         script = tmp_path / "example.py"
         # The README uses make run's fixed port; the test's broker has a free one.
         script.write_text(source.replace("127.0.0.1:9876", namesrv))
@@ -61,10 +43,7 @@ def run_example(tmp_path: Path, source: str) -> subprocess.CompletedProcess[str]
         assert run.returncode == 0, run.stderr[-3000:]
         return run
     finally:
-        broker.terminate()
-        broker.wait(timeout=20)
-        if broker.stdout is not None:
-            broker.stdout.close()
+        broker.stop()
 
 
 def test_readme_sdk_quick_start_runs(tmp_path: Path) -> None:

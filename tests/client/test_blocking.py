@@ -3,8 +3,6 @@ process; the asyncio clients run on the facade's own loop thread."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -14,38 +12,16 @@ import pytest
 
 from client import Message, MessageQueue, MessageView, SendStatus
 from client.blocking import Producer, PullConsumer, PushConsumer
+from tests.standalone import start_standalone
 
 
 @pytest.fixture
 def namesrv(tmp_path: Path) -> Iterator[str]:
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "broker",
-            "standalone",
-            "--store",
-            str(tmp_path / "store"),
-            "--namesrv-port",
-            "0",
-            "--listen-port",
-            "0",
-            "--set",
-            "metricsPort=0",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
+    broker = start_standalone(tmp_path)
     try:
-        assert proc.stdout is not None
-        words = proc.stdout.readline().split()
-        yield dict(w.split("=", 1) for w in words[1:])["namesrv"]
+        yield broker.namesrv
     finally:
-        proc.terminate()
-        proc.wait(timeout=20)
-        if proc.stdout is not None:
-            proc.stdout.close()
+        broker.stop()
 
 
 def test_blocking_producer_push_and_pull_consumers(namesrv: str) -> None:

@@ -13,11 +13,8 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
-import subprocess
 import sys
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,6 +22,7 @@ import pytest
 from client import Message, Producer
 from client.admin import Admin
 from remoting.bodies import TopicConfig
+from tests.standalone import StandaloneBroker, start_standalone
 
 if shutil.which("java") is None:
     pytest.skip("Spark needs a Java runtime and none is on PATH", allow_module_level=True)
@@ -41,60 +39,9 @@ SMALL_STORE = {
 }
 
 
-@dataclass
-class StandaloneBroker:
-    proc: subprocess.Popen[str]
-    namesrv: str
-    broker: str
-    store: Path
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
-        if self.proc.stdout is not None:
-            self.proc.stdout.close()
-
-
-def start_standalone(root: Path, settings: dict[str, str] | None = None) -> StandaloneBroker:
-    args = [
-        sys.executable,
-        "-m",
-        "broker",
-        "standalone",
-        "--store",
-        str(root / "store"),
-        "--namesrv-port",
-        "0",
-        "--listen-port",
-        "0",
-        "--set",
-        "metricsPort=0",
-    ]
-    for key, value in {**SMALL_STORE, **(settings or {})}.items():
-        args += ["--set", f"{key}={value}"]
-    root.mkdir(parents=True, exist_ok=True)
-    with (root / "broker.log").open("w") as log:
-        proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=log, text=True)
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    fields = dict(w.split("=", 1) for w in line.split()[1:] if "=" in w)
-    if "namesrv" not in fields:
-        proc.kill()
-        proc.wait(timeout=10)
-        proc.stdout.close()
-        reason = (root / "broker.log").read_text()[-2000:]
-        raise RuntimeError(f"standalone broker did not start: {line!r} {reason}")
-    return StandaloneBroker(proc, fields["namesrv"], fields["broker"], root / "store")
-
-
 @pytest.fixture(scope="session")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneBroker]:
-    server = start_standalone(tmp_path_factory.mktemp("spark-broker"))
+    server = start_standalone(tmp_path_factory.mktemp("spark-broker"), SMALL_STORE)
     try:
         yield server
     finally:

@@ -20,13 +20,8 @@ import pytest
 
 from client import Message
 from client.admin import Admin
-from tests.spark.conftest import (
-    StandaloneBroker,
-    create_topic,
-    produce_round_robin,
-    queue_bounds,
-    start_standalone,
-)
+from tests.spark.conftest import SMALL_STORE, create_topic, produce_round_robin, queue_bounds
+from tests.standalone import StandaloneBroker, start_standalone
 
 TOPIC = "SparkRetained"
 
@@ -35,7 +30,8 @@ TOPIC = "SparkRetained"
 def small_broker(tmp_path: Path) -> Iterator[StandaloneBroker]:
     server = start_standalone(
         tmp_path / "broker",
-        {
+        SMALL_STORE
+        | {
             "mappedFileSizeCommitLog": str(64 << 10),
             "maxMessageSize": str(32 << 10),
             "mappedFileSizeConsumeQueue": str(20 * 20),

@@ -19,12 +19,12 @@ import pytest
 from client import Message
 from client.spark.listener import OffsetCommitListener
 from tests.spark.conftest import (
-    StandaloneBroker,
     committed,
     create_topic,
     produce_round_robin,
     queue_bounds,
 )
+from tests.standalone import StandaloneBroker
 
 TOPIC = "SparkOrders"
 QUEUES = 8

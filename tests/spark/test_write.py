@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from tests.spark.conftest import StandaloneBroker, create_topic, queue_bounds
+from tests.spark.conftest import create_topic, queue_bounds
+from tests.standalone import StandaloneBroker
 
 ROWS = 10_000
 
