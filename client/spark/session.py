@@ -107,6 +107,14 @@ class BrokerSession:
             return session
 
     @classmethod
+    def close_all(cls) -> None:
+        """Shut every session's client down (a driver that is done with its brokers)."""
+        with cls._lock:
+            sessions, cls._sessions = list(cls._sessions.values()), {}
+        for session in sessions:
+            _run(session.admin.shutdown())
+
+    @classmethod
     def for_options(cls, opts: SourceOptions) -> BrokerSession:
         """The session of a reader's options, from inside a Spark worker."""
         quiet_worker_logs()

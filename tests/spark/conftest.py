@@ -45,6 +45,11 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneBroke
     try:
         yield server
     finally:
+        # The listener's client in this process would go on refreshing routes of a broker
+        # that is gone.
+        from client.spark.session import BrokerSession
+
+        BrokerSession.close_all()
         server.stop()
 
 
