@@ -4,13 +4,15 @@ source: every row arrives once, with its keys, tags and properties, and a unique
 
 from __future__ import annotations
 
+import os
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.spark.conftest import create_topic, queue_bounds
-from tests.standalone import StandaloneBroker
+from tests.spark.conftest import SMALL_STORE, create_topic, queue_bounds
+from tests.standalone import StandaloneBroker, start_standalone
 
 ROWS = 10_000
 
@@ -157,3 +159,52 @@ def test_streaming_write_of_two_micro_batches(
     assert len(set(ids)) == 600
     assert {i.split(":")[0] for i in ids} == {str(query.id)}
     assert {i.split(":")[1] for i in ids} == {"0", "1"}
+
+
+def test_delay_level_and_deliver_at_columns(spark: Any, broker: StandaloneBroker) -> None:
+    from pyspark.sql import functions as F
+
+    topic = "SparkDelayed"
+    create_topic(broker.namesrv, broker.broker, topic, 2)
+    sent_ms = int(time.time() * 1000)
+    df = spark.createDataFrame(
+        [("by-level", 1, None), ("by-time", None, sent_ms + 1500)],
+        "body STRING, delayTimeLevel INT, deliverAt BIGINT",
+    )
+    df.write.format("rocketmq").option("namesrv", broker.namesrv).option("topic", topic).mode(
+        "append"
+    ).save()
+    deadline = time.monotonic() + 30
+    rows: list[Any] = []
+    while time.monotonic() < deadline:
+        rows = (
+            _read(spark, broker.namesrv, topic)
+            .select(
+                F.col("body").cast("string").alias("body"),
+                F.unix_millis("storeTimestamp").alias("t"),
+            )
+            .collect()
+        )
+        if len(rows) == 2:
+            break
+        time.sleep(0.5)
+    stored = {r["body"]: r["t"] for r in rows}
+    assert set(stored) == {"by-level", "by-time"}
+    # Level 1 is 1 s by default; the timer is never early.
+    assert stored["by-level"] >= sent_ms + 900
+    assert stored["by-time"] >= sent_ms + 1500
+
+
+def test_a_refused_send_fails_the_task_with_the_brokers_reason(spark: Any, tmp_path: Path) -> None:
+    strict = start_standalone(tmp_path / "strict", SMALL_STORE | {"maxMessageSize": str(32 << 10)})
+    try:
+        create_topic(strict.namesrv, strict.broker, "SparkStrict", 1)
+        # Random bytes: the producer's compression cannot bring them under the broker's limit.
+        df = spark.createDataFrame([(bytearray(os.urandom(40_000)),)], "body BINARY")
+        # MessageIllegalError with the broker's remark, from the failed task.
+        with pytest.raises(Exception, match="exceeds maxMessageSize 32768"):
+            df.write.format("rocketmq").option("namesrv", strict.namesrv).option(
+                "topic", "SparkStrict"
+            ).mode("append").save()
+    finally:
+        strict.stop()
