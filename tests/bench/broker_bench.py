@@ -76,6 +76,8 @@ from tests.bench.common import (
     server_log_lines,
 )
 from tests.bench.common import row_rate as _rate
+from tests.bench.java_rocketmq import VERSION as ROCKETMQ_VERSION
+from tests.bench.java_rocketmq import RocketMQJavaBroker, missing_reason, rss_kb
 from tests.bench.peers import (
     AeroliteBroker,
     DriverResult,
@@ -252,7 +254,7 @@ def echo_ceiling(cfg: BrokerBenchConfig, pin: bool) -> dict[str, Any]:
 # ---------------------------------------------------------------------------- Aerolite
 
 
-async def _admin(broker: AeroliteBroker, topic: str, queues: int) -> None:
+async def _admin(broker: AeroliteBroker | RocketMQJavaBroker, topic: str, queues: int) -> None:
     """Create ``topic`` with ``queues`` queues, then wait for its route on the name server."""
     client = RemotingClient(ClientConfig(request_timeout_s=10.0))
     await client.start()
@@ -287,7 +289,7 @@ async def _admin(broker: AeroliteBroker, topic: str, queues: int) -> None:
         await client.shutdown()
 
 
-async def _runtime(broker: AeroliteBroker) -> dict[str, str]:
+async def _runtime(broker: AeroliteBroker | RocketMQJavaBroker) -> dict[str, str]:
     client = RemotingClient(ClientConfig(request_timeout_s=10.0))
     await client.start()
     try:
@@ -319,7 +321,9 @@ class _Run(DriverRun):
         return result
 
 
-def _aerolite_produce(run: _Run, broker: AeroliteBroker, threads: int) -> dict[str, Any]:
+def _aerolite_produce(
+    run: _Run, broker: AeroliteBroker | RocketMQJavaBroker, threads: int
+) -> dict[str, Any]:
     cfg = run.cfg
     result = run.driver(
         ROCKETMQ_DRIVER,
@@ -337,7 +341,7 @@ def _aerolite_produce(run: _Run, broker: AeroliteBroker, threads: int) -> dict[s
     return row
 
 
-def _aerolite_preload(run: _Run, broker: AeroliteBroker) -> dict[str, Any]:
+def _aerolite_preload(run: _Run, broker: AeroliteBroker | RocketMQJavaBroker) -> dict[str, Any]:
     """``consume_messages`` into CONSUME_TOPIC through ``send_batch`` (the driver retries
     batches that fail: the C++ client drops a few sends under contention)."""
     cfg = run.cfg
@@ -372,7 +376,9 @@ def _aerolite_preload(run: _Run, broker: AeroliteBroker) -> dict[str, Any]:
     }
 
 
-def _aerolite_consume(run: _Run, broker: AeroliteBroker, kind: str) -> dict[str, Any]:
+def _aerolite_consume(
+    run: _Run, broker: AeroliteBroker | RocketMQJavaBroker, kind: str
+) -> dict[str, Any]:
     cfg = run.cfg
     extra: dict[str, Any] = {"group": f"bench_{kind}_{uuid.uuid4().hex[:8]}"}
     if kind == "pull":
@@ -393,18 +399,26 @@ def _aerolite_consume(run: _Run, broker: AeroliteBroker, kind: str) -> dict[str,
 
 
 def aerolite_phase(
-    cfg: BrokerBenchConfig, work: Path, pin: bool, *, sync: bool, notes: list[str]
+    cfg: BrokerBenchConfig,
+    work: Path,
+    pin: bool,
+    *,
+    sync: bool,
+    notes: list[str],
+    java: bool = False,
 ) -> dict[str, Any]:
     """One broker (ASYNC_FLUSH or SYNC_FLUSH): the produce runs, and with ASYNC_FLUSH the
-    consume runs."""
+    consume runs. ``java`` runs the same against Apache RocketMQ's own broker, driven by the
+    same C++ client: the brokers compared with the client held fixed."""
     flush = "SYNC_FLUSH" if sync else "ASYNC_FLUSH"
-    settings = {"flushDiskType": flush, **dict(cfg.broker_settings)}
-    tag = f"Aerolite {flush}"
+    name = "rocketmq" if java else "aerolite"
+    settings = {"flushDiskType": flush, **({} if java else dict(cfg.broker_settings))}
+    tag = f"{'Apache RocketMQ' if java else 'Aerolite'} {flush}"
     out: dict[str, Any] = {"settings": settings, "produce": {}, "consume": {}}
-    broker = AeroliteBroker(
-        work / f"aerolite-{flush.lower()}", SERVER_CPU if pin else None, settings
+    broker: AeroliteBroker | RocketMQJavaBroker = (RocketMQJavaBroker if java else AeroliteBroker)(
+        work / f"{name}-{flush.lower()}", SERVER_CPU if pin else None, settings
     )
-    home = work / f"home-aerolite-{flush.lower()}"
+    home = work / f"home-{name}-{flush.lower()}"
     try:
         with broker:
             run = _Run(cfg, home, broker, pin, notes)
@@ -432,6 +446,9 @@ def aerolite_phase(
                         )
             with contextlib.suppress(Exception):
                 out["runtime"] = asyncio.run(_runtime(broker))
+            # The broker's resident memory after its runs, and its peak (the whole process:
+            # Aerolite's holds its name server too, the JVM's does not).
+            out["rss_kb"] = rss_kb(broker.pid)
     except Exception as exc:  # a system that fails is reported, the benchmark goes on
         first = first_line(exc)
         notes.append(f"{tag}: {first}")
@@ -550,6 +567,23 @@ def peer_phase(
     return out
 
 
+def _java_peer(quick: bool) -> Peer:
+    label = f"Apache RocketMQ {ROCKETMQ_VERSION}"
+    if quick:
+        # Two JVMs and a Maven resolution are not what a smoke test of the machinery is for.
+        return Peer("rocketmq", label, False, "not run with --quick")
+    reason = missing_reason()
+    if reason is not None:
+        return Peer("rocketmq", label, False, reason)
+    return Peer(
+        "rocketmq",
+        label,
+        True,
+        version=f"name server + broker {ROCKETMQ_VERSION} from Maven Central, JVM heap "
+        "1 GiB (broker) / 256 MiB (name server), broker.conf in tests/bench/java_rocketmq.py",
+    )
+
+
 # ---------------------------------------------------------------------------- ratios
 
 
@@ -576,6 +610,10 @@ def compute_ratios(results: dict[str, Any]) -> dict[str, Any]:
                     mine, _rate((systems.get(f"nats_{mode}") or {}).get("produce", {}).get(n))
                 ),
                 "vs_echo": _ratio(mine, _rate(echo.get("produce", {}).get(n))),
+                "vs_rocketmq": _ratio(
+                    mine,
+                    _rate((systems.get(f"rocketmq_{mode}") or {}).get("produce", {}).get(n)),
+                ),
             }
             if mode == "sync":
                 async_row = (systems.get("aerolite_async") or {}).get("produce", {}).get(n)
@@ -592,7 +630,18 @@ def compute_ratios(results: dict[str, Any]) -> dict[str, Any]:
                 mine, _rate((systems.get("nats_async") or {}).get("consume", {}).get(kind))
             ),
             "vs_echo": _ratio(mine, _rate(echo.get("consume", {}).get(kind))),
+            "vs_rocketmq": _ratio(
+                mine, _rate((systems.get("rocketmq_async") or {}).get("consume", {}).get(kind))
+            ),
         }
+    rss = {}
+    for mode in ("async", "sync"):
+        mine_rss = (systems.get(f"aerolite_{mode}") or {}).get("rss_kb") or {}
+        java_rss = (systems.get(f"rocketmq_{mode}") or {}).get("rss_kb") or {}
+        rss[mode] = {
+            key: _ratio(mine_rss.get(key), java_rss.get(key)) for key in ("VmRSS", "VmHWM")
+        }
+    out["rss_vs_rocketmq"] = rss
     return out
 
 
@@ -607,6 +656,8 @@ def run(quick: bool = False, config: BrokerBenchConfig | None = None) -> Report:
     pin = cfg.pin_cpus and can_pin(LOADGEN_CPU, SERVER_CPU)
     notes: list[str] = []
     peers = find_peers() if cfg.peers else {}
+    if cfg.peers:
+        peers["rocketmq"] = _java_peer(quick)
     results = results_head(
         NAME,
         quick=quick,
@@ -635,6 +686,11 @@ def run(quick: bool = False, config: BrokerBenchConfig | None = None) -> Report:
         systems["aerolite_async"] = aerolite_phase(cfg, work, pin, sync=False, notes=notes)
         if cfg.sync_flush:
             systems["aerolite_sync"] = aerolite_phase(cfg, work, pin, sync=True, notes=notes)
+        java_peer = peers.get("rocketmq")
+        if java_peer is not None and java_peer.available:
+            for sync in (False, True) if cfg.sync_flush else (False,):
+                key = f"rocketmq_{'sync' if sync else 'async'}"
+                systems[key] = aerolite_phase(cfg, work, pin, sync=sync, notes=notes, java=True)
         for spec in PEER_SPECS:
             peer: Peer | None = peers.get(spec.key)
             if peer is None or not peer.available:
@@ -678,14 +734,17 @@ def _produce_rows(results: dict[str, Any], mode: str) -> list[list[str]]:
         redis_row = (systems.get(f"redis_{mode}") or {}).get("produce", {}).get(key)
         nats_row = (systems.get(f"nats_{mode}") or {}).get("produce", {}).get(key)
         nats_sys = systems.get(f"nats_{mode}") or {}
+        java_row = (systems.get(f"rocketmq_{mode}") or {}).get("produce", {}).get(key)
         rows.append(
             [
                 key,
                 _cell_rate(row),
                 _f(row.get("mb_per_s"), ".1f"),
+                _cell_rate(java_row),
                 _cell_rate(redis_row),
                 "n/a" if "skipped" in nats_sys else _cell_rate(nats_row),
                 _cell_rate(echo.get(key)),
+                _f(r.get("vs_rocketmq"), ".2f"),
                 _f(r.get("vs_redis"), ".2f"),
                 _f(r.get("vs_nats"), ".2f"),
                 _f(r.get("vs_echo"), ".3f"),
@@ -698,9 +757,11 @@ _PRODUCE_HEADERS = (
     "threads",
     "Aerolite msg/s",
     "MB/s",
+    "RocketMQ msg/s",
     "Redis msg/s",
     "NATS msg/s",
     "echo ceiling",
+    "vs RocketMQ",
     "vs Redis",
     "vs NATS",
     "vs echo",
@@ -726,9 +787,11 @@ def _consume_rows(results: dict[str, Any], short: bool) -> list[list[str]]:
                 (CONSUME_SHORT if short else CONSUME_LABELS)[kind],
                 _cell_rate(row),
                 _f(row.get("mb_per_s"), ".1f"),
+                _cell_rate((systems.get("rocketmq_async") or {}).get("consume", {}).get(kind)),
                 _cell_rate((systems.get("redis_async") or {}).get("consume", {}).get(kind)),
                 _cell_rate((systems.get("nats_async") or {}).get("consume", {}).get(kind)),
                 _cell_rate(echo.get(kind)),
+                _f(r.get("vs_rocketmq"), ".2f"),
                 _f(r.get("vs_redis"), ".2f"),
                 _f(r.get("vs_nats"), ".2f"),
                 _f(r.get("vs_echo"), ".3f"),
@@ -741,9 +804,11 @@ _CONSUME_HEADERS = (
     "consumer",
     "Aerolite msg/s",
     "MB/s",
+    "RocketMQ msg/s",
     "Redis msg/s",
     "NATS msg/s",
     "echo ceiling",
+    "vs RocketMQ",
     "vs Redis",
     "vs NATS",
     "vs echo",
@@ -752,6 +817,8 @@ _CONSUME_HEADERS = (
 SYSTEM_LABELS = {
     "aerolite_async": "Aerolite, ASYNC_FLUSH",
     "aerolite_sync": "Aerolite, SYNC_FLUSH",
+    "rocketmq_async": "Apache RocketMQ, ASYNC_FLUSH",
+    "rocketmq_sync": "Apache RocketMQ, SYNC_FLUSH",
     "redis_async": "Redis, appendfsync everysec",
     "redis_sync": "Redis, appendfsync always",
     "nats_async": "NATS JetStream (default sync)",
@@ -808,6 +875,33 @@ def _detail_rows(results: dict[str, Any]) -> list[list[str]]:
                 ]
             )
     return rows
+
+
+def _rss_lines(results: dict[str, Any]) -> list[str]:
+    """Each broker's resident memory after its runs (peak in brackets), and the goal that
+    Aerolite's stays within a quarter of the JVM broker's."""
+    systems = results["systems"]
+    parts = []
+    for key in ("aerolite_async", "aerolite_sync", "rocketmq_async", "rocketmq_sync"):
+        rss = (systems.get(key) or {}).get("rss_kb") or {}
+        if rss.get("VmRSS"):
+            parts.append(
+                f"{SYSTEM_LABELS[key]} {rss['VmRSS'] / 1024:,.0f} MiB "
+                f"(peak {rss.get('VmHWM', 0) / 1024:,.0f} MiB)"
+            )
+    if not parts:
+        return []
+    lines = ["Broker RSS after its runs: " + "; ".join(parts) + "."]
+    ratios = (results.get("ratios") or {}).get("rss_vs_rocketmq") or {}
+    for mode in ("async", "sync"):
+        peak = (ratios.get(mode) or {}).get("VmHWM")
+        if peak is not None:
+            verdict = "met" if peak <= 0.25 else "**not met**"
+            lines.append(
+                f"Goal, {mode.upper()}_FLUSH: peak RSS ≤ ¼ of Apache RocketMQ's broker JVM "
+                f"({peak:.2f}x: {verdict})."
+            )
+    return lines
 
 
 def _peer_lines(results: dict[str, Any]) -> list[str]:
@@ -911,6 +1005,7 @@ def render_console(results: dict[str, Any]) -> str:
         "",
         text_table(_DETAIL_HEADERS, _detail_rows(results)),
     ]
+    lines += ["", *_rss_lines(results)] if _rss_lines(results) else []
     lines += console_tail(results, _reading(results), _odd_lines(results))
     return "\n".join(lines)
 
@@ -1035,6 +1130,16 @@ def render_markdown(results: dict[str, Any]) -> str:
         "",
         markdown_table(_DETAIL_HEADERS, _detail_rows(results)),
     ]
+    if "rocketmq_async" in results["systems"]:
+        parts += [
+            "",
+            "Apache RocketMQ is its own name server and broker (two JVMs, "
+            f"{ROCKETMQ_VERSION} from Maven Central) with the broker.conf of "
+            "`tests/bench/java_rocketmq.py` (the stock settings but ports, store path, "
+            "`brokerIP1=127.0.0.1` and `flushDiskType`), driven by the same C++ client in "
+            "the same shapes: the two brokers compared with the client held fixed.",
+        ]
+    parts += [f"- {line}" for line in _rss_lines(results)]
     parts += markdown_tail(
         results, _reading(results), _odd_lines(results), "Failures and log warnings in this run"
     )

@@ -371,11 +371,12 @@ class NatsServer(Service):
 
 
 class StallProbe:
-    """The cheapest request a server answers (Aerolite: GET_MAX_OFFSET, a loop-lane admin
-    request; Redis: PING; NATS: PING), one at a time every ``interval_s`` over a connection of
-    its own, from a thread of the benchmark process, while a measurement runs. A probe that
-    waits long means the server did not run for that long, whatever the client under test
-    saw; the same probe on Redis and NATS tells the machine's hiccups from the server's.
+    """The cheapest request a server answers (Aerolite and Apache RocketMQ: GET_MAX_OFFSET,
+    on Aerolite a loop-lane admin request; Redis: PING; NATS: PING), one at a time every
+    ``interval_s`` over a connection of its own, from a thread of the benchmark process,
+    while a measurement runs. A probe that waits long means the server did not run for that
+    long, whatever the client under test saw; the same probe on Redis and NATS tells the
+    machine's hiccups from the server's.
 
     A context manager; ``summary()`` afterwards.
     """
@@ -391,9 +392,14 @@ class StallProbe:
 
     # Per server: how to open the conversation and what one ping is.
 
+    def _speaks_remoting(self) -> bool:
+        # Aerolite's broker and Apache RocketMQ's (tests.bench.java_rocketmq) both answer
+        # GET_MAX_OFFSET on their remoting address.
+        return isinstance(getattr(self.server, "address", None), str)
+
     def _port(self) -> int:
-        if isinstance(self.server, AeroliteBroker):
-            return int(self.server.address.rpartition(":")[2])
+        if self._speaks_remoting():
+            return int(str(getattr(self.server, "address", "")).rpartition(":")[2])
         if isinstance(self.server, RedisServer | NatsServer):
             return self.server.port
         raise TypeError(f"no probe for {type(self.server).__name__}")
@@ -423,7 +429,7 @@ class StallProbe:
 
     def _ping(self, sock: socket.socket) -> None:
         server = self.server
-        if isinstance(server, AeroliteBroker):
+        if self._speaks_remoting():
             from remoting import RemotingCommand, RequestCode
 
             request = RemotingCommand.request(
