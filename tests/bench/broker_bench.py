@@ -77,7 +77,7 @@ from tests.bench.common import (
 )
 from tests.bench.common import row_rate as _rate
 from tests.bench.java_rocketmq import VERSION as ROCKETMQ_VERSION
-from tests.bench.java_rocketmq import RocketMQJavaBroker, missing_reason, rss_kb
+from tests.bench.java_rocketmq import RocketMQJavaBroker, java_peer, rss_kb
 from tests.bench.peers import (
     AeroliteBroker,
     DriverResult,
@@ -567,23 +567,6 @@ def peer_phase(
     return out
 
 
-def _java_peer(quick: bool) -> Peer:
-    label = f"Apache RocketMQ {ROCKETMQ_VERSION}"
-    if quick:
-        # Two JVMs and a Maven resolution are not what a smoke test of the machinery is for.
-        return Peer("rocketmq", label, False, "not run with --quick")
-    reason = missing_reason()
-    if reason is not None:
-        return Peer("rocketmq", label, False, reason)
-    return Peer(
-        "rocketmq",
-        label,
-        True,
-        version=f"name server + broker {ROCKETMQ_VERSION} from Maven Central, JVM heap "
-        "1 GiB (broker) / 256 MiB (name server), broker.conf in tests/bench/java_rocketmq.py",
-    )
-
-
 # ---------------------------------------------------------------------------- ratios
 
 
@@ -657,7 +640,7 @@ def run(quick: bool = False, config: BrokerBenchConfig | None = None) -> Report:
     notes: list[str] = []
     peers = find_peers() if cfg.peers else {}
     if cfg.peers:
-        peers["rocketmq"] = _java_peer(quick)
+        peers["rocketmq"] = java_peer(quick)
     results = results_head(
         NAME,
         quick=quick,
@@ -686,8 +669,8 @@ def run(quick: bool = False, config: BrokerBenchConfig | None = None) -> Report:
         systems["aerolite_async"] = aerolite_phase(cfg, work, pin, sync=False, notes=notes)
         if cfg.sync_flush:
             systems["aerolite_sync"] = aerolite_phase(cfg, work, pin, sync=True, notes=notes)
-        java_peer = peers.get("rocketmq")
-        if java_peer is not None and java_peer.available:
+        rocketmq_peer = peers.get("rocketmq")
+        if rocketmq_peer is not None and rocketmq_peer.available:
             for sync in (False, True) if cfg.sync_flush else (False,):
                 key = f"rocketmq_{'sync' if sync else 'async'}"
                 systems[key] = aerolite_phase(cfg, work, pin, sync=sync, notes=notes, java=True)

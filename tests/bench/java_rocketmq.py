@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tests.bench.peers import Service, _stop_pid, free_port, pin_pid, scan_log, tail
+from tests.bench.peers import Peer, Service, _stop_pid, free_port, pin_pid, scan_log, tail
 from tests.bench.report import REPO_ROOT
 
 POM_DIR = REPO_ROOT / "tests" / "interop" / "broker"
@@ -47,6 +47,24 @@ def missing_reason() -> str | None:
         if shutil.which(tool) is None:
             return f"{tool} is not on PATH (Java 17 and Maven resolve RocketMQ from Maven Central)"
     return None
+
+
+def java_peer(quick: bool) -> Peer:
+    """The benchmarks' entry for Apache RocketMQ: available, or the reason it is not run."""
+    label = f"Apache RocketMQ {VERSION}"
+    if quick:
+        # Two JVMs and a Maven resolution are not what a smoke test of the machinery is for.
+        return Peer("rocketmq", label, False, "not run with --quick")
+    reason = missing_reason()
+    if reason is not None:
+        return Peer("rocketmq", label, False, reason)
+    return Peer(
+        "rocketmq",
+        label,
+        True,
+        version=f"name server + broker {VERSION} from Maven Central, JVM heap {BROKER_HEAP} "
+        f"(broker) / {NAMESRV_HEAP} (name server), broker.conf in tests/bench/java_rocketmq.py",
+    )
 
 
 def resolve_jars() -> Path:

@@ -73,6 +73,7 @@ from tests.bench.common import (
     server_log_lines,
 )
 from tests.bench.common import row_rate as _rate
+from tests.bench.java_rocketmq import RocketMQJavaBroker, java_peer, rss_kb
 from tests.bench.peers import (
     AeroliteBroker,
     Service,
@@ -304,7 +305,7 @@ def _echo_summary(latencies_ns: list[int]) -> dict[str, Any]:
 # ---------------------------------------------------------------------------- Aerolite
 
 
-async def _stored(broker: AeroliteBroker, topic: str, queues: int) -> int:
+async def _stored(broker: AeroliteBroker | RocketMQJavaBroker, topic: str, queues: int) -> int:
     """The sum of the topic's max queue offsets: how many messages its queues hold."""
     client = RemotingClient(ClientConfig(request_timeout_s=10.0))
     await client.start()
@@ -325,7 +326,9 @@ async def _stored(broker: AeroliteBroker, topic: str, queues: int) -> int:
         await client.shutdown()
 
 
-def _stored_settled(broker: AeroliteBroker, topic: str, queues: int, want: int) -> int:
+def _stored_settled(
+    broker: AeroliteBroker | RocketMQJavaBroker, topic: str, queues: int, want: int
+) -> int:
     """``_stored`` once dispatch has caught up (it runs behind the commit log): until it
     reaches ``want`` or stops moving, for at most 5 s."""
     deadline = time.monotonic() + 5.0
@@ -339,7 +342,7 @@ def _stored_settled(broker: AeroliteBroker, topic: str, queues: int, want: int) 
 
 
 def _aerolite_produce(
-    run: _Run, broker: AeroliteBroker, shape: str, echo_port: int | None
+    run: _Run, broker: AeroliteBroker | RocketMQJavaBroker, shape: str, echo_port: int | None
 ) -> dict[str, Any]:
     topic = f"SdkProduce_{shape}"
     asyncio.run(_admin(broker, topic, run.cfg.queues))
@@ -353,20 +356,26 @@ def _aerolite_produce(
     return row
 
 
-def aerolite_phase(cfg: SdkBenchConfig, work: Path, pin: bool, notes: list[str]) -> dict[str, Any]:
-    """The broker (ASYNC_FLUSH) under the SDK: the produce shapes, preload, the consumers."""
-    settings = {"flushDiskType": "ASYNC_FLUSH", **dict(cfg.broker_settings)}
-    tag = "Aerolite"
+def aerolite_phase(
+    cfg: SdkBenchConfig, work: Path, pin: bool, notes: list[str], *, java: bool = False
+) -> dict[str, Any]:
+    """The broker (ASYNC_FLUSH) under the SDK: the produce shapes, preload, the consumers.
+    ``java``: the same against Apache RocketMQ's own broker, the SDK held fixed."""
+    name = "rocketmq" if java else "aerolite"
+    settings = {"flushDiskType": "ASYNC_FLUSH", **({} if java else dict(cfg.broker_settings))}
+    tag = "Apache RocketMQ" if java else "Aerolite"
     out: dict[str, Any] = {"settings": settings, "produce": {}, "consume": {}}
-    broker = AeroliteBroker(work / "aerolite", SERVER_CPU if pin else None, settings)
+    broker: AeroliteBroker | RocketMQJavaBroker = (RocketMQJavaBroker if java else AeroliteBroker)(
+        work / name, SERVER_CPU if pin else None, settings
+    )
     try:
         with broker:
-            run = _Run(cfg, work / "home-aerolite", broker, pin)
+            run = _Run(cfg, work / f"home-{name}", broker, pin)
             for shape in SHAPES:
                 progress(f"{tag}: produce, {shape}")
                 with contextlib.ExitStack() as stack:
                     echo_port = None
-                    if shape == "one":
+                    if shape == "one" and not java:
                         try:
                             echo = stack.enter_context(
                                 ServerProcess(
@@ -416,6 +425,7 @@ def aerolite_phase(cfg: SdkBenchConfig, work: Path, pin: bool, notes: list[str])
                         ),
                         notes,
                     )
+            out["rss_kb"] = rss_kb(broker.pid)
     except Exception as exc:  # a system that fails is reported, the benchmark goes on
         notes.append(f"{tag}: {first_line(exc)}")
         out["error"] = first_line(exc)
@@ -504,6 +514,7 @@ def compute_ratios(results: dict[str, Any]) -> dict[str, Any]:
     for label, mine, redis, nats in ROWS:
         rate = _rate(_get(results, "aerolite", *mine))
         out[label] = {
+            "vs_rocketmq": _ratio(rate, _rate(_get(results, "rocketmq", *mine))),
             "vs_redis": _ratio(rate, _rate(_get(results, "redis", *redis))),
             "vs_nats": _ratio(rate, _rate(_get(results, "nats", *nats))),
         }
@@ -541,6 +552,8 @@ def run(quick: bool = False, config: SdkBenchConfig | None = None) -> Report:
     pin = _can_pin(cfg)
     notes: list[str] = []
     peers = find_peers() if cfg.peers else {}
+    if cfg.peers:
+        peers["rocketmq"] = java_peer(quick)
     results = results_head(
         NAME,
         quick=quick,
@@ -550,6 +563,7 @@ def run(quick: bool = False, config: SdkBenchConfig | None = None) -> Report:
         notes=notes,
         clients={
             "aerolite": "Aerolite's asyncio SDK (client/)",
+            "rocketmq": "Aerolite's asyncio SDK (client/), JSON headers as with any Java broker",
             "redis": f"redis {dist_version('redis') or '?'} asyncio, "
             f"hiredis {dist_version('hiredis') or '?'}",
             "nats": f"nats-py {dist_version('nats-py') or '?'}",
@@ -560,6 +574,9 @@ def run(quick: bool = False, config: SdkBenchConfig | None = None) -> Report:
     systems = results["systems"]
     try:
         systems["aerolite"] = aerolite_phase(cfg, work, pin, notes)
+        rocketmq_peer = peers.get("rocketmq")
+        if rocketmq_peer is not None and rocketmq_peer.available:
+            systems["rocketmq"] = aerolite_phase(cfg, work, pin, notes, java=True)
         for spec in PEER_SPECS:
             peer = peers.get(spec.key)
             if peer is None or not peer.available:
@@ -598,8 +615,10 @@ _SUMMARY_HEADERS = (
     "run",
     "Aerolite msg/s",
     "MB/s",
+    "RocketMQ msg/s",
     "Redis msg/s",
     "NATS msg/s",
+    "vs RocketMQ",
     "vs Redis",
     "vs NATS",
     "Aerolite client µs/msg",
@@ -612,6 +631,7 @@ def _summary_rows(results: dict[str, Any]) -> list[list[str]]:
     rows = []
     for label, mine, redis, nats in ROWS:
         a = _get(results, "aerolite", *mine)
+        j = _get(results, "rocketmq", *mine)
         r = _get(results, "redis", *redis)
         n = _get(results, "nats", *nats)
         ratio = results["ratios"][label]
@@ -620,8 +640,10 @@ def _summary_rows(results: dict[str, Any]) -> list[list[str]]:
                 label,
                 _cell(a),
                 _f(a.get("mb_per_s"), ".1f"),
+                _cell(j),
                 _cell(r),
                 _cell(n),
+                _f(ratio.get("vs_rocketmq"), ".2f"),
                 _f(ratio["vs_redis"], ".2f"),
                 _f(ratio["vs_nats"], ".2f"),
                 _f(a.get("client_cpu_us_per_msg"), ".1f"),
@@ -634,6 +656,7 @@ def _summary_rows(results: dict[str, Any]) -> list[list[str]]:
 
 SYSTEM_LABELS = {
     "aerolite": "Aerolite SDK, ASYNC_FLUSH",
+    "rocketmq": "Apache RocketMQ (SDK), ASYNC_FLUSH",
     "redis": "Redis, appendfsync everysec",
     "nats": "NATS JetStream (default sync)",
 }
@@ -643,6 +666,11 @@ RUN_LABELS = {
     ("aerolite", "batch"): "send_batch of 32",
     ("aerolite", "push"): "PushConsumer",
     ("aerolite", "pull"): "PullConsumer.poll",
+    ("rocketmq", "one"): "send, one by one",
+    ("rocketmq", "window"): "send, 256 in flight",
+    ("rocketmq", "batch"): "send_batch of 32",
+    ("rocketmq", "push"): "PushConsumer",
+    ("rocketmq", "pull"): "PullConsumer.poll",
     ("redis", "one"): "XADD, one by one",
     ("redis", "window"): "pipelines of 256 XADD",
     ("redis", "batch"): "pipelines of 32 XADD",
