@@ -40,7 +40,13 @@ from typing import NamedTuple
 
 import structlog
 
-from store.mapped_file import map_file
+from store.mapped_file import (
+    MADV_DONTNEED,
+    OS_PAGE_BYTES,
+    RELEASE_CHUNK_BYTES,
+    RELEASE_KEEP_BYTES,
+    map_file,
+)
 from store.message_codec import (
     TRANSACTION_ROLLBACK_TYPE,
     TRANSACTION_TYPE_MASK,
@@ -156,6 +162,7 @@ class IndexFile:
         "_hash_slot_count",
         "_index_count",
         "_mm",
+        "_released",
         "file_bytes",
         "hash_slot_num",
         "index_num",
@@ -179,6 +186,8 @@ class IndexFile:
         self.index_num = index_num
         self.file_bytes = index_file_bytes(hash_slot_num, index_num)
         self._entries_pos = HEADER_BYTES + hash_slot_num * SLOT_BYTES
+        # Entry pages below this were dropped from the page tables (see flush).
+        self._released = -(-self._entries_pos // OS_PAGE_BYTES) * OS_PAGE_BYTES
         # Built under a temporary name and renamed once whole (below), so a crash
         # mid-creation leaves no short index file to stop the next load.
         open_path = path.with_name(path.name + CREATING_SUFFIX) if create else path
@@ -562,9 +571,25 @@ class IndexFile:
     # ------------------------------------------------------------------------ lifecycle
 
     def flush(self) -> None:
-        """Make the file durable (``fdatasync``; blocking, so call it off the event loop)."""
-        if not self._closed:
-            os.fdatasync(self._fd)
+        """Make the file durable (``fdatasync``; blocking, so call it off the event loop).
+
+        Entries are appended in order, so once durable, all but the newest
+        ``RELEASE_KEEP_BYTES`` of them leave the process's page tables (``MADV_DONTNEED``,
+        as the commit log's segments do): a query that walks back to them faults them in
+        from the page cache. The hash slots, written all over, stay mapped."""
+        if self._closed:
+            return
+        durable_end = self._entries_pos + self._index_count * ENTRY_BYTES
+        os.fdatasync(self._fd)
+        keep_from = durable_end - RELEASE_KEEP_BYTES
+        upto = keep_from - keep_from % RELEASE_CHUNK_BYTES
+        if MADV_DONTNEED is None or upto - self._released < RELEASE_CHUNK_BYTES:
+            return
+        try:
+            self._mm.madvise(MADV_DONTNEED, self._released, upto - self._released)
+        except (ValueError, OSError):  # closed meanwhile
+            return
+        self._released = upto
 
     def close(self) -> None:
         """Unmap and close without deleting (idempotent)."""

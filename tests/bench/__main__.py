@@ -23,6 +23,7 @@ import structlog
 from tests.bench import (
     broker_bench,
     ha_bench,
+    memory_bench,
     remoting_bench,
     sdk_bench,
     spark_bench,
@@ -37,6 +38,7 @@ BENCHMARKS: dict[str, Callable[[bool], Report]] = {
     sdk_bench.NAME: lambda quick: sdk_bench.run(quick=quick),
     ha_bench.NAME: lambda quick: ha_bench.run(quick=quick),
     spark_bench.NAME: lambda quick: spark_bench.run(quick=quick),
+    memory_bench.NAME: lambda quick: memory_bench.run(quick=quick),
 }
 
 DEFAULT_RESULTS_DIR = REPO_ROOT / "bench-results"

@@ -313,3 +313,21 @@ def test_quick_spark_run_writes_sane_results(tmp_path: Path) -> None:
         assert _positive(row["messages_per_s"]) and _positive(row["mb_per_s"])
     assert _positive(results["spark_over_pull"])
     assert "Spark → Parquet" in proc.stdout
+
+
+def test_quick_memory_run_writes_sane_results(tmp_path: Path) -> None:
+    """The memory benchmark with a tiny target: a broker process, the sampler of its
+    /proc status, the spread after the warm-up and the goal's verdict."""
+    docs = tmp_path / "benchmarks.md"
+    proc = _run_quick("memory", tmp_path, docs)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    results = json.loads((tmp_path / "results" / "memory.json").read_text())
+    assert results["notes"] == [], results["notes"]
+    assert results["write"]["bytes"] >= results["config"]["target_bytes"]
+    assert len(results["samples"]) > 3
+    for key in ("VmRSS", "RssAnon", "RssFile"):
+        spread = results["rss"][key]
+        assert 0 < spread["min_mib"] <= spread["max_mib"]
+    assert isinstance(results["goal_flat_met"], bool)
+    assert isinstance(results["anon_flat_met"], bool)
+    assert "RssAnon" in proc.stdout

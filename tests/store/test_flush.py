@@ -1,9 +1,12 @@
-"""Flush: FLUSH_DISK_TIMEOUT under SYNC_FLUSH, the async flusher and the checkpoint."""
+"""Flush: FLUSH_DISK_TIMEOUT under SYNC_FLUSH, the async flusher and the checkpoint, and flushed
+pages leaving the resident set."""
 
 from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+
+import pytest
 
 from store.checkpoint import Checkpoint
 from store.config import FlushDiskType, StoreConfig
@@ -116,3 +119,45 @@ async def test_a_cancelled_waiter_does_not_fail_the_others_in_its_round(tmp_path
         )
         store.dispatch_all()
         assert store.get_max_offset("T", 0) == 20  # the cancelled put was stored all the same
+
+
+def _mapped_rss_kib(path: Path) -> int:
+    """This process's resident KiB of the mapping of ``path`` (/proc/self/smaps)."""
+    rss = 0
+    inside = False
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        if line and line[0] in "0123456789abcdef" and "-" in line.split()[0]:
+            inside = line.rstrip().endswith(str(path))
+        elif inside and line.startswith("Rss:"):
+            rss += int(line.split()[1])
+    return rss
+
+
+@pytest.mark.skipif(not Path("/proc/self/smaps").exists(), reason="needs Linux /proc")
+def test_flushed_pages_leave_the_resident_set_but_not_the_file(tmp_path: Path) -> None:
+    from store.mapped_file import RELEASE_KEEP_BYTES, MappedFile
+
+    size = 16 << 20
+    mf = MappedFile(tmp_path / "00000000000000000000", size, create=True)
+    try:
+        chunk = bytes(range(256)) * 4096  # 1 MiB of a known pattern
+        for _ in range(12):
+            assert mf.append(chunk)
+        before = _mapped_rss_kib(mf.path)
+        assert before >= 12 * 1024  # every written page is resident
+        mf.flush()
+        # All but the newest RELEASE_KEEP_BYTES of the durable bytes left the page tables.
+        assert mf.released_position == 12 * (1 << 20) - RELEASE_KEEP_BYTES
+        assert _mapped_rss_kib(mf.path) <= before - 7 * 1024
+        # Reading them faults them back in from the page cache: nothing was lost.
+        assert bytes(mf.view[: 12 << 20]) == chunk * 12
+        for _ in range(4):
+            assert mf.append(chunk)
+        assert mf.is_full
+        mf.flush()
+        assert mf.released_position == size
+        assert bytes(mf.view[(12 << 20) :]) == chunk * 4
+    finally:
+        mf.close()
+    # and the file on disk holds every byte
+    assert (tmp_path / "00000000000000000000").read_bytes() == chunk * 16

@@ -577,3 +577,25 @@ def test_file_lookup_matches_a_list_scan_in_whole_seconds(
             ][:max_num]
             assert f.select_offsets(key, max_num, begin_ms, end_ms) == expected
         f.close()
+
+
+def test_durable_entries_leave_the_page_tables_and_queries_still_find_them(
+    tmp_path: Path,
+) -> None:
+    from store.mapped_file import MADV_DONTNEED, RELEASE_CHUNK_BYTES, RELEASE_KEEP_BYTES
+
+    index = IndexFile(tmp_path / "20261122000000000", 1000, 400_000, create=True)
+    try:
+        count = 350_000  # 7 MB of 20-byte entries: more than the newest 4 MiB kept mapped
+        for i in range(count):
+            assert index.put_key(f"T#k{i}", 1000 + i, 1_795_000_000_000 + i)
+        released_before = index._released
+        index.flush()
+        if MADV_DONTNEED is not None:
+            assert index._released - released_before >= RELEASE_CHUNK_BYTES
+            assert index._released <= index.file_bytes - RELEASE_KEEP_BYTES
+        # Entries in the released range fault back in from the page cache.
+        for i in (0, 1, 12_345, count - 1):
+            assert 1000 + i in index.select_offsets(f"T#k{i}", 64, 0, 2**62)
+    finally:
+        index.close()
