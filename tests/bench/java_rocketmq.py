@@ -223,8 +223,9 @@ class RocketMQJavaBroker(Service):
         return scan_log(self.log, r"\b(WARN|ERROR|Exception)\b")
 
 
-def rss_kb(pid: int) -> dict[str, int]:
-    """A process's resident set now and at its peak (VmRSS, VmHWM), in KiB."""
+def rss_kb(pid: int, keys: tuple[str, ...] = ("VmRSS", "VmHWM")) -> dict[str, int]:
+    """Memory lines of a process's ``/proc/<pid>/status`` in KiB: by default its resident
+    set now and at its peak; {} once the process is gone."""
     out: dict[str, int] = {}
     try:
         text = Path(f"/proc/{pid}/status").read_text()
@@ -232,6 +233,6 @@ def rss_kb(pid: int) -> dict[str, int]:
         return out
     for line in text.splitlines():
         key, _, value = line.partition(":")
-        if key in ("VmRSS", "VmHWM"):
+        if key in keys:
             out[key] = int(value.split()[0])
     return out

@@ -56,16 +56,7 @@ QUICK = Settings(target_bytes=40 << 20, warmup_bytes=8 << 20, sample_s=0.1, max_
 
 
 def _status(pid: int) -> dict[str, int]:
-    out = rss_kb(pid)
-    try:
-        text = Path(f"/proc/{pid}/status").read_text()
-    except OSError:
-        return out
-    for line in text.splitlines():
-        key, _, value = line.partition(":")
-        if key in ("RssAnon", "RssFile"):
-            out[key] = int(value.split()[0])
-    return out
+    return rss_kb(pid, ("VmRSS", "VmHWM", "RssAnon", "RssFile"))
 
 
 class Sampler:

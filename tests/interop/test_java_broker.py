@@ -4,17 +4,16 @@ Proves the SDK is a RocketMQ client, not only an Aerolite one: it finds the brok
 Aerolite and speaks JSON headers; sends (single, compressed, batch, orderly, oneway) and a
 push consumer and a pull consumer round-trip through the Java broker with fields intact.
 The jars come from ``tests/interop/broker/pom.xml`` (``mvn dependency:copy-dependencies``,
-once, reused while the pom is unchanged); the Java processes are started and stopped by PID
-through the e2e suite's ``JavaRocketMQ`` helper.
+once, reused while the pom is unchanged: ``tests.bench.java_rocketmq.resolve_jars``, which
+the benchmarks share); the Java processes are started and stopped by PID through the e2e
+suite's ``JavaRocketMQ`` helper.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import shutil
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,38 +23,17 @@ from client import ConsumeResult, Message, MessageView, Producer, PushConsumer, 
 from client.instance import ClientInstance
 from client.pull_consumer import PullConsumer
 from remoting.codes import SerializeType
+from tests.bench.java_rocketmq import resolve_jars
 from tests.e2e.conftest import Broker, JavaRocketMQ, unique
 
 pytestmark = pytest.mark.interop
 
-POM_DIR = Path(__file__).parent / "broker"
-LIB = POM_DIR / "target" / "lib"
-STAMP = POM_DIR / "target" / "lib.stamp"
-RESOLVE_TIMEOUT_S = 900.0
-
 
 @pytest.fixture(scope="module")
 def java_lib() -> Path:
-    mvn = shutil.which("mvn")
-    if mvn is None or shutil.which("java") is None:
+    if shutil.which("mvn") is None or shutil.which("java") is None:
         pytest.skip("java and mvn are needed")
-    digest = hashlib.sha256((POM_DIR / "pom.xml").read_bytes()).hexdigest()
-    if not (STAMP.is_file() and STAMP.read_text() == digest and LIB.is_dir()):
-        subprocess.run(  # Maven with fixed arguments, resolving from Maven Central
-            [
-                mvn,
-                "-q",
-                "-B",
-                "dependency:copy-dependencies",
-                f"-DoutputDirectory={LIB}",
-                "-DincludeScope=runtime",
-            ],
-            cwd=POM_DIR,
-            check=True,
-            timeout=RESOLVE_TIMEOUT_S,
-        )
-        STAMP.write_text(digest)
-    return LIB
+    return resolve_jars()
 
 
 @pytest.fixture
