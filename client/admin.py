@@ -622,6 +622,16 @@ class Admin(ClientService):
         response = await self._call(addr, code, ext, what=f"offset of {mq}")
         return int(response.ext_fields.get("offset", "0"))
 
+    async def _master_of(self, mq: MessageQueue) -> str:
+        """The master of ``mq``'s broker (consumer offsets live there), from the route."""
+        addr = self._running().master_addr(mq.broker_name)
+        if addr is None:
+            await self.topic_route(mq.topic)
+            addr = self._running().master_addr(mq.broker_name)
+        if addr is None:
+            raise ClientError(f"broker {mq.broker_name} has no master in the route of {mq.topic}")
+        return addr
+
     async def _addr_of(self, mq: MessageQueue) -> str:
         instance = self._running()
         addr = instance.read_addr(mq.broker_name)
@@ -705,12 +715,7 @@ class Admin(ClientService):
 
     async def consumer_offset(self, mq: MessageQueue, group: str) -> int:
         """``group``'s committed offset in ``mq`` on its master, -1 when it has none."""
-        addr = self._running().master_addr(mq.broker_name)
-        if addr is None:
-            await self.topic_route(mq.topic)
-            addr = self._running().master_addr(mq.broker_name)
-        if addr is None:
-            raise ClientError(f"broker {mq.broker_name} has no master in the route of {mq.topic}")
+        addr = await self._master_of(mq)
         header = QueryConsumerOffsetRequestHeader(
             consumer_group=group, topic=mq.topic, queue_id=mq.queue_id
         )
@@ -728,12 +733,7 @@ class Admin(ClientService):
     async def commit_consumer_offset(self, mq: MessageQueue, group: str, offset: int) -> None:
         """Store ``offset`` (the next to consume) as ``group``'s position in ``mq``, as a
         consumer's periodic UPDATE_CONSUMER_OFFSET does; lag tools read it from there."""
-        addr = self._running().master_addr(mq.broker_name)
-        if addr is None:
-            await self.topic_route(mq.topic)
-            addr = self._running().master_addr(mq.broker_name)
-        if addr is None:
-            raise ClientError(f"broker {mq.broker_name} has no master in the route of {mq.topic}")
+        addr = await self._master_of(mq)
         header = UpdateConsumerOffsetRequestHeader(
             consumer_group=group, topic=mq.topic, queue_id=mq.queue_id, commit_offset=offset
         )

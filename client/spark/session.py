@@ -181,25 +181,15 @@ class BrokerSession:
 
         _run(commit())
 
-    def committed(self, group: str, keys: Sequence[QueueKey]) -> dict[QueueKey, int]:
-        async def query() -> dict[QueueKey, int]:
-            return {
-                key: await self.admin.consumer_offset(MessageQueue(*key), group) for key in keys
-            }
-
-        return _run(query())
-
     # ------------------------------------------------------------------ reading
 
-    def read_range(
-        self, part: QueueRange, opts: SourceOptions, skipped: list[int] | None = None
-    ) -> Iterator[list[MessageView]]:
+    def read_range(self, part: QueueRange, opts: SourceOptions) -> Iterator[list[MessageView]]:
         """The messages of ``part`` in queue order, in chunks.
 
         A range reads the same messages every time it is read (Spark replays a failed batch
         with the same offsets), as long as retention has not removed them. If it has, the
         read fails with DataLossError naming the queue and offsets, or, without
-        ``failOnDataLoss``, logs a warning, adds the count to ``skipped`` and goes on from
+        ``failOnDataLoss``, logs a warning with the count it skipped and goes on from
         the queue's new minimum.
 
         The range is cut into windows of offsets that are pulled concurrently
@@ -212,7 +202,7 @@ class BrokerSession:
         start, end = part.start, part.end
         if start < probe.min_offset:
             resume = min(probe.min_offset, end)
-            self._lost(part, start, resume, opts, skipped=skipped, why="retention deleted them")
+            self._lost(part, start, resume, opts, why="retention deleted them")
             start = resume
         readable_end = max(start, min(end, probe.max_offset))
         filtered = opts.expression != ("*", "TAG")
@@ -228,7 +218,6 @@ class BrokerSession:
                     lo=lo,
                     hi=min(lo + width, readable_end),
                     opts=opts,
-                    skipped=skipped,
                     filtered=filtered,
                 )
                 pending.append(asyncio.run_coroutine_threadsafe(window, loop))
@@ -244,7 +233,7 @@ class BrokerSession:
             for future in pending:  # the reader stopped early (a LIMIT, a failed task)
                 future.cancel()
         if readable_end < end:
-            self._lost(part, readable_end, end, opts, skipped=skipped, why="the queue ends earlier")
+            self._lost(part, readable_end, end, opts, why="the queue ends earlier")
 
     async def _window(
         self,
@@ -254,7 +243,6 @@ class BrokerSession:
         lo: int,
         hi: int,
         opts: SourceOptions,
-        skipped: list[int] | None,
         filtered: bool,
     ) -> list[MessageView]:
         """Messages ``[lo, hi)`` of ``mq``, by as many pulls as that takes."""
@@ -269,9 +257,7 @@ class BrokerSession:
             )
             if not got.messages and got.min_offset > offset:
                 resume = min(got.min_offset, hi)  # retention ran since the range was planned
-                self._lost(
-                    part, offset, resume, opts, skipped=skipped, why="retention deleted them"
-                )
+                self._lost(part, offset, resume, opts, why="retention deleted them")
                 offset = resume
                 continue
             out.extend(m for m in got.messages if m.queue_offset < hi)
@@ -280,7 +266,7 @@ class BrokerSession:
                 stalls = 0
                 continue
             if offset >= got.max_offset:
-                self._lost(part, offset, hi, opts, skipped=skipped, why="the queue ends earlier")
+                self._lost(part, offset, hi, opts, why="the queue ends earlier")
                 break
             stalls += 1  # a segment being swapped, or a message being removed: try again
             if stalls > _STALL_RETRIES:
@@ -298,7 +284,6 @@ class BrokerSession:
         end: int,
         opts: SourceOptions,
         *,
-        skipped: list[int] | None,
         why: str,
     ) -> None:
         count = end - start
@@ -310,8 +295,6 @@ class BrokerSession:
                 "to skip them and continue from the queue's new minimum offset"
             )
         log.warning("spark_data_loss", queue=where, start=start, end=end, skipped=count, why=why)
-        if skipped is not None:
-            skipped.append(count)
 
     # ------------------------------------------------------------------ writing
 
