@@ -35,9 +35,11 @@ own process with its data in a temporary directory under ``bench-results/``:
 
 Figures are ratios measured in the same run: Aerolite / Redis, Aerolite / NATS, Aerolite / echo
 ceiling. With two or more CPUs, every server is pinned to CPU 1 and every client (driver or
-load generator) to CPU 0, so no system gets more than one core. One run per figure (no
-rounds): the numbers carry the noise of one run. Peers that are not installed are reported as
-such and skipped. Nothing here asserts speed.
+load generator) to CPU 0, so no system gets more than one core. ``reps`` repetitions (3),
+the brokers taking turns within each; figures are medians with their range
+(``tests.bench.repeat``). Redis and NATS run here only with ``other_peers`` (the quick
+mode): ``make bench`` compares them in the SDK benchmark with their best asyncio clients.
+Peers that are not installed are reported as such and skipped. Nothing here asserts speed.
 
 ``python -m tests.bench.broker_bench --profile`` is not part of the benchmark: it samples the
 broker with py-spy under the produce load and prints the functions with the most self time.
@@ -62,6 +64,7 @@ from remoting.bodies import KVTable
 from remoting.headers import CreateTopicRequestHeader
 from tests.bench import common, loadgen
 from tests.bench.common import (
+    NATS_NO_SYNC,
     DriverRun,
     against_echo_server,
     attempt,
@@ -94,6 +97,7 @@ from tests.bench.profiling import (
     top_self_rows,
 )
 from tests.bench.remoting_server import ECHO_CODE
+from tests.bench.repeat import merge, rate_range
 from tests.bench.report import (
     REPO_ROOT,
     Report,
@@ -132,9 +136,10 @@ class BrokerBenchConfig:
     """Counts and time budgets; every loop stops at whichever limit comes first."""
 
     body_bytes: int = 1024
+    reps: int = 3  # every broker's runs, repeated; figures are medians with their range
     threads: tuple[int, ...] = (1, 4, 8)
-    produce_messages: int = 30_000  # per run
-    produce_max_s: float = 15.0  # per run
+    produce_messages: int = 20_000  # per run
+    produce_max_s: float = 5.0  # per run
     warmup_messages: int = 200  # per run, one thread, before the timed part
     sync_flush: bool = True  # the produce runs once more with a flush per acknowledgement
     consume_messages: int = 50_000
@@ -144,6 +149,9 @@ class BrokerBenchConfig:
     echo_requests: int = 200_000  # per echo run
     echo_max_s: float = 1.0  # per echo run
     peers: bool = True
+    # Redis and NATS with threaded clients too; make bench compares them in the SDK
+    # benchmark, with their best asyncio clients, and keeps this one to the two brokers
+    other_peers: bool = False
     pin_cpus: bool = True
     broker_settings: tuple[tuple[str, str], ...] = ()
 
@@ -151,6 +159,8 @@ class BrokerBenchConfig:
 FULL = BrokerBenchConfig()
 QUICK = replace(
     FULL,
+    reps=1,
+    other_peers=True,
     threads=(2,),
     produce_messages=300,
     produce_max_s=5.0,
@@ -556,10 +566,7 @@ def peer_phase(
     except Exception as exc:  # a peer that fails is reported, the benchmark goes on
         first = first_line(exc)
         if sync and spec.key == "nats" and "unknown field" in str(exc):
-            out["skipped"] = (
-                "this nats-server has no `sync_interval: always` (JetStream fsyncs every "
-                "write only from nats-server 2.10 on)"
-            )
+            out["skipped"] = NATS_NO_SYNC
         else:
             notes.append(f"{tag}: {first}")
             out["error"] = first
@@ -662,27 +669,38 @@ def run(quick: bool = False, config: BrokerBenchConfig | None = None) -> Report:
 
     work = bench_work_dir("broker-bench-")
     results["config"]["work_dir"] = str(work.relative_to(REPO_ROOT))
-    systems = results["systems"]
+    modes = (False, True) if cfg.sync_flush else (False,)
+    rocketmq_peer = peers.get("rocketmq")
+    java = rocketmq_peer is not None and rocketmq_peer.available
+    reps: list[dict[str, Any]] = []
     try:
         progress("echo ceiling")
         results["echo"] = attempt("echo ceiling", lambda: echo_ceiling(cfg, pin), notes)
-        systems["aerolite_async"] = aerolite_phase(cfg, work, pin, sync=False, notes=notes)
-        if cfg.sync_flush:
-            systems["aerolite_sync"] = aerolite_phase(cfg, work, pin, sync=True, notes=notes)
-        rocketmq_peer = peers.get("rocketmq")
-        if rocketmq_peer is not None and rocketmq_peer.available:
-            for sync in (False, True) if cfg.sync_flush else (False,):
-                key = f"rocketmq_{'sync' if sync else 'async'}"
-                systems[key] = aerolite_phase(cfg, work, pin, sync=sync, notes=notes, java=True)
-        for spec in PEER_SPECS:
-            peer: Peer | None = peers.get(spec.key)
-            if peer is None or not peer.available:
-                continue
-            for sync in (False, True) if cfg.sync_flush else (False,):
-                key = f"{spec.key}_{'sync' if sync else 'async'}"
-                systems[key] = peer_phase(spec, peer.label, cfg, work, pin, sync=sync, notes=notes)
+        # the brokers take turns within every repetition, so that foreign load and the
+        # machine's drift hit them alike
+        for rep in range(cfg.reps):
+            progress(f"repetition {rep + 1} of {cfg.reps}")
+            systems: dict[str, Any] = {}
+            for sync in modes:
+                mode = "sync" if sync else "async"
+                systems[f"aerolite_{mode}"] = aerolite_phase(cfg, work, pin, sync=sync, notes=notes)
+                if java:
+                    systems[f"rocketmq_{mode}"] = aerolite_phase(
+                        cfg, work, pin, sync=sync, notes=notes, java=True
+                    )
+            for spec in PEER_SPECS if cfg.other_peers else ():
+                peer: Peer | None = peers.get(spec.key)
+                if peer is None or not peer.available:
+                    continue
+                for sync in modes:
+                    key = f"{spec.key}_{'sync' if sync else 'async'}"
+                    systems[key] = peer_phase(
+                        spec, peer.label, cfg, work, pin, sync=sync, notes=notes
+                    )
+            reps.append(systems)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    results["systems"] = merge(reps)
     results["ratios"] = compute_ratios(results)
     results["seconds"] = round(time.perf_counter() - started, 1)
     return Report(NAME, results, render_console(results), render_markdown(results), notes)
@@ -698,7 +716,7 @@ def _cell_rate(row: dict[str, Any] | None) -> str:
         return "failed"
     if "skipped" in row:
         return "n/a"
-    return _n(row.get("messages_per_s"))
+    return _n(row.get("messages_per_s")) + rate_range(row)
 
 
 def _ms(us: Any) -> str:
@@ -1074,7 +1092,10 @@ def render_markdown(results: dict[str, Any]) -> str:
         "uvloop echo server of the remoting benchmark answering 1 KiB requests with N in "
         "flight, driven by its raw load generator: the most a Python server on uvloop could "
         "answer in that shape. Ratios are Aerolite's rate over the other's, from the same "
-        "run (one run per figure, no rounds).",
+        f"run. {cfg['reps']} repetitions, the brokers taking turns within each, every one on "
+        "a freshly started server; a figure is the median with the lowest and the highest "
+        "in brackets. Redis and NATS are compared in the SDK section, with their best "
+        "asyncio clients; this one holds the RocketMQ client fixed for the two brokers.",
         "",
         "**Produce, asynchronous flush** (Aerolite ASYNC_FLUSH, Redis `appendonly yes` + "
         "`appendfsync everysec`, JetStream file storage with its default sync):",

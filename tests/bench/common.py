@@ -126,6 +126,12 @@ def row_rate(row: dict[str, Any] | None) -> float | None:
     return float(value) if isinstance(value, int | float) and value > 0 else None
 
 
+NATS_NO_SYNC = (
+    "this nats-server has no `sync_interval: always` (JetStream fsyncs every write only from "
+    "nats-server 2.10 on)"
+)
+
+
 @dataclass(frozen=True, slots=True)
 class PeerSpec:
     """A peer system (``key`` "redis" or "nats") and the bench driver module that drives it."""

@@ -51,12 +51,13 @@ import os
 import shutil
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from remoting import ClientConfig, RemotingClient, RemotingCommand, RequestCode, ResponseCode
-from tests.bench import common, loadgen
+from tests.bench import common, loadgen, plots
 from tests.bench.broker_bench import _admin
 from tests.bench.common import (
     DriverRun,
@@ -89,6 +90,7 @@ from tests.bench.profiling import (
     top_self_rows,
 )
 from tests.bench.remoting_server import ECHO_CODE
+from tests.bench.repeat import merge, rate_range
 from tests.bench.report import (
     REPO_ROOT,
     Report,
@@ -119,8 +121,8 @@ CONSUME_TOPIC = "SdkConsume"
 MB = 1_000_000
 SHAPES = ("one", "window", "batch")
 PRODUCE_GOAL = 2.0  # window-256 produce / Redis pipelined XADD
+BATCH_GOAL = 400_000.0  # msg/s in batches of 32
 CONSUME_GOAL = 3.0  # PushConsumer / Redis XREADGROUP
-P99_GOAL = 3.0  # one-by-one p99 / echo p99
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -128,17 +130,28 @@ class SdkBenchConfig:
     """Counts and time budgets; every loop stops at whichever limit comes first."""
 
     body_bytes: int = 1024
+    reps: int = 3  # every system's runs, repeated; figures are medians with their range
     window: int = 256
     batch: int = 32
     one_messages: int = 12_000
-    one_max_s: float = 5.0
-    window_messages: int = 200_000
-    window_max_s: float = 4.0
-    batch_messages: int = 200_000
-    batch_max_s: float = 4.0
+    one_max_s: float = 3.0
+    window_messages: int = 300_000
+    window_max_s: float = 3.0
+    batch_messages: int = 300_000
+    batch_max_s: float = 3.0
+    sizes: tuple[int, ...] = (128, 16_384)  # produce also with these bodies
+    size_max_s: float = 2.0  # per produce run at another size
+    sync_shapes: tuple[str, ...] = ("one", "window")  # flush per acknowledgement, 1 KiB
     warmup_messages: int = 300  # per produce run, awaited one by one, before the timed part
-    consume_messages: int = 100_000
-    consume_max_s: float = 30.0
+    consume_messages: int = 1_000_000
+    consume_max_s: float = 60.0
+    consume_commands: tuple[str, ...] = ("push", "pull")  # Aerolite's consumers
+    e2e_rate: float = 2_000.0  # end-to-end latency: messages a second, for e2e_s
+    e2e_s: float = 30.0
+    mixed_share: float = 0.7  # mixed run: produce at this share of the window-256 rate
+    mixed_s: float = 10.0
+    mixed_groups: int = 4
+    drain_s: float = 10.0  # after a paced run, for the consumers to catch up
     pull_batch: int = 32
     queues: int = 8
     echo_block: int = 250  # one-by-one sends, then as many echo round trips, in turn
@@ -153,15 +166,24 @@ class SdkBenchConfig:
 FULL = SdkBenchConfig()
 QUICK = replace(
     FULL,
+    reps=2,
     one_messages=100,
     one_max_s=2.0,
     window_messages=600,
     window_max_s=2.0,
     batch_messages=640,
     batch_max_s=2.0,
+    sizes=(128,),
+    size_max_s=1.0,
+    sync_shapes=("window",),
     warmup_messages=10,
     consume_messages=320,
     consume_max_s=10.0,
+    e2e_rate=200.0,
+    e2e_s=1.0,
+    mixed_s=1.0,
+    mixed_groups=2,
+    drain_s=5.0,
     queues=2,
     echo_block=25,
     echo_round_trips=200,
@@ -209,8 +231,30 @@ class _Run(DriverRun):
         self, module: str, command: str, timeout_s: float, messages_key: str, **extra: Any
     ) -> dict[str, Any]:
         result, probe = self.probed(module, command, timeout_s, **extra)
-        row = _rate_row(result.done, self.cfg.body_bytes, messages_key)
+        size = int(extra.get("body_bytes") or self.cfg.body_bytes)
+        row = _rate_row(result.done, size, messages_key)
         row["stall_probe"] = probe
+        return row
+
+    def paced(
+        self, module: str, rate: float, seconds: float, groups: int, **where: Any
+    ) -> dict[str, Any]:
+        """A producer at ``rate`` for ``seconds`` while ``groups`` consumer groups read
+        (``drivers.paced``); the broker's RSS at the end."""
+        cfg = self.cfg
+        row = self.driver(
+            module,
+            "paced",
+            seconds + cfg.drain_s + 60.0,
+            "ok",
+            rate=rate,
+            seconds=seconds,
+            groups=groups,
+            max_num=cfg.pull_batch,
+            drain_s=cfg.drain_s,
+            **where,
+        )
+        row["rss_kb"] = rss_kb(self.server.pid).get("VmRSS")
         return row
 
     def preload(self, module: str, **where: Any) -> dict[str, Any]:
@@ -226,13 +270,19 @@ class _Run(DriverRun):
             module, "preload", args, home=self.home, timeout_s=cfg.consume_max_s + 60.0
         ).done
 
-    def produce(self, module: str, shape: str, **where: Any) -> dict[str, Any]:
+    def produce(
+        self, module: str, shape: str, size: int | None = None, **where: Any
+    ) -> dict[str, Any]:
+        """One produce run in ``shape`` with bodies of ``size`` bytes (default 1 KiB)."""
         cfg = self.cfg
         count, max_s = {
             "one": (cfg.one_messages, cfg.one_max_s),
             "window": (cfg.window_messages, cfg.window_max_s),
             "batch": (cfg.batch_messages, cfg.batch_max_s),
         }[shape]
+        size = size or cfg.body_bytes
+        if size != cfg.body_bytes:
+            max_s = min(max_s, cfg.size_max_s)
         return self.driver(
             module,
             "produce",
@@ -244,6 +294,7 @@ class _Run(DriverRun):
             window=cfg.window,
             batch=cfg.batch,
             warmup=cfg.warmup_messages,
+            body_bytes=size,
             **where,
         )
 
@@ -341,41 +392,97 @@ def _stored_settled(
         time.sleep(0.2)
 
 
+def produce_runs(cfg: SdkBenchConfig, sync: bool) -> list[tuple[str, str, int]]:
+    """(run key, shape, body bytes) of a system's produce runs: every shape at 1 KiB and at
+    the other sizes (``window@128``), or, flushing per acknowledgement, ``sync_shapes``."""
+    if sync:
+        return [(shape, shape, cfg.body_bytes) for shape in cfg.sync_shapes]
+    runs = [(shape, shape, cfg.body_bytes) for shape in SHAPES]
+    return runs + [(f"{shape}@{size}", shape, size) for size in cfg.sizes for shape in SHAPES]
+
+
 def _aerolite_produce(
-    run: _Run, broker: AeroliteBroker | RocketMQJavaBroker, shape: str, echo_port: int | None
+    run: _Run,
+    broker: AeroliteBroker | RocketMQJavaBroker,
+    *,
+    key: str,
+    shape: str,
+    size: int,
+    echo_port: int | None,
 ) -> dict[str, Any]:
-    topic = f"SdkProduce_{shape}"
+    topic = f"SdkProduce_{key.replace('@', '_')}"
     asyncio.run(_admin(broker, topic, run.cfg.queues))
     extra: dict[str, Any] = {}
-    if shape == "one" and echo_port:
+    if key == "one" and echo_port:
         extra = {"echo_port": echo_port, "echo_block": run.cfg.echo_block}
-    row = run.produce(SDK_DRIVER, shape, namesrv=broker.namesrv, topic=topic, **extra)
+    row = run.produce(SDK_DRIVER, shape, size, namesrv=broker.namesrv, topic=topic, **extra)
     acknowledged = int(row.get("ok") or 0) + int(row.get("warmup_ok") or 0)
     row["stored"] = _stored_settled(broker, topic, run.cfg.queues, acknowledged)
     row["acknowledged"] = acknowledged
     return row
 
 
+def _mixed_rate(cfg: SdkBenchConfig, out: dict[str, Any]) -> float | None:
+    """The mixed run's produce rate: ``mixed_share`` of this repetition's window-256 rate."""
+    rate = _rate(out["produce"].get("window") or {})
+    return None if rate is None else max(1.0, cfg.mixed_share * rate)
+
+
+def _paced_runs(
+    cfg: SdkBenchConfig,
+    out: dict[str, Any],
+    tag: str,
+    notes: list[str],
+    paced: Callable[[str, float, float, int], dict[str, Any]],
+) -> None:
+    """The end-to-end latency run and the mixed run into ``out["paced"]``; ``paced(name,
+    rate, seconds, groups)`` runs one."""
+    progress(f"{tag}: end to end, {cfg.e2e_rate:,.0f} msg/s for {cfg.e2e_s:g} s")
+    out["paced"]["e2e"] = attempt(
+        f"{tag} end to end",
+        functools.partial(paced, "e2e", cfg.e2e_rate, cfg.e2e_s, 1),
+        notes,
+    )
+    rate = _mixed_rate(cfg, out)
+    if rate is None:
+        out["paced"]["mixed"] = {"skipped": "no window-256 rate to take 70 % of"}
+        return
+    progress(f"{tag}: mixed, {rate:,.0f} msg/s and {cfg.mixed_groups} consumer groups")
+    out["paced"]["mixed"] = attempt(
+        f"{tag} mixed",
+        functools.partial(paced, "mixed", rate, cfg.mixed_s, cfg.mixed_groups),
+        notes,
+    )
+
+
 def aerolite_phase(
-    cfg: SdkBenchConfig, work: Path, pin: bool, notes: list[str], *, java: bool = False
+    cfg: SdkBenchConfig,
+    work: Path,
+    pin: bool,
+    notes: list[str],
+    *,
+    java: bool = False,
+    sync: bool = False,
 ) -> dict[str, Any]:
-    """The broker (ASYNC_FLUSH) under the SDK: the produce shapes, preload, the consumers.
-    ``java``: the same against Apache RocketMQ's own broker, the SDK held fixed."""
-    name = "rocketmq" if java else "aerolite"
-    settings = {"flushDiskType": "ASYNC_FLUSH", **({} if java else dict(cfg.broker_settings))}
-    tag = "Apache RocketMQ" if java else "Aerolite"
-    out: dict[str, Any] = {"settings": settings, "produce": {}, "consume": {}}
+    """The broker under the SDK: the produce runs, then (ASYNC_FLUSH) the backlog consumers,
+    the end-to-end and the mixed runs. ``java``: the same against Apache RocketMQ's own
+    broker, the SDK held fixed. ``sync``: SYNC_FLUSH, produce only."""
+    name = ("rocketmq" if java else "aerolite") + ("_sync" if sync else "")
+    flush = "SYNC_FLUSH" if sync else "ASYNC_FLUSH"
+    settings = {"flushDiskType": flush, **({} if java else dict(cfg.broker_settings))}
+    tag = f"{'Apache RocketMQ' if java else 'Aerolite'} {flush}"
+    out: dict[str, Any] = {"settings": settings, "produce": {}, "consume": {}, "paced": {}}
     broker: AeroliteBroker | RocketMQJavaBroker = (RocketMQJavaBroker if java else AeroliteBroker)(
         work / name, SERVER_CPU if pin else None, settings
     )
     try:
         with broker:
             run = _Run(cfg, work / f"home-{name}", broker, pin)
-            for shape in SHAPES:
-                progress(f"{tag}: produce, {shape}")
+            for key, shape, size in produce_runs(cfg, sync):
+                progress(f"{tag}: produce, {shape}, {size} B")
                 with contextlib.ExitStack() as stack:
                     echo_port = None
-                    if shape == "one" and not java:
+                    if key == "one" and not java and not sync:
                         try:
                             echo = stack.enter_context(
                                 ServerProcess(
@@ -387,50 +494,78 @@ def aerolite_phase(
                             echo_port = echo.wait_ready()
                         except Exception as exc:  # the echo figure falls back to a run alone
                             notes.append(f"echo server for the interleaved round trips: {exc}")
-                    out["produce"][shape] = attempt(
-                        f"{tag} produce {shape}",
-                        functools.partial(_aerolite_produce, run, broker, shape, echo_port),
-                        notes,
-                    )
-            asyncio.run(_admin(broker, CONSUME_TOPIC, cfg.queues))
-            progress(f"{tag}: preload {cfg.consume_messages:,} messages")
-            out["preload"] = attempt(
-                f"{tag} preload",
-                functools.partial(
-                    run.preload,
-                    SDK_DRIVER,
-                    namesrv=broker.namesrv,
-                    topic=CONSUME_TOPIC,
-                    batch=cfg.batch,
-                ),
-                notes,
-            )
-            preload = out["preload"]
-            if "error" not in preload and preload.get("ok") != cfg.consume_messages:
-                notes.append(
-                    f"{tag} preload: stored {preload.get('ok')} of {cfg.consume_messages:,} "
-                    f"({preload.get('failed')} failed)"
-                )
-            if "error" not in preload:
-                for command in ("push", "pull"):
-                    progress(f"{tag}: consume, {command}")
-                    out["consume"][command] = attempt(
-                        f"{tag} {command}",
+                    out["produce"][key] = attempt(
+                        f"{tag} produce {key}",
                         functools.partial(
-                            run.consume,
-                            SDK_DRIVER,
-                            command,
-                            namesrv=broker.namesrv,
-                            topic=CONSUME_TOPIC,
+                            _aerolite_produce,
+                            run,
+                            broker,
+                            key=key,
+                            shape=shape,
+                            size=size,
+                            echo_port=echo_port,
                         ),
                         notes,
                     )
+            if not sync:
+                _aerolite_consume(cfg, broker=broker, run=run, out=out, tag=tag, notes=notes)
+
+                def paced(what: str, rate: float, seconds: float, groups: int) -> dict[str, Any]:
+                    topic = f"SdkPaced_{what}"
+                    asyncio.run(_admin(broker, topic, cfg.queues))
+                    return run.paced(
+                        SDK_DRIVER, rate, seconds, groups, namesrv=broker.namesrv, topic=topic
+                    )
+
+                _paced_runs(cfg, out, tag, notes, paced)
             out["rss_kb"] = rss_kb(broker.pid)
     except Exception as exc:  # a system that fails is reported, the benchmark goes on
         notes.append(f"{tag}: {first_line(exc)}")
         out["error"] = first_line(exc)
     broker_stopped(out, broker, tag, notes)
     return out
+
+
+def _aerolite_consume(
+    cfg: SdkBenchConfig,
+    *,
+    broker: AeroliteBroker | RocketMQJavaBroker,
+    run: _Run,
+    out: dict[str, Any],
+    tag: str,
+    notes: list[str],
+) -> None:
+    """Preload the backlog (not timed), then read it whole with each consumer."""
+    asyncio.run(_admin(broker, CONSUME_TOPIC, cfg.queues))
+    progress(f"{tag}: preload {cfg.consume_messages:,} messages")
+    out["preload"] = attempt(
+        f"{tag} preload",
+        functools.partial(
+            run.preload,
+            SDK_DRIVER,
+            namesrv=broker.namesrv,
+            topic=CONSUME_TOPIC,
+            batch=cfg.batch,
+        ),
+        notes,
+    )
+    preload = out["preload"]
+    if "error" not in preload and preload.get("ok") != cfg.consume_messages:
+        notes.append(
+            f"{tag} preload: stored {preload.get('ok')} of {cfg.consume_messages:,} "
+            f"({preload.get('failed')} failed)"
+        )
+    if "error" in preload:
+        return
+    for command in cfg.consume_commands:
+        progress(f"{tag}: consume, {command}")
+        out["consume"][command] = attempt(
+            f"{tag} {command}",
+            functools.partial(
+                run.consume, SDK_DRIVER, command, namesrv=broker.namesrv, topic=CONSUME_TOPIC
+            ),
+            notes,
+        )
 
 
 # ------------------------------------------------------------------------------- peers
@@ -448,39 +583,62 @@ PEER_SPECS = (
 
 
 def peer_phase(
-    spec: PeerSpec, label: str, cfg: SdkBenchConfig, work: Path, pin: bool, *, notes: list[str]
+    spec: PeerSpec,
+    label: str,
+    cfg: SdkBenchConfig,
+    work: Path,
+    pin: bool,
+    *,
+    notes: list[str],
+    sync: bool = False,
 ) -> dict[str, Any]:
-    out: dict[str, Any] = {"produce": {}, "consume": {}}
-    server = spec.server(work / spec.key, SERVER_CPU if pin else None)
+    """A peer in the same runs as ``aerolite_phase``; ``sync``: fsync per write, produce
+    only."""
+    out: dict[str, Any] = {"produce": {}, "consume": {}, "paced": {}}
+    tag = f"{label}{' (fsync always)' if sync else ''}"
+    where_to = work / (spec.key + ("_sync" if sync else ""))
+    server = spec.server(where_to, SERVER_CPU if pin else None, sync)
     try:
         with server:
             run = _Run(cfg, work / f"home-{spec.key}", server, pin)
-            for shape in SHAPES:
-                progress(f"{label}: produce, {shape}")
-                out["produce"][shape] = attempt(
-                    f"{label} produce {shape}",
-                    functools.partial(
-                        run.produce, spec.module, shape, **spec.where(server, f"produce_{shape}")
-                    ),
+            for key, shape, size in produce_runs(cfg, sync):
+                progress(f"{tag}: produce, {shape}, {size} B")
+                where = spec.where(server, f"produce_{key.replace('@', '_')}")
+                out["produce"][key] = attempt(
+                    f"{tag} produce {key}",
+                    functools.partial(run.produce, spec.module, shape, size, **where),
                     notes,
                 )
-            consume_at = spec.where(server, "consume")
-            progress(f"{label}: preload {cfg.consume_messages:,} messages")
-            out["preload"] = attempt(
-                f"{label} preload",
-                functools.partial(run.preload, spec.module, **consume_at),
-                notes,
-            )
-            if "error" not in out["preload"]:
-                progress(f"{label}: consume, {spec.consume_command}")
-                out["consume"][spec.consume_command] = attempt(
-                    f"{label} {spec.consume_command}",
-                    functools.partial(run.consume, spec.module, spec.consume_command, **consume_at),
+            if not sync:
+                consume_at = spec.where(server, "consume")
+                progress(f"{tag}: preload {cfg.consume_messages:,} messages")
+                out["preload"] = attempt(
+                    f"{tag} preload",
+                    functools.partial(run.preload, spec.module, **consume_at),
                     notes,
                 )
+                if "error" not in out["preload"]:
+                    progress(f"{tag}: consume, {spec.consume_command}")
+                    out["consume"][spec.consume_command] = attempt(
+                        f"{tag} {spec.consume_command}",
+                        functools.partial(
+                            run.consume, spec.module, spec.consume_command, **consume_at
+                        ),
+                        notes,
+                    )
+
+                def paced(what: str, rate: float, seconds: float, groups: int) -> dict[str, Any]:
+                    where = spec.where(server, f"paced_{what}")
+                    return run.paced(spec.module, rate, seconds, groups, **where)
+
+                _paced_runs(cfg, out, tag, notes, paced)
+            out["rss_kb"] = rss_kb(server.pid)
     except Exception as exc:  # a peer that fails is reported, the benchmark goes on
-        notes.append(f"{label}: {first_line(exc)}")
-        out["error"] = first_line(exc)
+        if sync and spec.key == "nats" and "unknown field" in str(exc):
+            out["skipped"] = common.NATS_NO_SYNC
+        else:
+            notes.append(f"{tag}: {first_line(exc)}")
+            out["error"] = first_line(exc)
     out["log"] = server.warnings()
     return out
 
@@ -499,45 +657,102 @@ def _get(results: dict[str, Any], system: str, phase: str, key: str) -> dict[str
     return row if isinstance(row, dict) else {}
 
 
-# (label, Aerolite's phase and key, Redis's, NATS's)
-ROWS: tuple[tuple[str, tuple[str, str], tuple[str, str], tuple[str, str]], ...] = (
-    ("produce, one by one", ("produce", "one"), ("produce", "one"), ("produce", "one")),
-    ("produce, window of 256", ("produce", "window"), ("produce", "window"), ("produce", "window")),
-    ("produce, batches of 32", ("produce", "batch"), ("produce", "batch"), ("produce", "batch")),
-    ("consume, PushConsumer", ("consume", "push"), ("consume", "group"), ("consume", "durable")),
-    ("consume, PullConsumer", ("consume", "pull"), ("consume", "group"), ("consume", "durable")),
-)
+COLUMNS = ("aerolite", "rocketmq", "redis", "nats")  # Aerolite first, then the peers
+
+
+@dataclass(frozen=True, slots=True)
+class Workload:
+    """A row of the comparison: where each system's figure is (Apache RocketMQ's run is
+    Aerolite's, the SDK held fixed) and whether the systems flush per acknowledgement."""
+
+    label: str
+    phase: str
+    mine: str
+    redis: str
+    nats: str
+    sync: bool = False
+
+    def cell(self, system: str) -> tuple[str, str, str]:
+        """(system key, phase, run key) of ``system``'s figure for this workload."""
+        run = {"redis": self.redis, "nats": self.nats}.get(system, self.mine)
+        return (system + ("_sync" if self.sync else ""), self.phase, run)
+
+
+def _size_label(size: int) -> str:
+    return f"{size // 1024} KiB" if size % 1024 == 0 else f"{size} B"
+
+
+def workloads(cfg: dict[str, Any]) -> list[Workload]:
+    """Every row of the comparison, for the sizes and shapes this run measured."""
+    body = int(cfg["body_bytes"])
+    shapes = {"one": "one by one", "window": f"window of {cfg['window']}"}
+    shapes["batch"] = f"batches of {cfg['batch']}"
+    rows = [
+        Workload(f"produce {_size_label(body)}, {text}", "produce", shape, shape, shape)
+        for shape, text in shapes.items()
+    ]
+    for size in cfg["sizes"]:
+        for shape, text in shapes.items():
+            key = f"{shape}@{size}"
+            rows.append(Workload(f"produce {_size_label(size)}, {text}", "produce", key, key, key))
+    rows += [
+        Workload(
+            f"produce {_size_label(body)}, {shapes[shape]}, flush per ack",
+            "produce",
+            shape,
+            shape,
+            shape,
+            sync=True,
+        )
+        for shape in cfg["sync_shapes"]
+    ]
+    rows.append(Workload("consume backlog, PushConsumer", "consume", "push", "group", "durable"))
+    if "pull" in cfg["consume_commands"]:
+        rows.append(
+            Workload("consume backlog, PullConsumer", "consume", "pull", "group", "durable")
+        )
+    return rows
 
 
 def compute_ratios(results: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for label, mine, redis, nats in ROWS:
-        rate = _rate(_get(results, "aerolite", *mine))
-        out[label] = {
-            "vs_rocketmq": _ratio(rate, _rate(_get(results, "rocketmq", *mine))),
-            "vs_redis": _ratio(rate, _rate(_get(results, "redis", *redis))),
-            "vs_nats": _ratio(rate, _rate(_get(results, "nats", *nats))),
+    for w in workloads(results["config"]):
+        rate = _rate(_get(results, *w.cell("aerolite")))
+        out[w.label] = {
+            f"vs_{peer}": _ratio(rate, _rate(_get(results, *w.cell(peer)))) for peer in COLUMNS[1:]
         }
+    e2e = {s: _get(results, s, "paced", "e2e").get("p99_us") for s in COLUMNS}
+    out["end-to-end p99 (lower is better)"] = {
+        f"vs_{peer}": _ratio(e2e["aerolite"], e2e[peer]) for peer in COLUMNS[1:]
+    }
     return out
 
 
+def _goal(value: float | None, goal: float, at_least: bool = True) -> dict[str, Any]:
+    met = None if value is None else (value >= goal if at_least else value <= goal)
+    return {"value": value, "goal": goal, "met": met}
+
+
 def compute_goals(results: dict[str, Any]) -> dict[str, Any]:
+    """The issue's goals for this benchmark's runs, each with its figure and met or not."""
+    cfg = results["config"]
+    body = _size_label(int(cfg["body_bytes"]))
     ratios = results["ratios"]
-    produce = ratios["produce, window of 256"]["vs_redis"]
-    consume = ratios["consume, PushConsumer"]["vs_redis"]
-    one = _get(results, "aerolite", "produce", "one")
-    echo_p99 = (results.get("echo") or {}).get("p99_us")
-    p99 = _ratio(one.get("p99_us"), echo_p99) if "error" not in one else None
+    window = ratios[f"produce {body}, window of {cfg['window']}"]["vs_redis"]
+    batch = _rate(_get(results, "aerolite", "produce", "batch"))
+    one = _get(results, "aerolite", "produce", "one").get("p99_us")
+    redis_one = _get(results, "redis", "produce", "one").get("p99_us")
+    sync_label = f"produce {body}, window of {cfg['window']}, flush per ack"
+    sync = (ratios.get(sync_label) or {}).get("vs_redis")
+    consume = ratios["consume backlog, PushConsumer"]["vs_redis"]
+    e2e = ratios["end-to-end p99 (lower is better)"]["vs_nats"]
     return {
-        "produce_vs_redis_pipelined": produce,
-        "produce_goal": PRODUCE_GOAL,
-        "produce_met": None if produce is None else produce >= PRODUCE_GOAL,
-        "consume_vs_redis_xreadgroup": consume,
-        "consume_goal": CONSUME_GOAL,
-        "consume_met": None if consume is None else consume >= CONSUME_GOAL,
-        "one_by_one_p99_vs_echo_p99": p99,
-        "p99_goal": P99_GOAL,
-        "p99_met": None if p99 is None else p99 <= P99_GOAL,
+        "window_vs_redis_pipelined": _goal(window, PRODUCE_GOAL),
+        "batch_msgs_per_s": _goal(batch, BATCH_GOAL),
+        "one_p99_vs_redis": _goal(_ratio(one, redis_one), 1.0, at_least=False),
+        "sync_window_vs_redis_always": _goal(sync, 1.0),
+        "consume_vs_redis_xreadgroup": _goal(consume, CONSUME_GOAL),
+        "e2e_p99_vs_nats": _goal(e2e, 1.0, at_least=False),
     }
 
 
@@ -571,19 +786,33 @@ def run(quick: bool = False, config: SdkBenchConfig | None = None) -> Report:
     )
     work = bench_work_dir("sdk-bench-")
     results["config"]["work_dir"] = str(work.relative_to(REPO_ROOT))
-    systems = results["systems"]
+    rocketmq_peer = peers.get("rocketmq")
+    java = rocketmq_peer is not None and rocketmq_peer.available
+    specs = [spec for spec in PEER_SPECS if (p := peers.get(spec.key)) and p.available]
+    reps: list[dict[str, Any]] = []
     try:
-        systems["aerolite"] = aerolite_phase(cfg, work, pin, notes)
-        rocketmq_peer = peers.get("rocketmq")
-        if rocketmq_peer is not None and rocketmq_peer.available:
-            systems["rocketmq"] = aerolite_phase(cfg, work, pin, notes, java=True)
-        for spec in PEER_SPECS:
-            peer = peers.get(spec.key)
-            if peer is None or not peer.available:
-                continue
-            systems[spec.key] = peer_phase(spec, peer.label, cfg, work, pin, notes=notes)
+        # the systems take turns within every repetition, so that foreign load and the
+        # machine's drift hit them alike
+        for rep in range(cfg.reps):
+            progress(f"repetition {rep + 1} of {cfg.reps}")
+            systems: dict[str, Any] = {}
+            for sync in (False, True):
+                suffix = "_sync" if sync else ""
+                systems["aerolite" + suffix] = aerolite_phase(cfg, work, pin, notes, sync=sync)
+                if java:
+                    systems["rocketmq" + suffix] = aerolite_phase(
+                        cfg, work, pin, notes, java=True, sync=sync
+                    )
+                for spec in specs:
+                    systems[spec.key + suffix] = peer_phase(
+                        spec, peers[spec.key].label, cfg, work, pin, notes=notes, sync=sync
+                    )
+            reps.append(systems)
+            shutil.rmtree(work, ignore_errors=True)
+            work.mkdir(parents=True, exist_ok=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    results["systems"] = merge(reps)
     echo = _get(results, "aerolite", "produce", "one").get("echo")
     if echo:
         results["echo"] = {**echo, "interleaved": True}
@@ -596,90 +825,153 @@ def run(quick: bool = False, config: SdkBenchConfig | None = None) -> Report:
         )
     results["ratios"] = compute_ratios(results)
     results["goals"] = compute_goals(results)
+    if not quick or config is not None:
+        results["plots"] = attempt(
+            "plots", lambda: draw_plots(results, PLOT_DIR if not quick else work.parent), notes
+        )
     results["seconds"] = round(time.perf_counter() - started, 1)
     return Report(NAME, results, render_console(results), render_markdown(results), notes)
 
 
+# ----------------------------------------------------------------------------- plots
+
+PLOT_DIR = REPO_ROOT / "docs"
+
+
+def draw_plots(results: dict[str, Any], out: Path) -> dict[str, Any]:
+    """The PNGs of ``tests.bench.plots`` into ``out``; their paths."""
+    cfg = results["config"]
+    runs = [(w.label, w.cell) for w in workloads(cfg)]
+    paced = [(run_label("aerolite", "mixed", cfg) + ", produced", lambda s: (s, "paced", "mixed"))]
+    one = f"produce {_size_label(int(cfg['body_bytes']))}, one by one"
+    panels = [
+        (one, lambda s: (s, "produce", "one")),
+        (run_label("aerolite", "e2e", cfg), lambda s: (s, "paced", "e2e")),
+        (run_label("aerolite", "mixed", cfg), lambda s: (s, "paced", "mixed")),
+    ]
+    wanted = {"window", "batch", "push"}
+    cpu_runs = [
+        (label, cell)
+        for (label, cell), w in zip(runs, workloads(cfg), strict=True)
+        if w.mine in wanted
+    ]
+    return {
+        "throughput": plots.throughput(
+            results, runs + paced, COLUMNS, out / "bench-throughput.png"
+        ),
+        "latency": plots.latency(results, panels, COLUMNS, out / "bench-latency.png"),
+        "cpu": plots.cpu(results, cpu_runs + paced, COLUMNS, out / "bench-cpu.png"),
+    }
+
+
 # ---------------------------------------------------------------------------- render
 
+NOISY_SPREAD = 1.3  # a run whose repetitions' rates differ more than this is flagged
+NOISY_FOREIGN = 0.25  # ... or during which other work took this share of a CPU
 
-def _cell(row: dict[str, Any]) -> str:
+
+def _cell(row: dict[str, Any], key: str = "messages_per_s") -> str:
+    """A merged row's median with its range over the repetitions."""
     if not row:
         return "—"
+    if "skipped" in row:
+        return "n/a"
     if "error" in row:
         return "failed"
-    return _n(row.get("messages_per_s"))
+    return _n(row.get(key)) + rate_range(row, key)
 
 
-_SUMMARY_HEADERS = (
-    "run",
-    "Aerolite msg/s",
-    "MB/s",
-    "RocketMQ msg/s",
-    "Redis msg/s",
-    "NATS msg/s",
-    "vs RocketMQ",
-    "vs Redis",
-    "vs NATS",
-    "Aerolite client µs/msg",
-    "Redis client µs/msg",
-    "NATS client µs/msg",
-)
+def _noise(row: dict[str, Any]) -> str:
+    """Why a run's figure is less sure than the others ("" when it is not)."""
+    flags = []
+    spread = (row.get("spread") or {}).get("messages_per_s")
+    if spread and spread["min"] > 0 and spread["max"] / spread["min"] > NOISY_SPREAD:
+        flags.append(f"spread {spread['max'] / spread['min']:.2f}x")
+    foreign, window = row.get("foreign_cpu_s"), row.get("cpu_window_s")
+    if foreign and window and foreign / window > NOISY_FOREIGN:
+        flags.append(f"other work {100 * foreign / window:.0f} % CPU")
+    return ", ".join(flags)
+
+
+def _summary_headers(results: dict[str, Any]) -> tuple[str, ...]:
+    n = results["config"]["reps"]
+    return (
+        "run",
+        f"Aerolite msg/s, median of {n} (min–max)",
+        "MB/s",
+        "RocketMQ msg/s",
+        "Redis msg/s",
+        "NATS msg/s",
+        "vs RocketMQ",
+        "vs Redis",
+        "vs NATS",
+    )
 
 
 def _summary_rows(results: dict[str, Any]) -> list[list[str]]:
     rows = []
-    for label, mine, redis, nats in ROWS:
-        a = _get(results, "aerolite", *mine)
-        j = _get(results, "rocketmq", *mine)
-        r = _get(results, "redis", *redis)
-        n = _get(results, "nats", *nats)
-        ratio = results["ratios"][label]
+    for w in workloads(results["config"]):
+        cells = {system: _get(results, *w.cell(system)) for system in COLUMNS}
+        for system in COLUMNS:
+            if "skipped" in (results["systems"].get(w.cell(system)[0]) or {}):
+                cells[system] = {"skipped": True}
+        ratio = results["ratios"][w.label]
         rows.append(
             [
-                label,
-                _cell(a),
-                _f(a.get("mb_per_s"), ".1f"),
-                _cell(j),
-                _cell(r),
-                _cell(n),
-                _f(ratio.get("vs_rocketmq"), ".2f"),
-                _f(ratio["vs_redis"], ".2f"),
-                _f(ratio["vs_nats"], ".2f"),
-                _f(a.get("client_cpu_us_per_msg"), ".1f"),
-                _f(r.get("client_cpu_us_per_msg"), ".1f"),
-                _f(n.get("client_cpu_us_per_msg"), ".1f"),
+                w.label,
+                _cell(cells["aerolite"]),
+                _f(cells["aerolite"].get("mb_per_s"), ".1f"),
+                *(_cell(cells[peer]) for peer in COLUMNS[1:]),
+                *(_f(ratio[f"vs_{peer}"], ".2f") for peer in COLUMNS[1:]),
             ]
         )
     return rows
 
 
 SYSTEM_LABELS = {
-    "aerolite": "Aerolite SDK, ASYNC_FLUSH",
+    "aerolite": "Aerolite, ASYNC_FLUSH",
+    "aerolite_sync": "Aerolite, SYNC_FLUSH",
     "rocketmq": "Apache RocketMQ (SDK), ASYNC_FLUSH",
+    "rocketmq_sync": "Apache RocketMQ (SDK), SYNC_FLUSH",
     "redis": "Redis, appendfsync everysec",
+    "redis_sync": "Redis, appendfsync always",
     "nats": "NATS JetStream (default sync)",
+    "nats_sync": "NATS JetStream, sync_interval always",
 }
-RUN_LABELS = {
-    ("aerolite", "one"): "send, one by one",
-    ("aerolite", "window"): "send, 256 in flight",
-    ("aerolite", "batch"): "send_batch of 32",
-    ("aerolite", "push"): "PushConsumer",
-    ("aerolite", "pull"): "PullConsumer.poll",
-    ("rocketmq", "one"): "send, one by one",
-    ("rocketmq", "window"): "send, 256 in flight",
-    ("rocketmq", "batch"): "send_batch of 32",
-    ("rocketmq", "push"): "PushConsumer",
-    ("rocketmq", "pull"): "PullConsumer.poll",
-    ("redis", "one"): "XADD, one by one",
-    ("redis", "window"): "pipelines of 256 XADD",
-    ("redis", "batch"): "pipelines of 32 XADD",
-    ("redis", "group"): "XREADGROUP 32 + XACK",
-    ("nats", "one"): "publish, one by one",
-    ("nats", "window"): "256 publishes in flight",
-    ("nats", "batch"): "32 publishes, gathered",
-    ("nats", "durable"): "durable pull, fetch(32)",
+_SHAPE_WORDS = {
+    "aerolite": {
+        "one": "send, one by one",
+        "window": "send, 256 in flight",
+        "batch": "send_batch of 32",
+        "push": "PushConsumer",
+        "pull": "PullConsumer.poll",
+    },
+    "redis": {
+        "one": "XADD, one by one",
+        "window": "pipelines of 256 XADD",
+        "batch": "pipelines of 32 XADD",
+        "group": "XREADGROUP 32 + XACK",
+    },
+    "nats": {
+        "one": "publish, one by one",
+        "window": "256 publishes in flight",
+        "batch": "32 publishes, gathered",
+        "durable": "durable pull, fetch(32)",
+    },
 }
+
+
+def run_label(system: str, key: str, cfg: dict[str, Any]) -> str:
+    """What a system's run was, in its own API's words (``window@128`` gets its size)."""
+    if key == "e2e":
+        return f"end to end, {cfg['e2e_rate']:,.0f} msg/s"
+    if key == "mixed":
+        return f"mixed, {cfg['mixed_groups']} groups reading"
+    kind = system.removesuffix("_sync").replace("rocketmq", "aerolite")
+    shape, _, size = key.partition("@")
+    words = _SHAPE_WORDS.get(kind, {}).get(shape, shape)
+    return f"{words}, {_size_label(int(size))}" if size else words
+
 
 _DETAIL_HEADERS = (
     "system",
@@ -688,28 +980,46 @@ _DETAIL_HEADERS = (
     "MB/s",
     "p50 µs",
     "p99 µs",
-    "max µs",
+    "p99.9 µs",
     "client CPU µs/msg",
     "server CPU µs/msg",
-    "client CPU %",
     "server CPU %",
     "probe max ms",
     "failed",
+    "noise",
 )
+
+
+def _runs(system: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    return [
+        *system.get("produce", {}).items(),
+        *system.get("consume", {}).items(),
+        *system.get("paced", {}).items(),
+    ]
+
+
+def _order(results: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """The systems in the order of the tables: each system, then its flush-per-ack run."""
+    systems = results["systems"]
+    keys = [k + suffix for k in COLUMNS for suffix in ("", "_sync") if k + suffix in systems]
+    return [(k, systems[k]) for k in keys]
 
 
 def _detail_rows(results: dict[str, Any]) -> list[list[str]]:
     rows: list[list[str]] = []
-    for key, system in results["systems"].items():
+    cfg = results["config"]
+    for key, system in _order(results):
         label = SYSTEM_LABELS.get(key, key)
+        if "skipped" in system:
+            rows.append([label, "—", "n/a", *[""] * 10])
+            continue
         if "error" in system and not system.get("produce"):
             rows.append([label, "—", "failed", *[""] * 10])
             continue
-        runs = [*system.get("produce", {}).items(), *system.get("consume", {}).items()]
-        for what, row in runs:
-            name = RUN_LABELS.get((key, what), what)
-            if "error" in row:
-                rows.append([label, name, "failed", *[""] * 10])
+        for what, row in _runs(system):
+            name = run_label(key, what, cfg)
+            if "error" in row or "skipped" in row:
+                rows.append([label, name, "failed" if "error" in row else "n/a", *[""] * 10])
                 continue
             probe = row.get("stall_probe") or {}
             rows.append(
@@ -720,35 +1030,110 @@ def _detail_rows(results: dict[str, Any]) -> list[list[str]]:
                     _f(row.get("mb_per_s"), ".1f"),
                     _f(row.get("p50_us"), ",.0f"),
                     _f(row.get("p99_us"), ",.0f"),
-                    _f(row.get("max_us"), ",.0f"),
+                    _f(row.get("p99_9_us"), ",.0f"),
                     _f(row.get("client_cpu_us_per_msg"), ".1f"),
                     _f(row.get("server_cpu_us_per_msg"), ".1f"),
-                    _f(row.get("client_cpu_pct"), ".0f"),
                     _f(row.get("server_cpu_pct"), ".0f"),
                     _f(probe.get("max_ms"), ".0f"),
                     str(send_failures(row)),
+                    _noise(row),
                 ]
             )
     return rows
 
 
+_LATENCY_HEADERS = ("system", "run", "p50 µs", "p99 µs (min–max)", "p99.9 µs", "max µs")
+
+
+def _latency_rows(results: dict[str, Any]) -> list[list[str]]:
+    rows = []
+    cfg = results["config"]
+    for what in ("one", "e2e"):
+        for system in COLUMNS:
+            row = _get(results, system, "paced" if what == "e2e" else "produce", what)
+            if not row or "error" in row:
+                continue
+            rows.append(
+                [
+                    SYSTEM_LABELS[system],
+                    run_label(system, what, cfg),
+                    _f(row.get("p50_us"), ",.0f"),
+                    _f(row.get("p99_us"), ",.0f") + rate_range(row, "p99_us"),
+                    _f(row.get("p99_9_us"), ",.0f"),
+                    _f(row.get("max_us"), ",.0f"),
+                ]
+            )
+    return rows
+
+
+_MIXED_HEADERS = (
+    "system",
+    "target msg/s",
+    "produced msg/s (min–max)",
+    "consumed msg/s, all groups",
+    "missing at the end",
+    "end-to-end p99 ms",
+    "broker CPU µs/msg",
+    "broker CPU %",
+    "broker RSS MiB",
+)
+
+
+def _mixed_rows(results: dict[str, Any]) -> list[list[str]]:
+    rows = []
+    for system in COLUMNS:
+        row = _get(results, system, "paced", "mixed")
+        if not row:
+            continue
+        if "error" in row or "skipped" in row:
+            rows.append([SYSTEM_LABELS[system], "—", "failed", *[""] * 6])
+            continue
+        window = row.get("cpu_window_s") or 0
+        cpu = row.get("server_cpu_s")
+        p99 = row.get("p99_us")
+        rss = row.get("rss_kb")
+        rows.append(
+            [
+                SYSTEM_LABELS[system],
+                _n(row.get("target_per_s")),
+                _cell(row),
+                _n(row.get("consumed_per_s")),
+                _n(row.get("missing")),
+                _f(p99 / 1e3 if p99 else None, ",.1f"),
+                _f(row.get("server_cpu_us_per_msg"), ".1f"),
+                _f(100 * cpu / window if cpu is not None and window else None, ".0f"),
+                _f(rss / 1024 if rss else None, ",.0f"),
+            ]
+        )
+    return rows
+
+
 def _met(flag: Any) -> str:
-    return "not measured" if flag is None else ("goal met" if flag else "**not met**")
+    return "not measured" if flag is None else ("met" if flag else "**not met**")
 
 
-def _goal_text(results: dict[str, Any]) -> str:
-    g = results["goals"]
-    echo = results.get("echo") or {}
-    one = _get(results, "aerolite", "produce", "one")
-    return (
-        f"Goals: window-256 produce ≥ {PRODUCE_GOAL:g}x Redis's pipelined `XADD` "
-        f"({_f(g['produce_vs_redis_pipelined'], '.2f')}x: {_met(g['produce_met'])}); "
-        f"PushConsumer ≥ {CONSUME_GOAL:g}x Redis's `XREADGROUP` "
-        f"({_f(g['consume_vs_redis_xreadgroup'], '.2f')}x: {_met(g['consume_met'])}); "
-        f"one-by-one p99 ≤ {P99_GOAL:g}x the raw uvloop echo p99 "
-        f"({_f(one.get('p99_us'), '.0f')} µs against {_f(echo.get('p99_us'), '.0f')} µs, "
-        f"{_f(g['one_by_one_p99_vs_echo_p99'], '.2f')}x: {_met(g['p99_met'])})."
-    )
+GOAL_TEXTS = {
+    "window_vs_redis_pipelined": ("window-256 produce ≥ {goal:g}x Redis's pipelined XADD", "x"),
+    "batch_msgs_per_s": ("batches of 32 ≥ {goal:,.0f} msg/s", " msg/s"),
+    "one_p99_vs_redis": ("one-by-one produce p99 ≤ Redis's XADD p99", "x Redis's"),
+    "sync_window_vs_redis_always": (
+        "SYNC_FLUSH window-256 ≥ Redis pipelined with appendfsync always",
+        "x",
+    ),
+    "consume_vs_redis_xreadgroup": ("consume backlog ≥ {goal:g}x Redis's XREADGROUP", "x"),
+    "e2e_p99_vs_nats": ("end-to-end p99 at 2,000 msg/s ≤ NATS JetStream's", "x NATS's"),
+}
+
+
+def goal_lines(results: dict[str, Any]) -> list[str]:
+    """One line per goal: what it asks, the figure, met or not."""
+    lines = []
+    for key, goal in results["goals"].items():
+        text, unit = GOAL_TEXTS[key]
+        value = goal["value"]
+        figure = "—" if value is None else (f"{value:,.0f}" if value >= 1000 else f"{value:.2f}")
+        lines.append(f"{text.format(goal=goal['goal'])}: {figure}{unit}, {_met(goal['met'])}")
+    return lines
 
 
 def _echo_text(results: dict[str, Any]) -> str:
@@ -839,13 +1224,15 @@ def _reading(results: dict[str, Any]) -> str:
 def _odd_lines(results: dict[str, Any]) -> list[str]:
     """Failed sends, lost or repeated messages, stalls, server log warnings."""
     lines: list[str] = []
-    for key, system in results["systems"].items():
+    cfg = results["config"]
+    for key, system in _order(results):
         label = SYSTEM_LABELS.get(key, key)
-        runs = [*system.get("produce", {}).items(), *system.get("consume", {}).items()]
-        for what, row in runs:
-            name = RUN_LABELS.get((key, what), what)
-            if "error" in row:
+        for what, row in _runs(system):
+            name = run_label(key, what, cfg)
+            if "error" in row or "skipped" in row:
                 continue
+            if row.get("failed_repetitions"):
+                lines.append(f"{label}, {name}: failed in {row['failed_repetitions']} repetitions")
             kinds = {**(row.get("error_kinds") or {}), **(row.get("not_ok_kinds") or {})}
             if kinds:
                 top = "; ".join(f"{n} x {k[:140]}" for k, n in kinds.items())
@@ -859,6 +1246,12 @@ def _odd_lines(results: dict[str, Any]) -> list[str]:
                 lines.append(
                     f"{label}, {name}: received {row.get('received', 0):,} of "
                     f"{row['expect']:,} messages before the time limit"
+                )
+            if row.get("missing"):
+                lines.append(
+                    f"{label}, {name}: the consumer groups had not received "
+                    f"{row['missing']:,} acknowledged messages {cfg['drain_s']:g} s after the "
+                    "producer stopped (median over the repetitions)"
                 )
             if row.get("duplicates"):
                 lines.append(f"{label}, {name}: {row['duplicates']} messages delivered twice")
@@ -886,70 +1279,116 @@ def _peer_lines(results: dict[str, Any]) -> list[str]:
 def render_console(results: dict[str, Any]) -> str:
     cfg = results["config"]
     lines = [
-        f"sdk: {cfg['body_bytes']} B bodies, window {cfg['window']}, batch {cfg['batch']}, "
-        f"{cfg['consume_messages']:,} consumed, {'pinned' if cfg['pinned'] else 'not pinned'}"
+        f"sdk: {cfg['body_bytes']} B bodies (also {', '.join(map(str, cfg['sizes']))} B), "
+        f"window {cfg['window']}, batch {cfg['batch']}, {cfg['consume_messages']:,} consumed, "
+        f"{cfg['reps']} repetitions, {'pinned' if cfg['pinned'] else 'not pinned'}"
         f"{', quick' if results['quick'] else ''}; {machine_line(results['machine'])}",
         *(f"  {line}" for line in _peer_lines(results)),
         "",
-        text_table(_SUMMARY_HEADERS, _summary_rows(results)),
+        text_table(_summary_headers(results), _summary_rows(results)),
+        "",
+        text_table(_LATENCY_HEADERS, _latency_rows(results)),
+        "",
+        text_table(_MIXED_HEADERS, _mixed_rows(results)),
         "",
         text_table(_DETAIL_HEADERS, _detail_rows(results)),
         "",
         _echo_text(results),
-        _goal_text(results).replace("**", ""),
+        "Goals: " + "; ".join(goal_lines(results)).replace("**", ""),
     ]
     lines += console_tail(results, _reading(results), _odd_lines(results))
     return "\n".join(lines)
+
+
+def _method(cfg: dict[str, Any]) -> str:
+    sizes = " and ".join(_size_label(int(size)) for size in cfg["sizes"])
+    return (
+        f"Every client runs in a process of its own on uvloop; topics of {cfg['queues']} "
+        "queues. Aerolite and Apache RocketMQ run ASYNC_FLUSH, Redis `appendonly yes` + "
+        "`appendfsync everysec`, JetStream file storage with its default sync; the rows "
+        "marked *flush per ack* run Aerolite and Apache RocketMQ with SYNC_FLUSH and Redis "
+        "with `appendfsync always`. Apache RocketMQ is driven by our SDK too, so the two "
+        f"brokers are compared with the client held fixed. **Repetitions**: {cfg['reps']}; "
+        "in each, every system runs every workload on a freshly started server, the systems "
+        "taking turns; a figure is the median over the repetitions with the lowest and the "
+        "highest in brackets. **Produce**, after "
+        f"{cfg['warmup_messages']} sends awaited one by one: *one by one*, each "
+        "`await producer.send(Message(...))` before the next (an `XADD`, a `js.publish` "
+        f"awaiting its `PubAck`), up to {cfg['one_messages']:,} messages or "
+        f"{cfg['one_max_s']:g} s; *window of {cfg['window']}*, {cfg['window']} tasks each "
+        "awaiting its own `send` (the producer's auto-batching coalesces the sends that "
+        "overlap into batch requests, each caller still getting its own result; NATS the "
+        f"same; Redis: pipelines of {cfg['window']} `XADD`s without MULTI, one pipeline at a "
+        "time, since redis-py's asyncio client runs one command per connection at a time), "
+        f"up to {cfg['window_messages']:,} messages or {cfg['window_max_s']:g} s; *batches "
+        f"of {cfg['batch']}*, one `send_batch` of {cfg['batch']} messages at a time (a "
+        f"pipeline of {cfg['batch']} `XADD`s, {cfg['batch']} publishes gathered), as long. "
+        f"The same three with {sizes} bodies, {cfg['size_max_s']:g} s each. **Consume "
+        f"backlog**: {cfg['consume_messages']:,} messages preloaded (not timed), then read "
+        "whole by a new group: a `PushConsumer` from the first offset with an async listener "
+        "returning `SUCCESS` (offsets committed to the broker), and a `PullConsumer` calling "
+        f"`poll()` (auto-commit); Redis `XREADGROUP COUNT {cfg['pull_batch']}` + `XACK` of "
+        f"each batch; a durable JetStream pull consumer (`fetch({cfg['pull_batch']})`, one "
+        "ack per batch); the rate runs from the first message received to the last. **End "
+        f"to end**: {cfg['e2e_rate']:,.0f} msg/s for {cfg['e2e_s']:g} s, open loop (each "
+        "millisecond's due messages handed to the client at once, without waiting for "
+        "earlier answers), one consumer group in the same process: a `PushConsumer`, "
+        "`XREADGROUP BLOCK` + `XACK`, a durable JetStream push consumer with an ack per "
+        "message; latency from the moment a message was due to be sent to its arrival in "
+        "the listener, so a late producer counts against it. **Mixed**: the same producer "
+        f"at {cfg['mixed_share']:.0%} of the system's window-{cfg['window']} rate in that "
+        f"repetition for {cfg['mixed_s']:g} s while {cfg['mixed_groups']} consumer groups "
+        "read; broker CPU per message is the server's CPU time over the run per message "
+        "produced (each is written once and read by every group); RSS at the end. Ratios "
+        "are Aerolite's median over the other's."
+    )
 
 
 def render_markdown(results: dict[str, Any]) -> str:
     cfg = results["config"]
     pinning = pinning_text(cfg["pinned"], SERVER_CPU, CLIENT_CPU)
     parts = [
-        "## SDK: the asyncio client against the broker, next to Redis and NATS",
+        "## Side by side: Aerolite, Apache RocketMQ, Redis Streams and NATS JetStream",
         "",
         measured_line(results, pinning),
         "",
         *(f"- {line}" for line in _peer_lines(results)),
         "",
-        f"Every client runs in a process of its own on uvloop, {cfg['body_bytes']} B bodies; "
-        f"Aerolite with ASYNC_FLUSH and topics of {cfg['queues']} queues, Redis with "
-        "`appendonly yes` + `appendfsync everysec`, JetStream on file storage with its "
-        f"default sync. Produce, after {cfg['warmup_messages']} sends awaited one by one: "
-        "**one by one**, each `await producer.send(Message(...))` before the next (an `XADD`, "
-        "a `js.publish` awaiting its `PubAck`), up to "
-        f"{cfg['one_messages']:,} messages or {cfg['one_max_s']:g} s; **window of "
-        f"{cfg['window']}**, {cfg['window']} tasks each awaiting its own `send` (the "
-        "producer's default auto-batching coalesces the sends that overlap into batch "
-        "requests, each caller still getting its own result; NATS the "
-        f"same; Redis: pipelines of {cfg['window']} `XADD`s without MULTI, one pipeline at a "
-        "time, since redis-py's asyncio client runs one command per connection at a time), "
-        f"up to {cfg['window_messages']:,} messages or {cfg['window_max_s']:g} s; **batches "
-        f"of {cfg['batch']}**, one `send_batch` request of {cfg['batch']} messages at a time "
-        f"(a pipeline of {cfg['batch']} `XADD`s, {cfg['batch']} publishes gathered), up to "
-        f"{cfg['batch_messages']:,} messages or {cfg['batch_max_s']:g} s. Consume: "
-        f"{cfg['consume_messages']:,} messages preloaded, then read whole by a new group: a "
-        "`PushConsumer` from the first offset with an async listener returning `SUCCESS`, "
-        "and a `PullConsumer` calling `poll()` (auto-commit); Redis `XREADGROUP COUNT "
-        f"{cfg['pull_batch']}` + `XACK` of each batch; a durable JetStream pull consumer "
-        f"(`fetch({cfg['pull_batch']})`, one ack per batch); the rate runs from the first "
-        "message received to the last. Ratios are Aerolite's rate over the other's; "
-        "client µs/msg is the driver process's CPU time over the timed part per message. "
-        "One run per figure.",
+        _method(cfg),
         "",
-        markdown_table(_SUMMARY_HEADERS, _summary_rows(results)),
+        markdown_table(_summary_headers(results), _summary_rows(results)),
         "",
-        "Every run: latency is per send (for a pipeline or a batch, every message of it "
-        "waited as long as the whole), or per `poll()`/read for consumers; server CPU is the "
-        "server process's on-CPU time per message over the timed part; CPU % is the share of "
-        "one CPU; probe max is the slowest answer to a ping sent to the server every 20 ms "
-        "over a connection of its own during the run.",
+        "![throughput per workload](bench-throughput.png)",
+        "",
+        "**Goals** (this benchmark's; the native-client, RSS and memory goals are in the "
+        "broker and memory sections):",
+        "",
+        *(f"- {line}" for line in goal_lines(results)),
+        "",
+        "**Latency.** Produce one by one (per send) and end to end at a fixed rate (from due "
+        "time to the listener), medians over the repetitions:",
+        "",
+        markdown_table(_LATENCY_HEADERS, _latency_rows(results)),
+        "",
+        "![latency percentiles](bench-latency.png)",
+        "",
+        "**Mixed.**",
+        "",
+        markdown_table(_MIXED_HEADERS, _mixed_rows(results)),
+        "",
+        "![broker CPU per message](bench-cpu.png)",
+        "",
+        "**Every run.** Latency is per send (for a pipeline or a batch, every message of it "
+        "waited as long as the whole), per `poll()`/read for consumers, due-to-listener for "
+        "the paced runs; server CPU is the server process's on-CPU time per message over "
+        "the timed part; probe max is the slowest answer to a ping sent to the server every "
+        "20 ms over a connection of its own during the run. *noise* flags a run whose "
+        f"repetitions differ by more than {NOISY_SPREAD:g}x, or during which other work on "
+        f"the machine took more than {NOISY_FOREIGN:.0%} of a CPU.",
         "",
         markdown_table(_DETAIL_HEADERS, _detail_rows(results)),
         "",
         _echo_text(results),
-        "",
-        _goal_text(results),
     ]
     parts += markdown_tail(
         results, _reading(results), _odd_lines(results), "Failures and warnings in this run"

@@ -231,8 +231,10 @@ def test_quick_broker_run_writes_sane_results(tmp_path: Path) -> None:
 
 
 def test_quick_sdk_run_writes_sane_results(tmp_path: Path) -> None:
-    """The SDK benchmark end to end with tiny counts: the SDK against the broker, the
-    interleaved echo round trips, and Redis/NATS where they are installed."""
+    """The side-by-side benchmark end to end with tiny counts and two repetitions: the SDK
+    against the broker in both flush modes, every size, the backlog consumers, the paced
+    end-to-end and mixed runs, the interleaved echo round trips, and Redis/NATS where they
+    are installed."""
     docs = tmp_path / "benchmarks.md"
     docs.write_text(
         "# Benchmarks\n\nintro stays\n\n<!-- sdk:begin -->\nSTALE-SECTION\n<!-- sdk:end -->\n"
@@ -244,35 +246,56 @@ def test_quick_sdk_run_writes_sane_results(tmp_path: Path) -> None:
     assert results["quick"] is True
     assert not (REPO_ROOT / results["config"]["work_dir"]).exists()  # stores cleaned up
     assert results["notes"] == [], results["notes"]
+    reps = results["config"]["reps"]
+    assert reps >= 2
     aerolite = results["systems"]["aerolite"]
     assert aerolite["exit_code"] == 0  # SIGTERM stops the broker cleanly
-    for shape in ("one", "window", "batch"):
-        row = aerolite["produce"][shape]
+    sizes = results["config"]["sizes"]
+    keys = ["one", "window", "batch", *(f"{s}@{n}" for n in sizes for s in ("one", "window"))]
+    for key in keys:
+        row = aerolite["produce"][key]
+        assert row["repetitions"] == reps
         assert row["ok"] > 0
         assert row["stored"] == row["acknowledged"]  # every acknowledged send is in a queue
         assert _positive(row["messages_per_s"])
+        spread = row["spread"]["messages_per_s"]
+        assert spread["min"] <= row["messages_per_s"] <= spread["max"]
+        assert len(spread["values"]) == reps
         assert _positive(row["client_cpu_us_per_msg"])
-        assert 0 < row["p50_us"] <= row["p99_us"]
+        assert 0 < row["p50_us"] <= row["p99_us"] <= row["p99_9_us"] <= row["max_us"]
+    sync = results["systems"]["aerolite_sync"]
+    assert sync["settings"]["flushDiskType"] == "SYNC_FLUSH"
+    for shape in results["config"]["sync_shapes"]:
+        assert sync["produce"][shape]["stored"] == sync["produce"][shape]["acknowledged"]
     expect = results["config"]["consume_messages"]
     for kind in ("push", "pull"):
         assert aerolite["consume"][kind]["received"] >= expect
         assert aerolite["consume"][kind]["duplicates"] == 0
         assert _positive(aerolite["consume"][kind]["messages_per_s"])
+    e2e, mixed = aerolite["paced"]["e2e"], aerolite["paced"]["mixed"]
+    assert e2e["ok"] > 0 and e2e["missing"] == 0 and e2e["failed"] == 0
+    assert e2e["received"] == e2e["latencies"] >= e2e["ok"]
+    assert 0 < e2e["p50_us"] <= e2e["p99_us"] <= e2e["max_us"]
+    assert len(mixed["per_group"]) == results["config"]["mixed_groups"]
+    assert mixed["ok"] > 0 and mixed["rss_kb"] > 0
+    assert _positive(mixed["server_cpu_us_per_msg"])
     echo = results["echo"]
     assert echo["interleaved"] is True
     assert 0 < echo["p50_us"] <= echo["p99_us"]
-    assert _positive(results["goals"]["one_by_one_p99_vs_echo_p99"])
+    assert set(results["goals"]) >= {"window_vs_redis_pipelined", "e2e_p99_vs_nats"}
+    window = "produce 1 KiB, window of 256"
     for peer, info in results["peers"].items():
         if info["available"]:
-            for shape in ("one", "window", "batch"):
-                assert _positive(results["systems"][peer]["produce"][shape]["messages_per_s"])
-            assert _positive(results["ratios"]["produce, window of 256"][f"vs_{peer}"])
+            for key in keys:
+                assert _positive(results["systems"][peer]["produce"][key]["messages_per_s"])
+            assert _positive(results["ratios"][window][f"vs_{peer}"])
+            assert results["systems"][peer]["paced"]["e2e"]["ok"] > 0
 
     text = docs.read_text()
     assert "intro stays" in text
     assert "STALE-SECTION" not in text
     assert text.count("<!-- sdk:begin -->") == 1
-    assert "Aerolite msg/s" in text
+    assert "Aerolite msg/s, median of" in text
     assert "Echo round trip" in proc.stdout
 
 

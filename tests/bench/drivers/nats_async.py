@@ -11,16 +11,25 @@ always); the stream (file storage) is created when missing:
 - ``preload``: as ``nats_client preload``.
 - ``durable``: as ``nats_client durable``: a durable pull consumer, ``fetch(max_num)`` and an
   ack of each batch's last message (``AckPolicy.ALL``), one fetch at a time.
+- ``paced``: ``groups`` durable push consumers (explicit acks, one per message, sent without
+  waiting, as nats-py's ``msg.ack()`` does) read while ``rate`` publishes a second go out for
+  ``seconds``, each millisecond's due ones gathered (``tests.bench.drivers.paced``). Push
+  delivery is JetStream's lowest-latency way to consume.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from typing import Any
+
+from nats.aio.msg import Msg
+from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
 from tests.bench.drivers import nats_client
 from tests.bench.drivers.async_shapes import run_shape, run_uvloop, summary
 from tests.bench.drivers.common import body_of, emit, process_window, run_command, run_tasks
+from tests.bench.drivers.paced import Paced
 
 
 async def _produce(args: dict[str, Any]) -> dict[str, Any]:
@@ -58,11 +67,70 @@ async def _produce(args: dict[str, Any]) -> dict[str, Any]:
     return {**summary(stats, shape, size, cpu), "warmup_ok": warmup.ok}
 
 
+async def _paced(args: dict[str, Any]) -> dict[str, Any]:
+    nc, js = await nats_client._connect(args)
+    subject: str = args["subject"]
+    groups = int(args.get("groups", 1))
+    run = Paced(groups, int(args["body_bytes"]))
+    subs = []
+    try:
+        for g in range(groups):
+
+            def callback_of(group: int) -> Callable[[Msg], Awaitable[None]]:
+                async def callback(msg: Msg) -> None:
+                    run.received(group, msg.data)
+                    await msg.ack()
+
+                return callback
+
+            subs.append(
+                await js.subscribe(
+                    subject,
+                    stream=args["stream"],
+                    durable=f"paced{g}",
+                    cb=callback_of(g),
+                    manual_ack=True,
+                    config=ConsumerConfig(
+                        ack_policy=AckPolicy.EXPLICIT,
+                        deliver_policy=DeliverPolicy.NEW,
+                        max_ack_pending=-1,
+                    ),
+                    pending_msgs_limit=-1,
+                    pending_bytes_limit=-1,
+                )
+            )
+
+        async def send(bodies: list[bytes]) -> int:
+            acks = await asyncio.gather(*(js.publish(subject, body) for body in bodies))
+            return len(acks)
+
+        return await run.run(
+            send,
+            rate=float(args["rate"]),
+            seconds=float(args["seconds"]),
+            drain_s=float(args.get("drain_s", 10.0)),
+            server_pid=args.get("server_pid"),
+        )
+    finally:
+        for sub in subs:
+            await sub.unsubscribe()
+        await nc.close()
+
+
+def paced(args: dict[str, Any]) -> dict[str, Any]:
+    return run_uvloop(_paced(args))
+
+
 def produce(args: dict[str, Any]) -> dict[str, Any]:
     return run_uvloop(_produce(args))
 
 
 if __name__ == "__main__":
     run_command(
-        {"produce": produce, "preload": nats_client.preload, "durable": nats_client.durable}
+        {
+            "produce": produce,
+            "preload": nats_client.preload,
+            "durable": nats_client.durable,
+            "paced": paced,
+        }
     )

@@ -13,10 +13,15 @@ Commands (arguments as JSON on stdin; ``port``, ``stream``, ``body_bytes`` alway
 - ``preload``: ``count`` entries through pipelines of ``batch`` (not a figure).
 - ``group``: a new consumer group from ID 0: ``XREADGROUP ... COUNT max_num`` and an
   ``XACK`` of the batch, one call at a time, until ``expect`` entries or ``max_s``.
+- ``paced``: ``groups`` consumer groups (created at ``$``, a connection each, ``XREADGROUP
+  ... COUNT max_num BLOCK 100`` and an ``XACK`` of each batch) read while ``rate`` XADDs a
+  second go out for ``seconds``, each millisecond's due ones as one pipeline
+  (``tests.bench.drivers.paced``).
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 from typing import Any
@@ -32,6 +37,7 @@ from tests.bench.drivers.common import (
     run_command,
     run_tasks,
 )
+from tests.bench.drivers.paced import Paced
 
 FIELD = "body"
 
@@ -128,6 +134,59 @@ async def _group(args: dict[str, Any]) -> dict[str, Any]:
     return {**clock.summary(), **cpu, "calls": calls}
 
 
+async def _paced(args: dict[str, Any]) -> dict[str, Any]:
+    stream: str = args["stream"]
+    groups = int(args.get("groups", 1))
+    max_num = int(args.get("max_num", 32))
+    run = Paced(groups, int(args["body_bytes"]))
+    producer = _client(args)
+    readers = [_client(args) for _ in range(groups)]
+    names = [f"paced_{g}_{uuid.uuid4().hex[:6]}" for g in range(groups)]
+    for name in names:
+        await producer.xgroup_create(stream, name, id="$", mkstream=True)
+    stop = asyncio.Event()
+    field = FIELD.encode()
+
+    async def read(g: int) -> None:
+        client, name = readers[g], names[g]
+        while not stop.is_set():
+            reply: Any = await client.xreadgroup(
+                name, "c1", {stream: ">"}, count=max_num, block=100
+            )
+            if not reply:
+                continue
+            entries = reply[0][1]
+            for _entry_id, fields in entries:
+                run.received(g, fields[field])
+            await client.xack(stream, name, *(entry_id for entry_id, _ in entries))
+
+    async def send(bodies: list[bytes]) -> int:
+        async with producer.pipeline(transaction=False) as pipe:
+            for body in bodies:
+                pipe.xadd(stream, {FIELD: body})
+            replies = await pipe.execute()
+        return sum(1 for r in replies if r)
+
+    tasks = [asyncio.create_task(read(g)) for g in range(groups)]
+    try:
+        return await run.run(
+            send,
+            rate=float(args["rate"]),
+            seconds=float(args["seconds"]),
+            drain_s=float(args.get("drain_s", 10.0)),
+            server_pid=args.get("server_pid"),
+        )
+    finally:
+        stop.set()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        for client in (producer, *readers):
+            await client.aclose()
+
+
+def paced(args: dict[str, Any]) -> dict[str, Any]:
+    return run_uvloop(_paced(args))
+
+
 def produce(args: dict[str, Any]) -> dict[str, Any]:
     return run_uvloop(_produce(args))
 
@@ -141,4 +200,4 @@ def group(args: dict[str, Any]) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    run_command({"produce": produce, "preload": preload, "group": group})
+    run_command({"produce": produce, "preload": preload, "group": group, "paced": paced})

@@ -17,6 +17,10 @@ Commands (arguments as JSON on stdin; ``namesrv``, ``topic``, ``body_bytes`` alw
   or ``max_s``.
 - ``pull``: a ``PullConsumer`` (auto-commit) in a new group from the first offset, calling
   ``poll()`` until ``expect`` messages or ``max_s``.
+- ``paced``: ``groups`` ``PushConsumer`` groups (committed offsets) read while a ``Producer``
+  sends ``rate`` messages a second for ``seconds`` (``tests.bench.drivers.paced``): each
+  millisecond's due messages go out as concurrent ``send`` calls, which the producer
+  coalesces into batch requests. End-to-end latency and the mixed workload.
 
 Consumers also count duplicates (a queue offset delivered twice) and report how many
 messages each queue gave, so a lost or repeated message shows in the ``done`` line.
@@ -41,6 +45,7 @@ from tests.bench.drivers.common import (
     run_command,
     run_tasks,
 )
+from tests.bench.drivers.paced import Paced
 
 
 def _group(prefix: str) -> str:
@@ -274,8 +279,66 @@ async def _pull(args: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+async def _paced(args: dict[str, Any]) -> dict[str, Any]:
+    from client import (
+        ConsumeFromWhere,
+        ConsumeResult,
+        Message,
+        MessageView,
+        Producer,
+        PushConsumer,
+        SendStatus,
+    )
+
+    topic: str = args["topic"]
+    groups = int(args.get("groups", 1))
+    run = Paced(groups, int(args["body_bytes"]))
+    success, ok_status = ConsumeResult.SUCCESS, SendStatus.SEND_OK
+    consumers = []
+    for g in range(groups):
+        consumer = PushConsumer(
+            _group(f"bench_sdk_paced{g}"),
+            namesrv=args["namesrv"],
+            consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+            pull_batch_size=int(args.get("max_num", 32)),
+        )
+
+        def listener_of(group: int) -> Callable[[MessageView], Awaitable[ConsumeResult]]:
+            async def listener(msg: MessageView) -> ConsumeResult:
+                run.received(group, msg.body)
+                return success
+
+            return listener
+
+        consumer.subscribe(topic)(listener_of(g))
+        consumers.append(consumer)
+    async with Producer(_group("bench_sdk_paced"), namesrv=args["namesrv"]) as producer:
+        for consumer in consumers:
+            await consumer.start()
+
+        async def send(bodies: list[bytes]) -> int:
+            results = await asyncio.gather(*(producer.send(Message(topic, b)) for b in bodies))
+            return sum(1 for r in results if r.status is ok_status)
+
+        try:
+            return await run.run(
+                send,
+                rate=float(args["rate"]),
+                seconds=float(args["seconds"]),
+                drain_s=float(args.get("drain_s", 10.0)),
+                server_pid=args.get("server_pid"),
+            )
+        finally:
+            for consumer in consumers:
+                await consumer.shutdown()
+
+
 def produce(args: dict[str, Any]) -> dict[str, Any]:
     return run_uvloop(_produce(args))
+
+
+def paced(args: dict[str, Any]) -> dict[str, Any]:
+    return run_uvloop(_paced(args))
 
 
 def preload(args: dict[str, Any]) -> dict[str, Any]:
@@ -295,4 +358,6 @@ if __name__ == "__main__":
 
     # Warnings only, on stderr: stdout carries the JSON lines, and nothing may log per send.
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(30))
-    run_command({"produce": produce, "preload": preload, "push": push, "pull": pull})
+    run_command(
+        {"produce": produce, "preload": preload, "push": push, "pull": pull, "paced": paced}
+    )

@@ -1,0 +1,178 @@
+"""Paced runs for the comparison benchmark (``tests.bench.sdk_bench``): a producer at a fixed
+rate while consumer groups read, for the end-to-end latency and the mixed workloads.
+
+The producer is open-loop: every millisecond it sends the messages that are due by then, as
+one group handed to the client at once, without waiting for the previous groups' answers (up
+to ``max_in_flight`` groups). Each body starts with its sequence number and the time it was
+*due* (``time.perf_counter_ns``, CLOCK_MONOTONIC), so a late producer shows up as latency
+instead of silently lowering the rate (no coordinated omission). A consumer hands every body
+to ``Paced.received(group, body)``, which takes the latency from that stamp: the time from
+when the message was due to be sent until the group's listener had it, in this one process.
+
+A run: the consumers start; warm-up messages (negative sequence numbers, not counted) go out
+at the same rate until every group has seen one; then ``seconds`` of timed sends; then up to
+``drain_s`` for the groups to catch up. The summary reports the producer's achieved rate, how
+far behind its schedule it fell, each group's count, the latency percentiles over all groups,
+and what is still missing at the end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import struct
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from tests.bench.drivers.common import _error_kind, percentiles_us, process_window
+
+STAMP = struct.Struct("<qq")  # sequence number, due time (ns)
+SendGroup = Callable[[list[bytes]], Awaitable[int]]  # bodies -> how many acknowledged OK
+
+
+class Paced:
+    """The bookkeeping of one paced run with ``groups`` consumer groups."""
+
+    def __init__(self, groups: int, body_bytes: int) -> None:
+        self.groups = groups
+        self.padding = b"x" * max(0, body_bytes - STAMP.size)
+        self.counts = [0] * groups
+        self.warm = [False] * groups
+        self.latencies_ns: list[int] = []
+        self.ok = 0
+        self.failed = 0
+        self.error_kinds: dict[str, int] = {}
+        self.behind_max_ns = 0
+        self.stalled_ticks = 0
+        self.caught_up = asyncio.Event()
+
+    def body(self, seq: int, due_ns: int) -> bytes:
+        return STAMP.pack(seq, due_ns) + self.padding
+
+    def received(self, group: int, body: bytes) -> None:
+        now = time.perf_counter_ns()
+        seq, due = STAMP.unpack_from(body)
+        if seq < 0:
+            self.warm[group] = True
+            return
+        self.counts[group] += 1
+        self.latencies_ns.append(now - due)
+        self.caught_up.set()  # wakes the drain wait, which checks the counts again
+
+    async def _send(self, send: SendGroup, bodies: list[bytes], gate: asyncio.Semaphore) -> None:
+        try:
+            ok = await send(bodies)
+        except Exception as exc:
+            kind = _error_kind(exc)
+            self.error_kinds[kind] = self.error_kinds.get(kind, 0) + 1
+            ok = 0
+        finally:
+            gate.release()
+        self.ok += ok
+        self.failed += len(bodies) - ok
+
+    async def pace(
+        self,
+        send: SendGroup,
+        rate: float,
+        seconds: float,
+        *,
+        first_seq: int,
+        max_in_flight: int,
+        until: Callable[[], bool] | None = None,
+    ) -> int:
+        """Send at ``rate`` for ``seconds`` (or until ``until()``), numbering from
+        ``first_seq`` (counting down when negative); returns how many were sent."""
+        gate = asyncio.Semaphore(max_in_flight)
+        tasks: set[asyncio.Task[None]] = set()
+        start = time.perf_counter_ns()
+        end = start + int(seconds * 1e9)
+        period = 1e9 / rate
+        sent = 0
+        step = -1 if first_seq < 0 else 1
+        seq = first_seq
+        while True:
+            now = time.perf_counter_ns()
+            if now >= end or (until is not None and until()):
+                break
+            due = int((now - start) / period) + 1
+            if due > sent:
+                self.behind_max_ns = max(self.behind_max_ns, now - (start + int(sent * period)))
+                bodies = []
+                for i in range(sent, due):
+                    bodies.append(self.body(seq, start + int(i * period)))
+                    seq += step
+                sent = due
+                if gate.locked():
+                    self.stalled_ticks += 1
+                await gate.acquire()
+                task = asyncio.create_task(self._send(send, bodies, gate))
+                tasks.add(task)
+                task.add_done_callback(tasks.discard)
+            await asyncio.sleep(0.001)
+        if tasks:
+            await asyncio.gather(*tasks)
+        return sent
+
+    async def run(
+        self,
+        send: SendGroup,
+        *,
+        rate: float,
+        seconds: float,
+        warmup_max_s: float = 20.0,
+        drain_s: float = 10.0,
+        max_in_flight: int = 256,
+        server_pid: Any = None,
+    ) -> dict[str, Any]:
+        await self.pace(
+            send,
+            rate,
+            warmup_max_s,
+            first_seq=-1,
+            max_in_flight=max_in_flight,
+            until=lambda: all(self.warm),
+        )
+        warmed = all(self.warm)
+        self.ok = self.failed = 0
+        self.behind_max_ns = self.stalled_ticks = 0
+        window = process_window(server_pid)
+        started = time.perf_counter()
+        sent = await self.pace(send, rate, seconds, first_seq=0, max_in_flight=max_in_flight)
+        produce_s = time.perf_counter() - started
+        cpu = window.stop()
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(drain_s):
+                while min(self.counts) < self.ok:
+                    self.caught_up.clear()
+                    await self.caught_up.wait()
+        received = sum(self.counts)
+        out: dict[str, Any] = {
+            "target_per_s": round(rate, 1),
+            "groups": self.groups,
+            "warmed": warmed,
+            "sent": sent,
+            "ok": self.ok,
+            "failed": self.failed,
+            "error_kinds": self.error_kinds,
+            "seconds": round(produce_s, 3),
+            "messages_per_s": round(self.ok / produce_s, 1) if produce_s else 0.0,
+            "received": received,
+            "per_group": self.counts,
+            "missing": max(0, self.ok * self.groups - received),
+            "consumed_per_s": round(received / produce_s, 1) if produce_s else 0.0,
+            "behind_max_ms": round(self.behind_max_ns / 1e6, 2),
+            "stalled_ticks": self.stalled_ticks,
+            "latencies": len(self.latencies_ns),
+            **percentiles_us(sorted(self.latencies_ns)),
+            **cpu,
+        }
+        ok = self.ok
+        out["server_cpu_us_per_msg"] = (
+            round(cpu["server_cpu_s"] / ok * 1e6, 2) if ok and cpu.get("server_cpu_s") else None
+        )
+        out["client_cpu_us_per_msg"] = (
+            round(cpu["client_cpu_s"] / ok * 1e6, 2) if ok and cpu.get("client_cpu_s") else None
+        )
+        return out
