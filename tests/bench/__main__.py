@@ -24,6 +24,7 @@ from tests.bench import (
     broker_bench,
     ha_bench,
     memory_bench,
+    profile_bench,
     remoting_bench,
     sdk_bench,
     spark_bench,
@@ -39,6 +40,7 @@ BENCHMARKS: dict[str, Callable[[bool], Report]] = {
     ha_bench.NAME: lambda quick: ha_bench.run(quick=quick),
     spark_bench.NAME: lambda quick: spark_bench.run(quick=quick),
     memory_bench.NAME: lambda quick: memory_bench.run(quick=quick),
+    profile_bench.NAME: lambda quick: profile_bench.run(quick=quick),
 }
 
 DEFAULT_RESULTS_DIR = REPO_ROOT / "bench-results"

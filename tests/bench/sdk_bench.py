@@ -50,6 +50,7 @@ import functools
 import os
 import shutil
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
@@ -123,6 +124,7 @@ SHAPES = ("one", "window", "batch")
 PRODUCE_GOAL = 2.0  # window-256 produce / Redis pipelined XADD
 BATCH_GOAL = 400_000.0  # msg/s in batches of 32
 CONSUME_GOAL = 3.0  # PushConsumer / Redis XREADGROUP
+PRODUCER_WARMUP_S = 2.0  # a split run's producer, before its timed part
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -237,24 +239,112 @@ class _Run(DriverRun):
         return row
 
     def paced(
-        self, module: str, rate: float, seconds: float, groups: int, **where: Any
+        self,
+        module: str,
+        rate: float,
+        seconds: float,
+        groups: int,
+        *,
+        split: bool = False,
+        **where: Any,
     ) -> dict[str, Any]:
         """A producer at ``rate`` for ``seconds`` while ``groups`` consumer groups read
-        (``drivers.paced``); the broker's RSS at the end."""
+        (``drivers.paced``), in one driver process or, ``split``, the readers in a second
+        one; the broker's RSS at the end."""
         cfg = self.cfg
-        row = self.driver(
-            module,
-            "paced",
-            seconds + cfg.drain_s + 60.0,
-            "ok",
-            rate=rate,
-            seconds=seconds,
-            groups=groups,
-            max_num=cfg.pull_batch,
-            drain_s=cfg.drain_s,
-            **where,
-        )
+        if split:
+            row = self._paced_split(module, rate, seconds, groups, **where)
+        else:
+            row = self.driver(
+                module,
+                "paced",
+                seconds + cfg.drain_s + 60.0,
+                "ok",
+                rate=rate,
+                seconds=seconds,
+                groups=groups,
+                max_num=cfg.pull_batch,
+                drain_s=cfg.drain_s,
+                **where,
+            )
         row["rss_kb"] = rss_kb(self.server.pid).get("VmRSS")
+        return row
+
+    def _paced_split(
+        self, module: str, rate: float, seconds: float, groups: int, **where: Any
+    ) -> dict[str, Any]:
+        """The readers' driver in a thread of ours, then the producer's; the readers learn
+        the producer's acknowledged count from a file and report what they received."""
+        cfg = self.cfg
+        self.home.mkdir(parents=True, exist_ok=True)
+        tag = time.monotonic_ns()
+        ready, stop = self.home / f"ready-{tag}", self.home / f"stop-{tag}"
+        readers: dict[str, Any] = {}
+        wait_s = PRODUCER_WARMUP_S + seconds + 120.0
+
+        def read() -> None:
+            try:
+                readers.update(
+                    run_driver(
+                        module,
+                        "paced",
+                        self.args(
+                            role="readers",
+                            groups=groups,
+                            ready=str(ready),
+                            stop=str(stop),
+                            max_s=wait_s,
+                            drain_s=cfg.drain_s,
+                            max_num=cfg.pull_batch,
+                            **where,
+                        ),
+                        home=self.home,
+                        timeout_s=wait_s + cfg.drain_s + 60.0,
+                    ).done
+                )
+            except Exception as exc:  # reported with the row
+                readers["error"] = first_line(exc)
+
+        thread = threading.Thread(target=read, name="paced-readers", daemon=True)
+        thread.start()
+        deadline = time.monotonic() + 60.0
+        while not ready.exists() and thread.is_alive() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if not ready.exists():
+            stop.write_text("0\n")
+            thread.join(cfg.drain_s + 60.0)
+            raise RuntimeError(f"the readers did not start: {readers.get('error', 'no answer')}")
+        try:
+            row = self.driver(
+                module,
+                "paced",
+                PRODUCER_WARMUP_S + seconds + 60.0,
+                "ok",
+                role="producer",
+                rate=rate,
+                seconds=seconds,
+                groups=0,
+                warmup_s=PRODUCER_WARMUP_S,
+                **where,
+            )
+        except BaseException:
+            stop.write_text("0\n")  # the readers stop too
+            thread.join(cfg.drain_s + 90.0)
+            raise
+        # one write of the whole line: the readers poll for the file and read it at once
+        tmp = stop.with_suffix(".tmp")
+        tmp.write_text(f"{int(row.get('ok') or 0)}\n")
+        tmp.replace(stop)
+        thread.join(cfg.drain_s + 90.0)
+        if "error" in readers or not readers:
+            raise RuntimeError(f"the readers failed: {readers.get('error', 'no answer')}")
+        produced_s = float(row.get("seconds") or 0.0)
+        row.update(
+            {k: v for k, v in readers.items() if k not in ("groups", "producer_ok", "warmed")}
+        )
+        row["groups"] = groups
+        row["warmed"] = readers.get("warmed")
+        row["consumed_per_s"] = round(readers["received"] / produced_s, 1) if produced_s else 0.0
         return row
 
     def preload(self, module: str, **where: Any) -> dict[str, Any]:
@@ -514,7 +604,13 @@ def aerolite_phase(
                     topic = f"SdkPaced_{what}"
                     asyncio.run(_admin(broker, topic, cfg.queues))
                     return run.paced(
-                        SDK_DRIVER, rate, seconds, groups, namesrv=broker.namesrv, topic=topic
+                        SDK_DRIVER,
+                        rate,
+                        seconds,
+                        groups,
+                        split=what == "mixed",
+                        namesrv=broker.namesrv,
+                        topic=topic,
                     )
 
                 _paced_runs(cfg, out, tag, notes, paced)
@@ -629,7 +725,9 @@ def peer_phase(
 
                 def paced(what: str, rate: float, seconds: float, groups: int) -> dict[str, Any]:
                     where = spec.where(server, f"paced_{what}")
-                    return run.paced(spec.module, rate, seconds, groups, **where)
+                    return run.paced(
+                        spec.module, rate, seconds, groups, split=what == "mixed", **where
+                    )
 
                 _paced_runs(cfg, out, tag, notes, paced)
             out["rss_kb"] = rss_kb(server.pid)
@@ -1410,18 +1508,39 @@ def profile_sdk(
     spy: str = "client",
 ) -> dict[str, Any]:
     """py-spy the SDK driver (``spy="client"``) or the broker (``spy="broker"``) for
-    ``seconds`` while the driver produces in ``shape`` (not a figure: the sampler slows the
-    sampled process down)."""
+    ``seconds`` while the driver produces in ``shape``, or, with ``shape="push"``, while a
+    ``PushConsumer`` reads a preloaded backlog (not a figure: the sampler slows the sampled
+    process down)."""
     cfg = FULL
     pin = _can_pin(cfg)
     work = bench_work_dir("sdk-profile-")
     topic = "SdkProfile"
+    command = "push" if shape == "push" else "produce"
     try:
         with AeroliteBroker(
             work / "aerolite", SERVER_CPU if pin else None, {"flushDiskType": "ASYNC_FLUSH"}
         ) as broker:
             asyncio.run(_admin(broker, topic, cfg.queues))
+            if command == "push":
+                # more than the sampled seconds can read, at the rates this path reaches
+                backlog = int(max(100_000, 120_000 * seconds))
+                run_driver(
+                    SDK_DRIVER,
+                    "preload",
+                    {
+                        "namesrv": broker.namesrv,
+                        "topic": topic,
+                        "body_bytes": cfg.body_bytes,
+                        "count": backlog,
+                        "batch": cfg.batch,
+                        "cpu": CLIENT_CPU if pin else None,
+                    },
+                    home=work / "home",
+                    timeout_s=600.0,
+                )
             args = {
+                "expect": 100_000_000,
+                "max_num": cfg.pull_batch,
                 "namesrv": broker.namesrv,
                 "topic": topic,
                 "body_bytes": cfg.body_bytes,
@@ -1436,7 +1555,7 @@ def profile_sdk(
             }
             env = {k: v for k, v in os.environ.items() if k != "PYTHONASYNCIODEBUG"}
             done = profile_while_driving(
-                [sys.executable, "-m", SDK_DRIVER, "produce"],
+                [sys.executable, "-m", SDK_DRIVER, command],
                 args,
                 env=env,
                 spy_pid=broker.pid if spy == "broker" else None,
@@ -1469,7 +1588,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m tests.bench.sdk_bench")
     parser.add_argument("--profile", action="store_true", help="py-spy the SDK driver")
     parser.add_argument("--seconds", type=float, default=8.0)
-    parser.add_argument("--shape", choices=SHAPES, default="window")
+    parser.add_argument("--shape", choices=(*SHAPES, "push"), default="window")
     parser.add_argument("--top", type=int, default=15)
     parser.add_argument("--rate", type=int, default=1000, help="py-spy samples per second")
     parser.add_argument("--native", action="store_true", help="C frames too (py-spy --native)")

@@ -354,3 +354,42 @@ def test_quick_memory_run_writes_sane_results(tmp_path: Path) -> None:
     assert isinstance(results["goal_flat_met"], bool)
     assert isinstance(results["anon_flat_met"], bool)
     assert "RssAnon" in proc.stdout
+
+
+def test_profile_areas_name_the_package_of_each_function() -> None:
+    """Self time is charged to the area that spent it: uvloop's C code (which py-spy shows
+    as Runner.run), asyncio's Python, or one of our packages."""
+    from tests.bench.profile_bench import area_of
+
+    assert area_of("Runner.run", "/usr/lib/python3.11/asyncio/runners.py") == (
+        "event loop and sockets"
+    )
+    assert area_of("Future.set_result", "/usr/lib/python3.11/asyncio/futures.py") == (
+        "asyncio (Python)"
+    )
+    assert area_of("CommitLog.put", "store/commit_log.py") == "store"
+    assert area_of("Connection._flush", "remoting/connection.py") == "remoting"
+    assert area_of("SendProcessor.handle", "broker/processors/send.py") == "broker"
+    assert area_of("Producer.send", "client/producer.py") == "client"
+    assert area_of("loads", "/usr/lib/python3.11/json/__init__.py") == "other"
+
+
+def test_quick_profile_run_writes_a_section(tmp_path: Path) -> None:
+    """The profile benchmark samples a live broker under the produce driver with py-spy
+    and writes the areas table (py-spy comes with the bench extra)."""
+    from tests.bench.profiling import py_spy_path
+
+    try:
+        py_spy_path()
+    except RuntimeError:
+        pytest.skip("py-spy is not installed (pip install -e '.[bench]')")
+    docs = tmp_path / "benchmarks.md"
+    proc = _run_quick("profile", tmp_path, docs)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    results = json.loads((tmp_path / "results" / "profile.json").read_text())
+    assert results["notes"] == [], results["notes"]
+    (profile,) = results["profiles"]
+    assert profile["top_self"], profile
+    assert 99.0 <= sum(profile["areas"].values()) <= 101.0
+    assert profile["areas"].get("broker", 0) + profile["areas"].get("store", 0) > 0
+    assert "## Profiles: where the time goes" in docs.read_text()

@@ -29,7 +29,7 @@ from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from tests.bench.drivers import nats_client
 from tests.bench.drivers.async_shapes import run_shape, run_uvloop, summary
 from tests.bench.drivers.common import body_of, emit, process_window, run_command, run_tasks
-from tests.bench.drivers.paced import Paced
+from tests.bench.drivers.paced import Paced, paced_role, read_paced, run_paced
 
 
 async def _produce(args: dict[str, Any]) -> dict[str, Any]:
@@ -70,7 +70,8 @@ async def _produce(args: dict[str, Any]) -> dict[str, Any]:
 async def _paced(args: dict[str, Any]) -> dict[str, Any]:
     nc, js = await nats_client._connect(args)
     subject: str = args["subject"]
-    groups = int(args.get("groups", 1))
+    role = paced_role(args)
+    groups = 0 if role == "producer" else int(args.get("groups", 1))
     run = Paced(groups, int(args["body_bytes"]))
     subs = []
     try:
@@ -99,18 +100,14 @@ async def _paced(args: dict[str, Any]) -> dict[str, Any]:
                     pending_bytes_limit=-1,
                 )
             )
+        if role == "readers":
+            return await read_paced(run, args)
 
         async def send(bodies: list[bytes]) -> int:
             acks = await asyncio.gather(*(js.publish(subject, body) for body in bodies))
             return len(acks)
 
-        return await run.run(
-            send,
-            rate=float(args["rate"]),
-            seconds=float(args["seconds"]),
-            drain_s=float(args.get("drain_s", 10.0)),
-            server_pid=args.get("server_pid"),
-        )
+        return await run_paced(run, send, args)
     finally:
         for sub in subs:
             await sub.unsubscribe()

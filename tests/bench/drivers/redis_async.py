@@ -37,7 +37,7 @@ from tests.bench.drivers.common import (
     run_command,
     run_tasks,
 )
-from tests.bench.drivers.paced import Paced
+from tests.bench.drivers.paced import Paced, paced_role, read_paced, run_paced
 
 FIELD = "body"
 
@@ -136,14 +136,15 @@ async def _group(args: dict[str, Any]) -> dict[str, Any]:
 
 async def _paced(args: dict[str, Any]) -> dict[str, Any]:
     stream: str = args["stream"]
-    groups = int(args.get("groups", 1))
+    role = paced_role(args)
+    groups = 0 if role == "producer" else int(args.get("groups", 1))
     max_num = int(args.get("max_num", 32))
     run = Paced(groups, int(args["body_bytes"]))
     producer = _client(args)
     readers = [_client(args) for _ in range(groups)]
     names = [f"paced_{g}_{uuid.uuid4().hex[:6]}" for g in range(groups)]
-    for name in names:
-        await producer.xgroup_create(stream, name, id="$", mkstream=True)
+    for client, name in zip(readers, names, strict=True):
+        await client.xgroup_create(stream, name, id="$", mkstream=True)
     stop = asyncio.Event()
     field = FIELD.encode()
 
@@ -169,13 +170,9 @@ async def _paced(args: dict[str, Any]) -> dict[str, Any]:
 
     tasks = [asyncio.create_task(read(g)) for g in range(groups)]
     try:
-        return await run.run(
-            send,
-            rate=float(args["rate"]),
-            seconds=float(args["seconds"]),
-            drain_s=float(args.get("drain_s", 10.0)),
-            server_pid=args.get("server_pid"),
-        )
+        if role == "readers":
+            return await read_paced(run, args)
+        return await run_paced(run, send, args)
     finally:
         stop.set()
         await asyncio.gather(*tasks, return_exceptions=True)

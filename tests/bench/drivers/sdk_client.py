@@ -20,7 +20,8 @@ Commands (arguments as JSON on stdin; ``namesrv``, ``topic``, ``body_bytes`` alw
 - ``paced``: ``groups`` ``PushConsumer`` groups (committed offsets) read while a ``Producer``
   sends ``rate`` messages a second for ``seconds`` (``tests.bench.drivers.paced``): each
   millisecond's due messages go out as concurrent ``send`` calls, which the producer
-  coalesces into batch requests. End-to-end latency and the mixed workload.
+  coalesces into batch requests. End-to-end latency and the mixed workload; ``role``
+  "producer" or "readers" runs one side only.
 
 Consumers also count duplicates (a queue offset delivered twice) and report how many
 messages each queue gave, so a lost or repeated message shows in the ``done`` line.
@@ -45,7 +46,7 @@ from tests.bench.drivers.common import (
     run_command,
     run_tasks,
 )
-from tests.bench.drivers.paced import Paced
+from tests.bench.drivers.paced import Paced, paced_role, read_paced, run_paced
 
 
 def _group(prefix: str) -> str:
@@ -225,6 +226,7 @@ async def _push(args: dict[str, Any]) -> dict[str, Any]:
     window = process_window(args.get("server_pid"))
     received.clock.started_ns = time.perf_counter_ns()
     await consumer.start()
+    emit("warm")  # the profiler waits for this line
     try:
         async with asyncio.timeout(float(args["max_s"])):
             await received.done.wait()
@@ -291,7 +293,8 @@ async def _paced(args: dict[str, Any]) -> dict[str, Any]:
     )
 
     topic: str = args["topic"]
-    groups = int(args.get("groups", 1))
+    role = paced_role(args)
+    groups = 0 if role == "producer" else int(args.get("groups", 1))
     run = Paced(groups, int(args["body_bytes"]))
     success, ok_status = ConsumeResult.SUCCESS, SendStatus.SEND_OK
     consumers = []
@@ -312,25 +315,22 @@ async def _paced(args: dict[str, Any]) -> dict[str, Any]:
 
         consumer.subscribe(topic)(listener_of(g))
         consumers.append(consumer)
-    async with Producer(_group("bench_sdk_paced"), namesrv=args["namesrv"]) as producer:
+    try:
         for consumer in consumers:
             await consumer.start()
+        if role == "readers":
+            return await read_paced(run, args)
+        async with Producer(_group("bench_sdk_paced"), namesrv=args["namesrv"]) as producer:
 
-        async def send(bodies: list[bytes]) -> int:
-            results = await asyncio.gather(*(producer.send(Message(topic, b)) for b in bodies))
-            return sum(1 for r in results if r.status is ok_status)
+            async def send(bodies: list[bytes]) -> int:
+                sends = (producer.send(Message(topic, b)) for b in bodies)
+                results = await asyncio.gather(*sends)
+                return sum(1 for r in results if r.status is ok_status)
 
-        try:
-            return await run.run(
-                send,
-                rate=float(args["rate"]),
-                seconds=float(args["seconds"]),
-                drain_s=float(args.get("drain_s", 10.0)),
-                server_pid=args.get("server_pid"),
-            )
-        finally:
-            for consumer in consumers:
-                await consumer.shutdown()
+            return await run_paced(run, send, args)
+    finally:
+        for consumer in consumers:
+            await consumer.shutdown()
 
 
 def produce(args: dict[str, Any]) -> dict[str, Any]:
