@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 PACKAGES := broker remoting store client
 LINTED := $(PACKAGES) pyspark_aerolite.py examples
 
-.PHONY: help install fmt lint type test test-asyncio bench check run interop cluster fuzz docker clean
+.PHONY: help install fmt lint type test test-asyncio bench bench-peers check run interop cluster fuzz docker clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
@@ -54,7 +54,23 @@ $(BENCH_STAMP): $(STAMP) pyproject.toml
 	$(PY) -m pip install --quiet -e '.[dev,spark,bench]'
 	@touch $(BENCH_STAMP)
 
-bench: install $(BENCH_STAMP)  ## benchmarks: figures as ratios to baselines measured in the same run
+# The peers of the side-by-side benchmark come from Debian's packages; one that cannot be
+# installed here is reported as missing by the benchmark, never silently dropped.
+BENCH_PEERS := redis-server nats-server
+
+bench-peers:
+	@missing=""; for p in $(BENCH_PEERS); do command -v $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+		if command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
+			echo "apt-get install$$missing"; \
+			(apt-get update -q >/dev/null && apt-get install -y -q$$missing >/dev/null) \
+				|| echo "could not install$$missing: the benchmarks report them as missing"; \
+		else \
+			echo "not installed:$$missing (apt-get install$$missing); the benchmarks report them as missing"; \
+		fi; \
+	fi
+
+bench: install $(BENCH_STAMP) bench-peers  ## benchmarks: figures as ratios to baselines measured in the same run
 	$(PY) -m tests.bench
 
 run: install  ## the standalone broker (name server + broker in one process)

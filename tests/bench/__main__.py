@@ -22,6 +22,7 @@ import structlog
 
 from tests.bench import (
     broker_bench,
+    goals,
     ha_bench,
     memory_bench,
     profile_bench,
@@ -29,6 +30,7 @@ from tests.bench import (
     sdk_bench,
     spark_bench,
     store_bench,
+    timer_bench,
 )
 from tests.bench.report import REPO_ROOT, Report
 
@@ -39,6 +41,7 @@ BENCHMARKS: dict[str, Callable[[bool], Report]] = {
     sdk_bench.NAME: lambda quick: sdk_bench.run(quick=quick),
     ha_bench.NAME: lambda quick: ha_bench.run(quick=quick),
     spark_bench.NAME: lambda quick: spark_bench.run(quick=quick),
+    timer_bench.NAME: lambda quick: timer_bench.run(quick=quick),
     memory_bench.NAME: lambda quick: memory_bench.run(quick=quick),
     profile_bench.NAME: lambda quick: profile_bench.run(quick=quick),
 }
@@ -106,6 +109,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"wrote {out}", flush=True)
         if docs is not None and report.markdown:  # empty: nothing measured, keep the old
             update_docs(docs, name, report.markdown)
+            print(f"updated {docs}", flush=True)
+    if not args.quick:
+        # the goals of every benchmark in one table, from their latest full results
+        console, markdown = goals.render(args.results_dir)
+        print(console, flush=True)
+        if docs is not None:
+            update_docs(docs, goals.NAME, markdown)
             print(f"updated {docs}", flush=True)
     return 0
 

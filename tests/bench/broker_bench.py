@@ -143,7 +143,7 @@ class BrokerBenchConfig:
     warmup_messages: int = 200  # per run, one thread, before the timed part
     sync_flush: bool = True  # the produce runs once more with a flush per acknowledgement
     consume_messages: int = 50_000
-    consume_max_s: float = 30.0
+    consume_max_s: float = 15.0
     pull_batch: int = 32  # messages per pull request (RocketMQ's maxTransferCountOnMessageInMemory)
     queues: int = 8  # per topic (writeQueueNums = readQueueNums)
     echo_requests: int = 200_000  # per echo run

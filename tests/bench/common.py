@@ -13,6 +13,7 @@ import contextlib
 import os
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Coroutine, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -97,9 +98,14 @@ def results_head(
     }
 
 
+_STARTED = time.monotonic()
+
+
 def progress(text: str) -> None:
-    """One indented progress line on stderr, so stdout stays the report."""
-    print(f"  {text}", file=sys.stderr, flush=True)
+    """One indented progress line on stderr, so stdout stays the report; it starts with the
+    minutes and seconds since the benchmarks began, so a long run shows where time goes."""
+    elapsed = int(time.monotonic() - _STARTED)
+    print(f"  [{elapsed // 60:02d}:{elapsed % 60:02d}] {text}", file=sys.stderr, flush=True)
 
 
 def first_line(exc: BaseException) -> str:

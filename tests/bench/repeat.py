@@ -46,7 +46,10 @@ def merge_rows(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     for key in keys:
         values = [r[key] for r in good if _number(r.get(key))]
         mid = median(values)
-        out[key] = round(mid, 2) if isinstance(mid, float) else mid
+        if all(isinstance(v, int) for v in values):
+            out[key] = round(mid)  # counts stay counts (the median of two is their mean)
+        else:
+            out[key] = round(mid, 2)
     spread: dict[str, dict[str, Any]] = {}
     for key in SPREAD_FIELDS:
         values = [r[key] for r in good if _number(r.get(key))]
@@ -78,7 +81,8 @@ def merge_system(reps: Sequence[dict[str, Any]]) -> dict[str, Any]:
                 out[key] = value
     for key in {k for r in reps for k, v in r.items() if _number(v)}:
         values = [r[k] for r in reps for k in (key,) if _number(r.get(k))]
-        out[key] = median(values)
+        mid = median(values)
+        out[key] = round(mid) if all(isinstance(v, int) for v in values) else mid
         out[f"{key}_range"] = [min(values), max(values)]
     if "error" in out and any("error" not in r for r in reps):
         del out["error"]  # a repetition that failed is in the notes; the others stand

@@ -91,7 +91,7 @@ from tests.bench.profiling import (
     top_self_rows,
 )
 from tests.bench.remoting_server import ECHO_CODE
-from tests.bench.repeat import merge, rate_range
+from tests.bench.repeat import merge, merge_rows, rate_range
 from tests.bench.report import (
     REPO_ROOT,
     Report,
@@ -558,9 +558,10 @@ def aerolite_phase(
     java: bool = False,
     sync: bool = False,
 ) -> dict[str, Any]:
-    """The broker under the SDK: the produce runs, then (ASYNC_FLUSH) the backlog consumers,
-    the end-to-end and the mixed runs. ``java``: the same against Apache RocketMQ's own
-    broker, the SDK held fixed. ``sync``: SYNC_FLUSH, produce only."""
+    """The broker under the SDK: the produce runs, then (ASYNC_FLUSH) the end-to-end and the
+    mixed runs (the backlog has a phase of its own, ``backlog_phase``). ``java``: the same
+    against Apache RocketMQ's own broker, the SDK held fixed (produce only). ``sync``:
+    SYNC_FLUSH, produce only."""
     name = ("rocketmq" if java else "aerolite") + ("_sync" if sync else "")
     flush = "SYNC_FLUSH" if sync else "ASYNC_FLUSH"
     settings = {"flushDiskType": flush, **({} if java else dict(cfg.broker_settings))}
@@ -601,8 +602,6 @@ def aerolite_phase(
                         ),
                         notes,
                     )
-            if not sync:
-                _aerolite_consume(cfg, broker=broker, run=run, out=out, tag=tag, notes=notes)
             if not sync and not java:  # the paced runs compare with Redis and NATS
 
                 def paced(what: str, rate: float, seconds: float, groups: int) -> dict[str, Any]:
@@ -658,15 +657,89 @@ def _aerolite_consume(
         )
     if "error" in preload:
         return
-    for command in cfg.consume_commands:
-        progress(f"{tag}: consume, {command}")
-        out["consume"][command] = attempt(
-            f"{tag} {command}",
-            functools.partial(
-                run.consume, SDK_DRIVER, command, namesrv=broker.namesrv, topic=CONSUME_TOPIC
-            ),
-            notes,
-        )
+    rows: dict[str, list[dict[str, Any]]] = {}
+    for rep in range(cfg.reps):
+        for command in cfg.consume_commands:
+            progress(f"{tag}: consume, {command} ({rep + 1} of {cfg.reps})")
+            rows.setdefault(command, []).append(
+                attempt(
+                    f"{tag} {command}",
+                    functools.partial(
+                        run.consume,
+                        SDK_DRIVER,
+                        command,
+                        namesrv=broker.namesrv,
+                        topic=CONSUME_TOPIC,
+                    ),
+                    notes,
+                )
+            )
+    out["consume"] = {command: merge_rows(r) for command, r in rows.items()}
+
+
+def backlog_phase(
+    cfg: SdkBenchConfig,
+    work: Path,
+    pin: bool,
+    notes: list[str],
+    *,
+    system: str,
+    spec: PeerSpec | None = None,
+    label: str = "",
+) -> dict[str, Any]:
+    """The backlog workload of one system (``aerolite``, ``rocketmq``, or a peer with its
+    ``spec``): one server, ``consume_messages`` preloaded once (not timed), then read whole
+    by a new consumer group in each of ``reps`` repetitions, merged like the others."""
+    out: dict[str, Any] = {"consume": {}}
+    if spec is None:
+        java = system == "rocketmq"
+        tag = f"{'Apache RocketMQ' if java else 'Aerolite'} backlog"
+        extra = {} if java else dict(cfg.broker_settings)
+        settings = {"flushDiskType": "ASYNC_FLUSH", **extra}
+        broker: AeroliteBroker | RocketMQJavaBroker = (
+            RocketMQJavaBroker if java else AeroliteBroker
+        )(work / f"{system}-backlog", SERVER_CPU if pin else None, settings)
+        try:
+            with broker:
+                run = _Run(cfg, work / f"home-{system}-backlog", broker, pin)
+                _aerolite_consume(cfg, broker=broker, run=run, out=out, tag=tag, notes=notes)
+        except Exception as exc:  # reported, the benchmark goes on
+            notes.append(f"{tag}: {first_line(exc)}")
+            out["error"] = first_line(exc)
+        broker_stopped(out, broker, tag, notes)
+        return out
+    tag = f"{label} backlog"
+    server = spec.server(work / f"{spec.key}-backlog", SERVER_CPU if pin else None, False)
+    try:
+        with server:
+            run = _Run(cfg, work / f"home-{spec.key}-backlog", server, pin)
+            consume_at = spec.where(server, "consume")
+            progress(f"{tag}: preload {cfg.consume_messages:,} messages")
+            out["preload"] = attempt(
+                f"{tag} preload", functools.partial(run.preload, spec.module, **consume_at), notes
+            )
+            if "error" not in out["preload"]:
+                rows = []
+                for rep in range(cfg.reps):
+                    progress(f"{tag}: consume, {spec.consume_command} ({rep + 1} of {cfg.reps})")
+                    rows.append(
+                        attempt(
+                            f"{tag} {spec.consume_command}",
+                            functools.partial(
+                                run.consume,
+                                spec.module,
+                                spec.consume_command,
+                                group=f"bench{rep}",  # a new group reads from the start
+                                **consume_at,
+                            ),
+                            notes,
+                        )
+                    )
+                out["consume"][spec.consume_command] = merge_rows(rows)
+    except Exception as exc:  # a peer that fails is reported, the benchmark goes on
+        notes.append(f"{tag}: {first_line(exc)}")
+        out["error"] = first_line(exc)
+    return out
 
 
 # ------------------------------------------------------------------------------- peers
@@ -711,22 +784,6 @@ def peer_phase(
                     notes,
                 )
             if not sync:
-                consume_at = spec.where(server, "consume")
-                progress(f"{tag}: preload {cfg.consume_messages:,} messages")
-                out["preload"] = attempt(
-                    f"{tag} preload",
-                    functools.partial(run.preload, spec.module, **consume_at),
-                    notes,
-                )
-                if "error" not in out["preload"]:
-                    progress(f"{tag}: consume, {spec.consume_command}")
-                    out["consume"][spec.consume_command] = attempt(
-                        f"{tag} {spec.consume_command}",
-                        functools.partial(
-                            run.consume, spec.module, spec.consume_command, **consume_at
-                        ),
-                        notes,
-                    )
 
                 def paced(what: str, rate: float, seconds: float, groups: int) -> dict[str, Any]:
                     where = spec.where(server, f"paced_{what}")
@@ -893,6 +950,7 @@ def run(quick: bool = False, config: SdkBenchConfig | None = None) -> Report:
     java = rocketmq_peer is not None and rocketmq_peer.available
     specs = [spec for spec in PEER_SPECS if (p := peers.get(spec.key)) and p.available]
     reps: list[dict[str, Any]] = []
+    backlogs: dict[str, dict[str, Any]] = {}
     try:
         # the systems take turns within every repetition, so that foreign load and the
         # machine's drift hit them alike
@@ -913,9 +971,23 @@ def run(quick: bool = False, config: SdkBenchConfig | None = None) -> Report:
             reps.append(systems)
             shutil.rmtree(work, ignore_errors=True)
             work.mkdir(parents=True, exist_ok=True)
+        # the backlog: preloaded once per system, read by a new group in each repetition
+        backlogs = {"aerolite": backlog_phase(cfg, work, pin, notes, system="aerolite")}
+        if java:
+            backlogs["rocketmq"] = backlog_phase(cfg, work, pin, notes, system="rocketmq")
+        for spec in specs:
+            backlogs[spec.key] = backlog_phase(
+                cfg, work, pin, notes, system=spec.key, spec=spec, label=peers[spec.key].label
+            )
     finally:
         shutil.rmtree(work, ignore_errors=True)
     results["systems"] = merge(reps)
+    for key, backlog in backlogs.items():
+        system = results["systems"].setdefault(key, {})
+        system["consume"] = backlog.get("consume") or {}
+        system["preload"] = backlog.get("preload")
+        if "error" in backlog:
+            system["backlog_error"] = backlog["error"]
     echo = _get(results, "aerolite", "produce", "one").get("echo")
     if echo:
         results["echo"] = {**echo, "interleaved": True}

@@ -393,3 +393,17 @@ def test_quick_profile_run_writes_a_section(tmp_path: Path) -> None:
     assert 99.0 <= sum(profile["areas"].values()) <= 101.0
     assert profile["areas"].get("broker", 0) + profile["areas"].get("store", 0) > 0
     assert "## Profiles: where the time goes" in docs.read_text()
+
+
+def test_quick_timers_run_writes_a_section(tmp_path: Path) -> None:
+    """The timer benchmark with tiny counts: pending timers entered into the wheel, and
+    timers delivered after their time, none early."""
+    docs = tmp_path / "benchmarks.md"
+    proc = _run_quick("timers", tmp_path, docs)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    results = json.loads((tmp_path / "results" / "timers.json").read_text())
+    assert results["memory"]["pending"] == results["settings"]["pending"]
+    precision = results["precision"]
+    assert precision["delivered"] == results["settings"]["timers"]
+    assert precision["early"] == 0
+    assert "## Timers" in docs.read_text()

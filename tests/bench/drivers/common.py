@@ -167,7 +167,8 @@ def process_window(server_pid: Any) -> CpuWindow:
 
 
 def _percentile(ordered: list[int], pct: float) -> float:
-    rank = max(1, math.ceil(pct / 100 * len(ordered)))
+    # nearest rank; the epsilon keeps 99.9 % of 1,000 at rank 999 despite float rounding
+    rank = max(1, math.ceil(pct * len(ordered) / 100 - 1e-9))
     return ordered[rank - 1] / 1e3
 
 
