@@ -147,7 +147,7 @@ class SdkBenchConfig:
     sync_shapes: tuple[str, ...] = ("one", "window")  # flush per acknowledgement, 1 KiB
     warmup_messages: int = 300  # per produce run, awaited one by one, before the timed part
     consume_messages: int = 1_000_000
-    consume_max_s: float = 30.0  # a slower reader reports its rate over this much
+    consume_max_s: float = 20.0  # a slower reader reports its rate over this much
     consume_commands: tuple[str, ...] = ("push",)  # Aerolite's consumers ("pull" too)
     e2e_rate: float = 2_000.0  # end-to-end latency: messages a second, for e2e_s
     e2e_s: float = 30.0
