@@ -129,7 +129,7 @@ class Paced:
         seconds: float,
         warmup_max_s: float = 20.0,
         drain_s: float = 10.0,
-        max_in_flight: int = 256,
+        max_in_flight: int = 64,
         server_pid: Any = None,
     ) -> dict[str, Any]:
         """Warm up until every group has seen a message (without groups: for
