@@ -194,7 +194,8 @@ def render_markdown(results: dict[str, Any]) -> str:
             continue
         parts += [
             "",
-            f"**{p['what'].capitalize()}**: the functions with the most self time "
+            f"**{p['what'][:1].upper()}{p['what'][1:]}**: the functions with the most self "
+            "time "
             f"({p.get('messages_per_s_while_sampled') or 0:,.0f} msg/s while sampled).",
             "",
             markdown_table(("function", "self %", "total %"), _top_rows(p)),

@@ -161,9 +161,9 @@ def busy_note(results: dict[str, Any]) -> str:
     if not load or load[0] < 0.5 * cpus:
         return ""
     return (
-        f" Other work was running on the machine (load average {load[0]:.2f} on {cpus} CPUs "
-        "before the run, not pinned away from ours): each figure comes from one run and "
-        "carries its noise."
+        f" The machine was busy before the run (load average {load[0]:.2f} on {cpus} CPUs, "
+        "which counts the benchmark that ran just before this one): figures taken while "
+        "other work ran carry its noise."
     )
 
 
