@@ -613,7 +613,9 @@ class UniqIdGenerator:
                 # Many ids share a millisecond: format its part once.
                 if now_ms >= self._next_month_ms:
                     self._set_month(now_ms)
-                elapsed = (now_ms - self._month_start_ms) & 0x7FFFFFFF
+                # Java writes (int) of the span and reads the 4 bytes back unsigned
+                # (getNearlyTimeFromID): past 24.8 days into a month the top bit is set.
+                elapsed = (now_ms - self._month_start_ms) & 0xFFFFFFFF
                 self._head = f"{self._prefix}{elapsed:08X}"
                 self._last_ms = now_ms
             head = self._head

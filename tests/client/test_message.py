@@ -184,11 +184,26 @@ def test_uniq_id_time_is_ms_since_month_start() -> None:
     before = int(time.time() * 1000)
     msg_id = UniqIdGenerator().next_id()
     after = int(time.time() * 1000)
-    (since_month,) = struct.unpack(">i", bytes.fromhex(msg_id)[10:14])
+    # unsigned, as Java's getNearlyTimeFromID reads it: a month has more ms than an int
+    (since_month,) = struct.unpack(">I", bytes.fromhex(msg_id)[10:14])
     now = datetime.now()
     month_start = now.replace(day=1, hour=0, minute=0, second=0, microsecond=0).timestamp()
     start_ms = int(month_start * 1000)
     assert before - start_ms - 1000 <= since_month <= after - start_ms + 1000
+
+
+def test_uniq_id_time_keeps_the_top_bit_late_in_a_month() -> None:
+    """Past 2**31 ms (24.8 days) into a month the span's top bit is set: Java's int cast
+    keeps it, and readers take the 4 bytes unsigned, so it must not be masked away."""
+    gen = UniqIdGenerator()
+    now_ms = int(time.time() * 1000)
+    gen.next_id()  # sets the month
+    late = 2**31 + 12_345
+    gen._month_start_ms = now_ms - late  # as if 24.8 days had passed
+    gen._last_ms = -1
+    msg_id = gen.next_id()
+    (span,) = struct.unpack(">I", bytes.fromhex(msg_id)[10:14])
+    assert late <= span <= late + 5_000
 
 
 def test_two_generators_differ_in_prefix() -> None:
