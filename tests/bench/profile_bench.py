@@ -21,7 +21,6 @@ figures; only the shares are.
 
 from __future__ import annotations
 
-import json
 import shutil
 import time
 from dataclasses import dataclass
@@ -30,7 +29,7 @@ from typing import Any
 
 from tests.bench import sdk_bench
 from tests.bench.common import attempt, bench_work_dir, progress
-from tests.bench.profiling import py_spy_path
+from tests.bench.profiling import py_spy_path, speedscope_weights
 from tests.bench.report import (
     REPO_ROOT,
     Report,
@@ -84,18 +83,11 @@ def area_of(name: str, file: str) -> str:
 
 def areas(path: Path) -> dict[str, float]:
     """Self time by area, in per cent of all samples, from a py-spy speedscope file."""
-    doc = json.loads(path.read_text())
-    frames = doc["shared"]["frames"]
+    self_w, _total, grand = speedscope_weights(path)
     weights: dict[str, float] = {}
-    grand = 0.0
-    for profile in doc["profiles"]:
-        for stack, weight in zip(profile["samples"], profile["weights"], strict=True):
-            grand += weight
-            if stack:
-                frame = frames[stack[-1]]
-                file = str(frame.get("file", "?")).replace(str(REPO_ROOT) + "/", "")
-                area = area_of(str(frame.get("name", "?")), file)
-                weights[area] = weights.get(area, 0.0) + weight
+    for (name, file), weight in self_w.items():
+        area = area_of(name, file.replace(str(REPO_ROOT) + "/", ""))
+        weights[area] = weights.get(area, 0.0) + weight
     return {k: round(100 * v / grand, 1) for k, v in weights.items()} if grand else {}
 
 

@@ -94,9 +94,11 @@ def profile_while_driving(
     return done
 
 
-def speedscope_top(path: Path, top: int) -> list[dict[str, Any]]:
-    """Functions by self time (and total time), all lines of a function together, from a
-    py-spy speedscope file, over every thread."""
+def speedscope_weights(
+    path: Path,
+) -> tuple[dict[tuple[str, str], float], dict[tuple[str, str], float], float]:
+    """Self and total sample weight per function ``(name, file)``, all lines of a function
+    together, over every thread of a py-spy speedscope file; and the grand total."""
     doc = json.loads(path.read_text())
     frames = doc["shared"]["frames"]
     # A frame is a (function, file, line); a function is its (name, file).
@@ -112,6 +114,12 @@ def speedscope_top(path: Path, top: int) -> list[dict[str, Any]]:
                 self_w[leaf] = self_w.get(leaf, 0.0) + weight
             for fn in {function_of[i] for i in stack}:
                 total_w[fn] = total_w.get(fn, 0.0) + weight
+    return self_w, total_w, grand
+
+
+def speedscope_top(path: Path, top: int) -> list[dict[str, Any]]:
+    """Functions by self time (and total time) from a py-spy speedscope file."""
+    self_w, total_w, grand = speedscope_weights(path)
     ordered = sorted(self_w.items(), key=lambda kv: kv[1], reverse=True)[:top]
     return [
         {

@@ -80,7 +80,7 @@ def merge_system(reps: Sequence[dict[str, Any]]) -> dict[str, Any]:
             elif not _number(value) and value is not None:
                 out[key] = value
     for key in {k for r in reps for k, v in r.items() if _number(v)}:
-        values = [r[k] for r in reps for k in (key,) if _number(r.get(k))]
+        values = [r[key] for r in reps if _number(r.get(key))]
         mid = median(values)
         out[key] = round(mid) if all(isinstance(v, int) for v in values) else mid
         out[f"{key}_range"] = [min(values), max(values)]
