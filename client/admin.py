@@ -25,7 +25,7 @@ import socket
 import struct
 import time
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 import structlog
 
@@ -71,6 +71,9 @@ ADMIN_TIMEOUT_S = 10.0
 TOOLS_GROUP = "TOOLS_CONSUMER"  # MixAll.TOOLS_CONSUMER_GROUP: mqadmin's reads
 MAX_QUERY_NUM = 64  # the broker caps maxNum here
 _PORT_OFFSET = struct.Struct(">iq")
+TimeSide = Literal["first_at_or_after", "first_after"]
+"""Which message a search by time lands on (``Admin.offset_for_time``)."""
+
 
 
 def decode_offset_msg_id(msg_id: str) -> tuple[str, int]:
@@ -570,23 +573,48 @@ class Admin(ClientService):
     async def reset_offset_by_time(
         self, group: str, topic: str, timestamp_ms: int, *, force: bool = True
     ) -> dict[MessageQueue, int]:
-        """Move ``group``'s offsets on ``topic`` to ``timestamp_ms`` (-1: the end) on every
-        broker of the topic; online consumers are told and pull from there."""
+        """Move ``group``'s offsets on ``topic`` to the first message stored at or after
+        ``timestamp_ms`` (the end of a queue where none is), or with -1 to the end of every
+        queue, on every broker of the topic; online consumers are told and pull from there.
+        Without ``force`` a queue is only moved back, never forward. Returns where each
+        queue now is.
+
+        -1 is mqadmin's ``-s now`` as RocketMQ 4.9's tool sends it: the brokers take their
+        max offsets. For a time, each queue's offset is found here (``offset_for_time``:
+        the brokers' own search answers the nearest message) and set queue by queue with
+        RocketMQ 5's ``queueId``/``offset`` fields; a broker without them (4.9) resets the
+        whole topic by the time itself, and its answer is what is returned."""
         route = await self.topic_route(topic)
         out: dict[MessageQueue, int] = {}
         for bd in route.broker_datas:
             if not bd.master_addr:
                 continue
-            header = ResetOffsetRequestHeader(
-                topic=topic, group=group, timestamp=timestamp_ms, is_force=force
-            )
-            response = await self._call(
-                bd.master_addr,
-                RequestCode.INVOKE_BROKER_TO_RESET_OFFSET,
-                header.to_ext_fields(),
-                what=f"reset offsets of {group} on {topic}",
-            )
-            out.update(decode_reset_offset_body(response.body_bytes))
+            if timestamp_ms < 0:
+                plan: list[tuple[int, int | None]] = [(-1, None)]
+            else:
+                plan = []
+                for qd in route.queue_datas:
+                    if qd.broker_name != bd.broker_name:
+                        continue
+                    for qid in range(qd.write_queue_nums):
+                        mq = MessageQueue(topic, bd.broker_name, qid)
+                        plan.append((qid, await self.offset_for_time(mq, timestamp_ms)))
+            for qid, offset in plan:
+                header = ResetOffsetRequestHeader(
+                    topic=topic,
+                    group=group,
+                    timestamp=timestamp_ms,
+                    is_force=force,
+                    queue_id=qid,
+                    offset=offset,
+                )
+                response = await self._call(
+                    bd.master_addr,
+                    RequestCode.INVOKE_BROKER_TO_RESET_OFFSET,
+                    header.to_ext_fields(),
+                    what=f"reset offsets of {group} on {topic}",
+                )
+                out.update(decode_reset_offset_body(response.body_bytes))
         return dict(sorted(out.items()))
 
     async def clone_group_offset(self, src: str, dest: str, topic: str) -> list[str]:
@@ -621,6 +649,95 @@ class Admin(ClientService):
             ext["timestamp"] = str(timestamp_ms)
         response = await self._call(addr, code, ext, what=f"offset of {mq}")
         return int(response.ext_fields.get("offset", "0"))
+    async def offset_for_time(
+        self, mq: MessageQueue, timestamp_ms: int, *, side: TimeSide = "first_at_or_after"
+    ) -> int:
+        """The offset of the first message of ``mq`` stored at or after ``timestamp_ms``
+        (``side="first_after"``: stored strictly after it), or the queue's max offset when
+        no message is; so a time later than every message gives the end of the queue.
+
+        Used for every search by time of the SDK: ``reset_offset_by_time``, mqadmin's
+        printMsg (begin: first at or after; end: first after, so the end is inclusive) and
+        the Spark connector's ``startingTimestamp`` / ``endingTimestamp``.
+
+        The broker's SEARCH_OFFSET_BY_TIMESTAMP is only a hint. RocketMQ 4.9's
+        ``ConsumeQueue.getOffsetInQueueByTime`` (and our broker, which answers as it does)
+        returns a message whose store time equals the time if there is one (4.9: any of a run
+        of equal times; ours: the first), otherwise the *nearer* of the two neighbours in
+        time, ties to the earlier, and the *last* message when every message is older: "now"
+        gives max - 1, one message short of the end. RocketMQ 5's ``BoundaryType.LOWER``
+        answers first-at-or-after. So the answer is checked against the store times of the
+        message it names and the one before (one pull of two), and when it is off, the right
+        offset is found by galloping then bisecting over store times, which needs only
+        that they do not decrease along a queue. Records retention already removed count as
+        older than any time.
+
+        Raises:
+            ValueError: ``side`` is neither of the two.
+            ClientError: the queue's broker could not be asked.
+        """
+        if side not in ("first_at_or_after", "first_after"):
+            raise ValueError(f"side must be 'first_at_or_after' or 'first_after', not {side!r}")
+        # store times are whole milliseconds: "after t" is "at or after t + 1"
+        ts = timestamp_ms + 1 if side == "first_after" else timestamp_ms
+        guess = await self.queue_offset(mq, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, ts)
+        times: dict[int, int] = {}  # queue offset -> store time, -1 where nothing is readable
+
+        async def read(offset: int, count: int) -> PulledBatch:
+            got = await self.pull_batch(mq, offset, count)
+            for m in got.messages:
+                times[m.queue_offset] = m.store_timestamp
+            if got.messages:
+                # entries before the first readable message point at removed records
+                for k in range(offset, got.messages[0].queue_offset):
+                    times.setdefault(k, -1)
+            else:
+                for k in range(offset, offset + count):
+                    times.setdefault(k, -1)
+            return got
+
+        first = await read(max(guess - 1, 0), 2)
+        low, high = first.min_offset, first.max_offset
+        if high <= low:
+            return high
+
+        async def older(offset: int) -> bool:
+            if offset not in times:
+                await read(offset, 1)
+            return times[offset] < ts
+
+        async def first_not_older(lo: int, hi: int) -> int:
+            """Bisect [lo, hi]; ``hi`` is known not older, or is the end."""
+            while lo < hi:
+                mid = (lo + hi) // 2
+                if await older(mid):
+                    lo = mid + 1
+                else:
+                    hi = mid
+            return lo
+
+        g = min(max(guess, low), high)
+        if g < high and await older(g):
+            step, lo = 1, g + 1
+            while lo < high:  # gallop right until a message not older than ts
+                probe = g + step
+                if probe >= high:
+                    break
+                if not await older(probe):
+                    return await first_not_older(lo, probe)
+                lo, step = probe + 1, step * 2
+            return await first_not_older(lo, high)
+        if g > low and not await older(g - 1):
+            step, hi = 2, g - 1
+            while True:  # gallop left until an older message
+                probe = g - step
+                if probe < low:
+                    return await first_not_older(low, hi)
+                if await older(probe):
+                    return await first_not_older(probe + 1, hi)
+                hi, step = probe, step * 2
+        return g
+
 
     async def _master_of(self, mq: MessageQueue) -> str:
         """The master of ``mq``'s broker (consumer offsets live there), from the route."""

@@ -928,7 +928,10 @@ def _reset_opts(p: argparse.ArgumentParser) -> None:
 
 @command("resetOffsetByTime", "move a group's offsets to a time, clients online", _reset_opts)
 async def reset_offset_by_time(admin: Admin, a: argparse.Namespace, out: Out) -> None:
-    ts = parse_time(a.timestamp)
+    # "now" is -1, as RocketMQ 4.9's mqadmin sends it: each broker takes its queues' max
+    # offsets as of now, so the backlog is skipped and nothing consumed comes again.
+    now = a.timestamp.strip() == "now"
+    ts = -1 if now else parse_time(a.timestamp)
     with out.progress() as progress:
         task = progress.add_task(f"resetting {a.group} on {a.topic}", total=None)
         table = await admin.reset_offset_by_time(a.group, a.topic, ts, force=a.force)
@@ -939,7 +942,7 @@ async def reset_offset_by_time(admin: Admin, a: argparse.Namespace, out: Out) ->
         for mq, o in table.items()
     ]
     out.table(
-        f"Offsets of {a.group} on {a.topic} reset to {_ms_text(ts)}",
+        f"Offsets of {a.group} on {a.topic} reset to {'now' if now else _ms_text(ts)}",
         ["broker", "queue", "offset"],
         rows,
         doc,
@@ -1062,27 +1065,28 @@ async def print_msg(admin: Admin, a: argparse.Namespace, out: Out) -> None:
         for q in route.queue_datas
         for i in range(q.read_queue_nums)
     ]
+    # Both ends inclusive: from the first message stored at or after begin to the last
+    # stored at or before end ("now" included, so the newest message of each queue is in).
+    begin_ms = parse_time(a.begin) if a.begin else None
+    end_ms = parse_time(a.end) if a.end else None
+    if begin_ms is not None and end_ms is not None and end_ms < begin_ms:
+        raise UsageError(f"the end time {a.end!r} is before the begin time {a.begin!r}")
     wanted = None if a.tags.strip() in ("", "*") else {t.strip() for t in a.tags.split("||")}
     spans = []
     for mq in queues:
         lo = (
-            await admin.queue_offset(
-                mq, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, parse_time(a.begin)
-            )
-            if a.begin
+            await admin.offset_for_time(mq, begin_ms)
+            if begin_ms is not None
             else await admin.queue_offset(mq, RequestCode.GET_MIN_OFFSET)
         )
         hi = (
-            await admin.queue_offset(mq, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, parse_time(a.end))
-            if a.end
+            await admin.offset_for_time(mq, end_ms, side="first_after")
+            if end_ms is not None
             else await admin.queue_offset(mq, RequestCode.GET_MAX_OFFSET)
         )
         spans.append((mq, lo, hi))
     total = sum(max(0, hi - lo) for _, lo, hi in spans)
     found: list[MessageView] = []
-    # The offset lookup answers the nearest message, which may lie outside the range.
-    begin_ms = parse_time(a.begin) if a.begin else None
-    end_ms = parse_time(a.end) if a.end else None
     with out.progress() as progress:
         task = progress.add_task(f"reading {a.topic}", total=total)
         for mq, lo, hi in spans:
@@ -1092,10 +1096,6 @@ async def print_msg(admin: Admin, a: argparse.Namespace, out: Out) -> None:
                 for m in msgs:
                     if m.queue_offset >= hi:
                         break
-                    if end_ms is not None and m.store_timestamp > end_ms:
-                        continue
-                    if begin_ms is not None and m.store_timestamp < begin_ms:
-                        continue
                     if wanted is None or m.tags in wanted:
                         found.append(m)
                 progress.advance(task, max(1, nxt - offset))

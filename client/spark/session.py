@@ -38,7 +38,6 @@ from client.spark.offsets import (
     describe_queue,
 )
 from remoting.acl import SessionCredentials
-from remoting.codes import RequestCode
 from remoting.route import MessageQueue
 
 log = structlog.get_logger(__name__)
@@ -151,24 +150,15 @@ class BrokerSession:
 
     def offsets_by_time(self, keys: Sequence[QueueKey], timestamp_ms: int) -> dict[QueueKey, int]:
         """Per queue, the offset of the first message stored at or after the time (the
-        queue's end when none is).
-
-        The broker's SEARCH_OFFSET_BY_TIMESTAMP answers the message *closest* in time, which
-        may be the last one before it; one look at that message settles which side it is on,
-        so a time range splits a queue exactly, as Kafka's offsetsForTimes does."""
+        queue's end when none is), so a time range splits a queue exactly, as Kafka's
+        offsetsForTimes does. ``Admin.offset_for_time`` corrects the broker's search, which
+        answers the message *nearest* in time."""
 
         async def search() -> dict[QueueKey, int]:
-            out: dict[QueueKey, int] = {}
-            for key in keys:
-                mq = MessageQueue(*key)
-                offset = await self.admin.queue_offset(
-                    mq, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, timestamp_ms
-                )
-                got = await self.admin.pull_batch(mq, offset, 1)
-                if got.messages and got.messages[0].store_timestamp < timestamp_ms:
-                    offset += 1
-                out[key] = offset
-            return out
+            return {
+                key: await self.admin.offset_for_time(MessageQueue(*key), timestamp_ms)
+                for key in keys
+            }
 
         return _run(search())
 

@@ -15,9 +15,16 @@ import pytest
 
 from broker.broker import Broker
 from broker.namesrv.server import NameServer
-from client import ConsumeFromWhere, Message, Producer, PushConsumer
+from client import ConsumeFromWhere, Message, MessageView, Producer, PushConsumer
 from remoting.bodies import PERM_READ
-from tests.client.conftest import BrokerFactory, Received, create_topic, wait_dispatched
+from tests.client.conftest import (
+    BrokerFactory,
+    Received,
+    create_topic,
+    max_offsets,
+    stored,
+    wait_dispatched,
+)
 
 TOPIC = "TopicAdmin"
 
@@ -386,3 +393,115 @@ async def test_acl_commands_sign_with_the_given_keys(
     with pytest.raises(CliError) as err:  # and nobody may without keys
         await mqadmin(namesrv, "brokerStatus", "-b", broker.address)
     assert "No accessKey is configured" in err.value.stderr
+
+
+# ------------------------------------------------------------------ searches by time
+
+
+def _first_at_or_after(msgs: list[MessageView], queue_id: int, ts: int, end: int) -> int:
+    """What a scan of the queue gives: the first offset stored at or after ``ts``, else the
+    queue's end."""
+    return min(
+        (m.queue_offset for m in msgs if m.queue_id == queue_id and m.store_timestamp >= ts),
+        default=end,
+    )
+
+
+async def test_reset_offset_by_time_now_skips_the_backlog_and_a_time_is_exact(
+    namesrv: NameServer, broker: Broker
+) -> None:
+    topic, group = "TopicResetNow", "cg-reset-now"
+    await create_topic(broker, topic, queues=4)
+    async with Producer("pg-reset-now", namesrv.address, auto_batch=False) as producer:
+        for n in range(12):
+            await producer.send(Message(topic, f"m{n}".encode()))
+            await asyncio.sleep(0.01)
+    await wait_dispatched(broker)
+    ends = max_offsets(broker, topic, range(4))
+    assert sum(ends.values()) == 12 and all(ends.values())
+
+    received = Received()
+    consumer = PushConsumer(
+        group, namesrv.address, consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
+    )
+    consumer.subscribe(topic)(received.add)
+    async with consumer:
+        await received.wait_for(12, timeout_s=20)
+        await consumer.persist_offsets()
+    consumed = {q: broker.offsets.query(group, topic, q) for q in range(4)}
+    assert consumed == ends
+
+    reset = await mqadmin(namesrv, "resetOffsetByTime", "-g", group, "-t", topic, "-s", "now")
+    # every queue at its end: nothing moved back over a consumed message
+    assert {q["queueId"]: q["offset"] for q in reset} == ends
+    assert {q: broker.offsets.query(group, topic, q) for q in range(4)} == ends
+
+    again = Received()
+    later = PushConsumer(group, namesrv.address)
+    later.subscribe(topic)(again.add)
+    async with later:
+        await asyncio.sleep(2.0)  # time to rebalance and pull: nothing old may come
+        async with Producer("pg-reset-now", namesrv.address) as producer:
+            await producer.send(Message(topic, b"after the reset"))
+        await again.wait_for(1, timeout_s=20)
+        await asyncio.sleep(0.5)
+    assert again.bodies() == [b"after the reset"]
+
+    # A time equal to a message's store time moves each queue to the first message stored
+    # at or after it, the broker's nearest-message answer corrected.
+    msgs = await stored(broker, topic, range(4))
+    for pick in sorted(msgs, key=lambda m: m.store_timestamp)[3:9]:
+        for ts in (pick.store_timestamp, pick.store_timestamp + 1):
+            moved = await mqadmin(
+                namesrv, "resetOffsetByTime", "-g", group, "-t", topic, "-s", str(ts)
+            )
+            ends = max_offsets(broker, topic, range(4))
+            want = {q: _first_at_or_after(msgs, q, ts, ends[q]) for q in range(4)}
+            assert {q["queueId"]: q["offset"] for q in moved} == want, ts
+            assert {q: broker.offsets.query(group, topic, q) for q in range(4)} == want
+
+
+async def test_print_msg_time_range_includes_both_ends(namesrv: NameServer, broker: Broker) -> None:
+    topic = "TopicPrintRange"
+    await create_topic(broker, topic, queues=2)
+    begin_ms = int(time.time() * 1000)
+    async with Producer("pg-print-range", namesrv.address, auto_batch=False) as producer:
+        for n in range(10):
+            await producer.send(Message(topic, f"p{n}".encode()))
+            await asyncio.sleep(0.02)
+    await wait_dispatched(broker)
+    msgs = sorted(await stored(broker, topic, range(2)), key=lambda m: m.store_timestamp)
+    assert len(msgs) == 10
+
+    everything = await mqadmin(namesrv, "printMsg", "-t", topic, "-b", str(begin_ms), "-e", "now")
+    # the newest message of each queue is there
+    assert sorted(m["body"] for m in everything) == sorted(f"p{n}" for n in range(10))
+
+    # a begin and an end equal to messages' store times take those messages in
+    first, last = msgs[2], msgs[7]
+    inside = await mqadmin(
+        namesrv,
+        "printMsg",
+        "-t",
+        topic,
+        "-b",
+        str(first.store_timestamp),
+        "-e",
+        str(last.store_timestamp),
+    )
+    want = [
+        m.body.decode()
+        for m in msgs
+        if first.store_timestamp <= m.store_timestamp <= last.store_timestamp
+    ]
+    assert sorted(m["body"] for m in inside) == sorted(want)
+    assert {first.body.decode(), last.body.decode()} <= set(want)
+    tail = await mqadmin(
+        namesrv, "printMsg", "-t", topic, "-b", str(msgs[-1].store_timestamp), "-e", "now"
+    )
+    assert [m["body"] for m in tail] == [
+        m.body.decode() for m in msgs if m.store_timestamp == msgs[-1].store_timestamp
+    ]
+    with pytest.raises(CliError) as err:
+        await mqadmin(namesrv, "printMsg", "-t", topic, "-b", "now", "-e", str(begin_ms))
+    assert err.value.code == 2 and "is before the begin time" in err.value.stderr

@@ -3,15 +3,18 @@ across a cluster of two brokers (real name server and brokers, nothing mocked)."
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 import pytest
 
+from broker.broker import Broker
 from broker.namesrv.server import NameServer
 from client import InvalidMessageError, Message, Producer, SendResult
 from client.admin import Admin, decode_offset_msg_id
 from client.errors import ClientError, NoRouteError
-from tests.client.conftest import BrokerFactory, create_topic, wait_dispatched
+from remoting.route import MessageQueue
+from tests.client.conftest import BrokerFactory, create_topic, stored, wait_dispatched
 
 TOPIC = "TopicQuery"
 
@@ -95,3 +98,42 @@ async def test_bad_lookups_raise_clear_errors(
             await admin.query_by_key("NoSuchTopicAnywhere", "all")
     with pytest.raises(ClientError, match="not started"):
         await Admin(namesrv.address).query_by_key(TOPIC, "all")
+
+
+async def test_offset_for_time_is_the_first_message_stored_at_or_after(
+    namesrv: NameServer, broker: Broker
+) -> None:
+    """Against every interesting time (each store time, one ms either side, before all and
+    after all), the answer is what a scan of the queue gives: the first message stored at or
+    after the time, or the queue's end. The broker's own search answers the *nearest*
+    message, which is the one before whenever that is closer in time."""
+    topic = "TopicByTime"
+    await create_topic(broker, topic, queues=1)
+    await create_topic(broker, f"{topic}Empty", queues=1)
+    mq, empty = MessageQueue(topic, "broker-a", 0), MessageQueue(f"{topic}Empty", "broker-a", 0)
+    async with Producer("pg-by-time", namesrv.address, auto_batch=False) as producer:
+        for round_ in range(5):
+            # a batch gives several messages one store time; single sends give distinct ones
+            batch = [Message(topic, f"r{round_}-{i}".encode()) for i in range(3)]
+            await producer.send_batch(batch)
+            await asyncio.sleep(0.02)
+            await producer.send(Message(topic, f"r{round_}-single".encode()))
+            await asyncio.sleep(0.03 if round_ % 2 else 0.005)
+    await wait_dispatched(broker)
+    times = [m.store_timestamp for m in await stored(broker, topic, [0])]
+    assert len(times) == 20 and times == sorted(times)
+
+    def scan(ts: int) -> int:
+        return next((k for k, t in enumerate(times) if t >= ts), len(times))
+
+    probes = sorted({t + d for t in times for d in (-1, 0, 1)} | {0, times[-1] + 60_000})
+    async with Admin(namesrv.address) as admin:
+        for ts in probes:
+            assert await admin.offset_for_time(mq, ts) == scan(ts), ts
+            assert await admin.offset_for_time(mq, ts, side="first_after") == scan(ts + 1), ts
+        now = int(time.time() * 1000)
+        assert await admin.offset_for_time(mq, now) == 20  # "now": nothing left to read
+        assert await admin.offset_for_time(empty, times[0]) == 0
+        assert await admin.offset_for_time(empty, now) == 0
+        with pytest.raises(ValueError, match="side"):
+            await admin.offset_for_time(mq, now, side="nearest")  # type: ignore[arg-type]
