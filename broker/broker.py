@@ -181,7 +181,7 @@ class Broker:
             topics=self._registered_topics,
             period_s=config.register_name_server_period_ms / 1000,
         )
-        self.topics.on_change = self.registration.request
+        self.topics.on_change = self.registration.topic_changed
         self._tasks: list[asyncio.Task[None]] = []
         self._started = False
         self._stopped = False

@@ -6,6 +6,22 @@ REGISTER_BROKER (103) to each address of ``namesrvAddr`` at start-up, then every
 change; UNREGISTER_BROKER (104) at shutdown. The body carries the topic table and its
 DataVersion, with a CRC32 the name server checks. A name server that is down is logged and
 retried on the next round; registration never stops the broker.
+
+A topic the broker creates or changes while serving is announced at once, not at the next
+round: RocketMQ's ``createTopicInSendMessageMethod`` calls ``registerBrokerAll`` (and
+UPDATE_AND_CREATE_TOPIC ``registerIncrementBrokerData``) before the request is answered, so a
+client asking the name server right after its first send finds the route. Here the request
+that created the topic awaits ``settled(topic)``: the announcement round has been answered by
+every name server, or has failed, or ``ANNOUNCE_TIMEOUT_S`` has passed. Java sends a oneway
+request and waits only for the write, which races the client's own query on its other
+connection (about 1 send in 13 finds no route on 4.9.7); awaiting the answer closes that race,
+and the short timeout keeps a stalled name server from holding sends for long.
+
+Every round carries the whole table, because the name server drops the topics a master's
+registration leaves out. An older table must not land after a newer one, and it does not:
+rounds build their bodies in the order they start, their requests are written in that order
+on the one connection per name server (tasks run in creation order; a shared dial wakes its
+waiters in order), and the name server handles REGISTER_BROKER on one worker.
 """
 
 from __future__ import annotations
@@ -28,6 +44,9 @@ log = structlog.get_logger(__name__)
 
 REGISTER_TIMEOUT_S = 6.0  # registerBrokerTimeoutMills
 FIRST_PERIODIC_DELAY_S = 10.0
+# How long a request that created a topic waits for the name servers to take it: well under
+# a client's 3 s send timeout, long enough for a busy name server on a loaded machine.
+ANNOUNCE_TIMEOUT_S = 1.0
 
 
 class Registration:
@@ -43,6 +62,7 @@ class Registration:
         ha_server_addr: Callable[[], str],
         topics: Callable[[], TopicConfigWrapper],
         period_s: float,
+        announce_timeout_s: float = ANNOUNCE_TIMEOUT_S,
     ) -> None:
         self.client = client
         self.namesrv_addrs = namesrv_addrs
@@ -55,15 +75,68 @@ class Registration:
         self.period_s = period_s
         self.master_addr: str | None = None
         self.master_ha_addr: str | None = None
+        self.announce_timeout_s = announce_timeout_s
         self._wakeup = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._serving = False
+        # Topic → the announcement round that carries it, until that round is over. Requests
+        # look a topic up here; an empty dict costs the common path one truthiness test.
+        self.unsettled: dict[str, asyncio.Future[None]] = {}
+        # The round created but not yet started: topics changed before it starts join it.
+        self._next_round: asyncio.Future[None] | None = None
+        self._rounds: set[asyncio.Task[None]] = set()
 
     def request(self) -> None:
-        """Register again soon (a topic changed); bursts of changes share one round."""
+        """Register again soon (the broker's permission changed); bursts share one round."""
         self._wakeup.set()
 
-    async def register_all(self) -> int:
-        """One round to every name server; returns how many accepted."""
+    def topic_changed(self, topic: str) -> None:
+        """Announce ``topic`` to every name server now; ``settled(topic)`` waits for that.
+
+        Topics changed before the round starts share it, so concurrent first sends of one
+        topic (or of many) cost one registration, not one each. Before ``start`` (nothing to
+        register yet: the port may still be 0) and after ``shutdown`` this only asks for the
+        next periodic round.
+        """
+        if not self._serving or not self.namesrv_addrs:
+            self._wakeup.set()
+            return
+        done = self._next_round
+        if done is None:
+            done = self._next_round = asyncio.get_running_loop().create_future()
+            task = asyncio.create_task(self._announce(done), name="broker-announce")
+            self._rounds.add(task)
+            task.add_done_callback(self._rounds.discard)
+        self.unsettled[topic] = done
+
+    async def settled(self, *topics: str) -> None:
+        """Return once the announcement of each of ``topics`` is over (at once for a topic
+        with none under way). Never raises for a name server's failure."""
+        for topic in topics:
+            done = self.unsettled.get(topic)
+            if done is not None:
+                # shield: one waiter cancelled must not cancel the round's future for all
+                await asyncio.shield(done)
+
+    async def _announce(self, done: asyncio.Future[None]) -> None:
+        # The body is built now, in this task's first step: every topic that joined this
+        # round before it started is in it.
+        self._next_round = None
+        try:
+            await self.register_all(timeout_s=self.announce_timeout_s)
+        except Exception:
+            log.exception("announce_round_failed")
+        finally:
+            self._settle(done)
+
+    def _settle(self, done: asyncio.Future[None]) -> None:
+        if not done.done():
+            done.set_result(None)
+        for topic in [t for t, f in self.unsettled.items() if f is done]:
+            del self.unsettled[topic]
+
+    async def register_all(self, *, timeout_s: float = REGISTER_TIMEOUT_S) -> int:
+        """One round to every name server; returns how many accepted within ``timeout_s``."""
         body = RegisterBrokerBody(self._topics()).encode()
         header = RegisterBrokerRequestHeader(
             broker_name=self.broker_name,
@@ -75,14 +148,16 @@ class Registration:
             body_crc32=zlib.crc32(body) & 0x7FFFFFFF,
         ).to_ext_fields()
         results = await asyncio.gather(
-            *(self._register_one(addr, header, body) for addr in self.namesrv_addrs)
+            *(self._register_one(addr, header, body, timeout_s) for addr in self.namesrv_addrs)
         )
         return sum(results)
 
-    async def _register_one(self, addr: str, header: dict[str, str], body: bytes) -> bool:
+    async def _register_one(
+        self, addr: str, header: dict[str, str], body: bytes, timeout_s: float
+    ) -> bool:
         request = RemotingCommand.request(RequestCode.REGISTER_BROKER, dict(header), body)
         try:
-            response = await self.client.invoke(addr, request, REGISTER_TIMEOUT_S)
+            response = await self.client.invoke(addr, request, timeout_s)
         except RocketMQError as exc:
             log.warning("register_broker_failed", namesrv=addr, error=str(exc))
             return False
@@ -136,8 +211,19 @@ class Registration:
                 accepted=accepted,
             )
         self._task = asyncio.create_task(self._run(), name="broker-registration")
+        self._serving = True
 
     async def shutdown(self) -> None:
+        self._serving = False
+        self._next_round = None
+        rounds = list(self._rounds)
+        for task in rounds:
+            task.cancel()
+        for task in rounds:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        for done in set(self.unsettled.values()):
+            self._settle(done)  # no request waits on a round that will not run
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

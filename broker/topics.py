@@ -3,8 +3,9 @@
 RocketMQ counterpart: ``TopicConfigManager`` (system topics at start, auto-creation through the
 ``TBW102`` template on first send, retry and dead-letter topics on demand, a DataVersion bumped
 on each change) and ``TopicValidator`` (name rules, reserved and forbidden topics;
-protocol.md §9.6). ``on_change`` runs after every change; the broker re-registers with its
-name servers there.
+protocol.md §9.6). ``on_change(topic)`` runs after every change; the broker announces the
+topic to its name servers there, and a request that created a topic answers once that
+announcement is over (``Registration.settled``).
 """
 
 from __future__ import annotations
@@ -100,7 +101,7 @@ class TopicTable:
 
     Args:
         path: ``config/topics.json``.
-        on_change: called after a topic is created, updated or deleted.
+        on_change: called with the topic's name after it is created, updated or deleted.
     """
 
     def __init__(
@@ -121,7 +122,7 @@ class TopicTable:
         self.auto_create_topic_enable = auto_create_topic_enable
         self.table: dict[str, TopicConfig] = {}
         self.data_version = DataVersion()
-        self.on_change: Callable[[], None] | None = None
+        self.on_change: Callable[[str], None] | None = None
         self._system: set[str] = set(_SYSTEM_TOPICS) | {
             cluster,
             broker_name,
@@ -173,13 +174,13 @@ class TopicTable:
     def wrapper(self) -> TopicConfigWrapper:
         return TopicConfigWrapper(dict(self.table), self.data_version)
 
-    def _changed(self) -> None:
+    def _changed(self, topic: str) -> None:
         self.data_version.bump(int(time.time() * 1000))
         # Off the event loop: a topic created on first send must not stall every other send
         # for an fsync.
         self.file.save_soon(self.wrapper().to_json())
         if self.on_change is not None:
-            self.on_change()
+            self.on_change(topic)
 
     # ----------------------------------------------------------------------- lookups
 
@@ -225,7 +226,7 @@ class TopicTable:
         )
         self.table[topic] = tc
         log.info("topic_auto_created", topic=topic, queue_nums=queue_nums, template=default_topic)
-        self._changed()
+        self._changed(topic)
         return tc
 
     def create_internal(
@@ -238,7 +239,7 @@ class TopicTable:
         tc = TopicConfig(topic, queue_nums, queue_nums, perm, topic_sys_flag=topic_sys_flag)
         self.table[topic] = tc
         log.info("topic_created", topic=topic, queue_nums=queue_nums)
-        self._changed()
+        self._changed(topic)
         return tc
 
     def update(self, tc: TopicConfig) -> None:
@@ -252,11 +253,11 @@ class TopicTable:
             write_queue_nums=tc.write_queue_nums,
             perm=tc.perm,
         )
-        self._changed()
+        self._changed(tc.topic_name)
 
     def delete(self, topic: str) -> bool:
         if self.table.pop(topic, None) is None:
             return False
         log.info("topic_deleted", topic=topic)
-        self._changed()
+        self._changed(topic)
         return True
