@@ -108,6 +108,8 @@ class AdminProcessor:
                 h.order,
             )
         )
+        # registerIncrementBrokerData: the route is on the name servers when admin hears back.
+        await broker.registration.settled(h.topic)
         return _ok(request)
 
     async def delete_topic(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:

@@ -82,6 +82,12 @@ class ClientProcessor:
             )
         for group in hb.producer_data_set:
             broker.producers.register(group, conn, channel)
+        if broker.registration.unsettled:
+            # A group's retry topic created by this heartbeat is routed before the consumer
+            # hears back: a client that starts by asking for it must not get TOPIC_NOT_EXIST.
+            await broker.registration.settled(
+                *(retry_topic(data.group_name) for data in hb.consumer_data_set)
+            )
         return response_to(request, ResponseCode.SUCCESS)
 
     async def unregister(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:

@@ -3,7 +3,8 @@
 RocketMQ counterpart: ``SendMessageProcessor`` with ``AbstractSendMessageProcessor.msgCheck``:
 topic name rules (SYSTEM_ERROR), forbidden topics (NO_PERMISSION), existence or
 auto-creation through the ``defaultTopic`` template, the queue id range, then the store, whose
-status becomes the response code (protocol.md §7.1, §10, §13.1).
+status becomes the response code (protocol.md §7.1, §10, §13.1). A send that created a topic
+(or found one still being announced) answers once the name servers have it.
 
 The batch path is chosen by the header's batch flag (``m``/``batch``), not by the code. Java
 parses it with ``Boolean.parseBoolean``; the C++ client 1.2 sends ``"1"``, which we also take
@@ -227,6 +228,12 @@ class SendProcessor:
                     delay_level=delay_level,
                 )
             )
+        registration = self.broker.registration
+        if registration.unsettled:
+            # A topic this send created, or one a concurrent send created a moment ago, is on
+            # its way to the name servers: answer once it is there (msgCheck registers before
+            # replying), so the client's next route query finds it.
+            await registration.settled(header.topic, topic)
         return self._response(request, put, queue_id, header.topic, time.perf_counter() - started)
 
     def _timer(

@@ -137,6 +137,10 @@ class SendBackProcessor:
                 f"send back failed: {put.status.name} {put.remark}".strip(),
             )
         broker.stats.on_put(1)
+        if broker.registration.unsettled:
+            # A retry or dead-letter topic created here reaches the name servers before the
+            # consumer hears back (createTopicInSendMessageBackMethod registers at once).
+            await broker.registration.settled(RETRY_GROUP_TOPIC_PREFIX + group, topic)
         return response_to(request, ResponseCode.SUCCESS)
 
 
