@@ -9,11 +9,15 @@ SEND_BATCH_MESSAGE (320), and retry on another broker when a send fails
 
 Sends that overlap (many tasks awaiting ``send`` at once) are coalesced, as RocketMQ 5's
 ``autoBatch`` producer does (``ProduceAccumulator``), but without a linger: while a topic has
-``max_in_flight_per_topic`` requests outstanding, new messages wait, and go together as one
-SEND_BATCH_MESSAGE as soon as one of those answers. A lone send never waits. Each message
-still gets a result of its own (its id, its queue offset). Messages with a delay level or a
-body big enough to be compressed always go alone (a batch carries neither);
-``auto_batch=False`` turns coalescing off.
+``max_in_flight_per_topic`` sends or flushes outstanding, new messages wait, and go as soon
+as one of those answers. A lone send never waits. A flush gives each waiting message its
+queue by the same round robin (and fault strategy) as a send of its own, one step per
+message, and sends one SEND_BATCH_MESSAGE per queue, so queues fill as evenly as with sends
+one by one. (Java's accumulator picks one queue per batch; its batches are small, 32 KiB
+after at most 10 ms, so that evens out. Ours take whatever waited, a burst of hundreds.)
+Each message still gets a result of its own (its id, its queue and offset). Messages with a
+delay level or a body big enough to be compressed always go alone (a batch carries
+neither); ``auto_batch=False`` turns coalescing off.
 
 Usage::
 
@@ -99,7 +103,7 @@ class _Pending:
 
 @dataclass(slots=True, eq=False)
 class _Accumulator:
-    """Per topic: requests outstanding and the sends queued behind them."""
+    """Per topic: lone sends and flushes outstanding, and the sends queued behind them."""
 
     in_flight: int = 0
     pending: list[_Pending] = field(default_factory=list)
@@ -141,8 +145,9 @@ class Producer(ClientService):
         max_message_bytes: refuse larger bodies before sending.
         compress_over_bytes: compress bodies of at least this size.
         auto_batch: coalesce sends that overlap into batch requests (see the module doc).
-        max_in_flight_per_topic: requests outstanding per topic before sends are coalesced.
-        max_batch_messages: the most messages one coalesced request carries.
+        max_in_flight_per_topic: sends or flushes outstanding per topic before sends are
+            coalesced (a flush is one batch request per queue, all sent at once).
+        max_batch_messages: the most messages one flush (so one coalesced request) carries.
     """
 
     def __init__(
@@ -403,7 +408,8 @@ class Producer(ClientService):
     def _flush(self, topic: str, acc: _Accumulator) -> None:
         acc.flush_scheduled = False
         while acc.pending and acc.in_flight < self.max_in_flight_per_topic:
-            # Take what fits one request: the count cap and the broker's size limit.
+            # Take what fits one request (the count cap and the broker's size limit); split
+            # among queues below, each part is smaller still.
             limit = min(self.max_message_bytes, _COALESCED_MAX_BYTES)
             taken = 0
             size = 0
@@ -416,11 +422,51 @@ class Producer(ClientService):
             del acc.pending[:taken]
             acc.pending_bytes -= size
             acc.in_flight += 1
-            task = asyncio.create_task(self._send_coalesced(topic, acc, batch), name="send-batch")
+            groups = self._by_queue(topic, batch)
+            task = asyncio.create_task(self._send_round(topic, acc, groups), name="send-batch")
             self._coalescing.add(task)
             task.add_done_callback(self._coalescing.discard)
 
-    async def _send_coalesced(self, topic: str, acc: _Accumulator, batch: list[_Pending]) -> None:
+    def _by_queue(
+        self, topic: str, batch: list[_Pending]
+    ) -> list[tuple[MessageQueue | None, list[_Pending]]]:
+        """Each message's queue by the selector one-by-one sends use, one step per message,
+        and the messages grouped by queue in the order they were sent.
+
+        A batch request lands in one queue, so choosing one queue per request would put a
+        whole burst in one queue, and requests of unequal sizes taking turns would skew a
+        long fill. One step per message keeps the queues as even as sends one by one.
+        """
+        info = self.publish_info.get(topic)
+        if info is None or not info.ok:
+            return [(None, batch)]  # no route yet: the request looks it up and chooses then
+        groups: dict[MessageQueue, list[_Pending]] = {}
+        for p in batch:
+            groups.setdefault(self.fault.select(info, None), []).append(p)
+        return list(groups.items())
+
+    async def _send_round(
+        self,
+        topic: str,
+        acc: _Accumulator,
+        groups: list[tuple[MessageQueue | None, list[_Pending]]],
+    ) -> None:
+        """One flush: a request per queue, all at once; the flush's slot is free again once
+        every one of them has its answer."""
+        try:
+            if len(groups) == 1:
+                await self._send_coalesced(topic, *groups[0])
+            else:
+                await asyncio.gather(*(self._send_coalesced(topic, mq, b) for mq, b in groups))
+        finally:
+            acc.in_flight -= 1
+            self._schedule_flush(topic, acc)
+
+    async def _send_coalesced(
+        self, topic: str, mq: MessageQueue | None, batch: list[_Pending]
+    ) -> None:
+        """Send ``batch`` to ``mq`` (another queue on a retry), settling every caller's
+        future; raises nothing but cancellation."""
         try:
             loop = asyncio.get_running_loop()
             remaining = min(p.deadline for p in batch) - loop.time()
@@ -435,7 +481,7 @@ class Producer(ClientService):
                 out = _Outgoing(
                     RequestCode.SEND_MESSAGE_V2, p.body, 0, p.properties, p.flag, p.uniq, False
                 )
-                result = await self._send_with_retries(topic, out, remaining)
+                result = await self._send_with_retries(topic, out, remaining, first=mq)
                 if not p.future.done():
                     p.future.set_result(result)
                 return
@@ -450,7 +496,7 @@ class Producer(ClientService):
                 True,
             )
             try:
-                joint = await self._send_with_retries(topic, out, remaining)
+                joint = await self._send_with_retries(topic, out, remaining, first=mq)
             except BrokerError as exc:
                 # Refused as a batch (over the broker's size limit, say): each message gets
                 # its own verdict, as if it had never been coalesced.
@@ -491,9 +537,6 @@ class Producer(ClientService):
             for p in batch:
                 p.future.cancel()
             raise
-        finally:
-            acc.in_flight -= 1
-            self._schedule_flush(topic, acc)
 
     async def _send_each(self, topic: str, batch: list[_Pending]) -> None:
         loop = asyncio.get_running_loop()
@@ -599,7 +642,16 @@ class Producer(ClientService):
             raise NoRouteError(mq.topic, f"broker {mq.broker_name} has no master address")
         return addr
 
-    async def _send_with_retries(self, topic: str, out: _Outgoing, timeout_s: float) -> SendResult:
+    async def _send_with_retries(
+        self,
+        topic: str,
+        out: _Outgoing,
+        timeout_s: float,
+        *,
+        first: MessageQueue | None = None,
+    ) -> SendResult:
+        """``first``: the queue already chosen for the first attempt (coalesced sends choose
+        theirs when they are grouped); retries choose as usual."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
         info = await self._publish_info(topic)
@@ -610,7 +662,10 @@ class Producer(ClientService):
             remaining = deadline - loop.time()
             if remaining <= 0:
                 break
-            mq = self.fault.select(info, last_broker)
+            if attempt == 0 and first is not None and first in info.queues:
+                mq = first
+            else:
+                mq = self.fault.select(info, last_broker)
             last_broker = mq.broker_name
             started = loop.time()
             try:
