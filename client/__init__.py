@@ -7,7 +7,25 @@ optional PySpark connector.
 
     async with Producer("demo-producer", namesrv="127.0.0.1:9876") as producer:
         result = await producer.send(Message("orders", b"hello", tags="TagA"))
+
+Logging: the SDK is a library. It logs through the standard ``logging`` module under its
+modules' names (``client.producer``, ``client.push_consumer``, ``remoting.client``,
+``remoting.connection``, …), adds no handler but a ``NullHandler`` on ``client`` and
+``remoting``, and never writes to stdout: nothing shows until the application configures
+logging, and then the application's levels and handlers decide. Each message starts with a
+stable snake_case event name followed by ``key=value`` pairs, formatted lazily by ``logging``
+(``log.debug("connected addr=%s", addr)`` prints ``connected addr=127.0.0.1:9876``), so a
+line can be grepped by event and parsed by key. Debug is for connections and dropped late
+replies, info for lifecycle steps and failures the SDK recovers from by itself (started, a
+queue assigned, a pull or send retried), warning for what needs attention. To see the SDK
+at work::
+
+    logging.basicConfig(level=logging.DEBUG)    # the SDK's lines on stderr, connections too
+    for name in ("client", "remoting"):         # …and later warnings only again
+        logging.getLogger(name).setLevel(logging.WARNING)
 """
+
+import logging
 
 from client.errors import (
     BrokerError,
@@ -58,3 +76,8 @@ __all__ = [
     "TransactionProducer",
     "TransactionSendResult",
 ]
+
+# A library adds no handler but this one (the logging HOWTO, "Configuring Logging for a
+# Library"): without it, Python's last-resort handler would print the SDK's warnings to the
+# stderr of an application that has not configured logging.
+logging.getLogger(__name__).addHandler(logging.NullHandler())

@@ -21,13 +21,12 @@ Usage::
 from __future__ import annotations
 
 import asyncio
+import logging
 import socket
 import struct
 import time
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
-
-import structlog
 
 from client.errors import ClientError, InvalidMessageError, NoRouteError
 from client.instance import ClientInstance, TlsOption, namesrv_from_env
@@ -64,16 +63,16 @@ from remoting.headers import (
 )
 from remoting.route import BrokerData, MessageQueue, TopicRouteData, dumps, loads
 
-log = structlog.get_logger(__name__)
+log = logging.getLogger(__name__)
 
 QUERY_TIMEOUT_S = 5.0
 ADMIN_TIMEOUT_S = 10.0
 TOOLS_GROUP = "TOOLS_CONSUMER"  # MixAll.TOOLS_CONSUMER_GROUP: mqadmin's reads
 MAX_QUERY_NUM = 64  # the broker caps maxNum here
 _PORT_OFFSET = struct.Struct(">iq")
+
 TimeSide = Literal["first_at_or_after", "first_after"]
 """Which message a search by time lands on (``Admin.offset_for_time``)."""
-
 
 
 def decode_offset_msg_id(msg_id: str) -> tuple[str, int]:
@@ -219,7 +218,7 @@ class Admin(ClientService):
             try:
                 response = await instance.invoke_broker(addr, request, QUERY_TIMEOUT_S)
             except RemotingError as exc:
-                log.warning("query_broker_failed", broker=broker_name, error=str(exc))
+                log.warning("query_broker_failed broker=%s error=%s", broker_name, exc)
                 return []
             if response.code == ResponseCode.QUERY_NOT_FOUND:
                 return []
@@ -228,7 +227,7 @@ class Admin(ClientService):
             try:
                 return decode_messages(response.body_bytes, broker_name)
             except MessageDecodeError as exc:
-                log.warning("query_answer_undecodable", broker=broker_name, error=str(exc))
+                log.warning("query_answer_undecodable broker=%s error=%s", broker_name, exc)
                 return []
 
         answers = await asyncio.gather(*(ask(name, addr) for name, addr in targets if addr))
@@ -246,7 +245,7 @@ class Admin(ClientService):
             response = await instance.invoke_namesrv(request)
             table = loads(response.body_bytes).get("brokerAddrTable", {})
         except (RemotingError, ValueError, AttributeError) as exc:
-            log.info("cluster_info_unavailable", error=str(exc))
+            log.info("cluster_info_unavailable error=%s", exc)
             return ""
         for name, data in table.items():
             try:
@@ -649,6 +648,7 @@ class Admin(ClientService):
             ext["timestamp"] = str(timestamp_ms)
         response = await self._call(addr, code, ext, what=f"offset of {mq}")
         return int(response.ext_fields.get("offset", "0"))
+
     async def offset_for_time(
         self, mq: MessageQueue, timestamp_ms: int, *, side: TimeSide = "first_at_or_after"
     ) -> int:
@@ -737,7 +737,6 @@ class Admin(ClientService):
                     return await first_not_older(probe + 1, hi)
                 hi, step = probe, step * 2
         return g
-
 
     async def _master_of(self, mq: MessageQueue) -> str:
         """The master of ``mq``'s broker (consumer offsets live there), from the route."""

@@ -23,7 +23,6 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-import structlog
 from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
@@ -1320,10 +1319,9 @@ async def _run(args: argparse.Namespace) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     # The SDK's own log lines are for services; a command shows only warnings, on stderr,
-    # so that stdout (tables or --json) stays clean.
-    structlog.configure(
-        wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+    # so that stdout (tables or --json) stays clean. (A no-op when logging is set up already.)
+    logging.basicConfig(
+        level=logging.WARNING, stream=sys.stderr, format="%(levelname)s %(name)s %(message)s"
     )
     try:
         asyncio.run(_run(args))

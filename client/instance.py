@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import socket
 import ssl
@@ -19,8 +20,6 @@ import time
 import weakref
 from collections.abc import Awaitable, Callable
 from typing import Any, ClassVar, Protocol, runtime_checkable
-
-import structlog
 
 from client.errors import ClientError, NoRouteError
 from client.message import MessageDecodeError, MessageView, decode_messages
@@ -50,7 +49,7 @@ from remoting.headers import (
 from remoting.route import MASTER_ID, MessageQueue, TopicRouteData, dumps
 from remoting.tls import client_context
 
-log = structlog.get_logger(__name__)
+log = logging.getLogger(__name__)
 
 ROUTE_REFRESH_S = 30.0  # pollNameServerInterval
 HEARTBEAT_S = 30.0  # heartbeatBrokerInterval
@@ -250,7 +249,7 @@ class ClientInstance:
             ),
             asyncio.create_task(self._rebalance_loop(), name="rebalance"),
         ]
-        log.info("client_started", client_id=self.client_id, namesrv=self.namesrv_addrs)
+        log.info("client_started client_id=%s namesrv=%s", self.client_id, self.namesrv_addrs)
 
     async def _shutdown(self) -> None:
         for task in self._tasks:
@@ -261,7 +260,7 @@ class ClientInstance:
         self._tasks = []
         await self.remoting.shutdown()
         self._started = False
-        log.info("client_stopped", client_id=self.client_id)
+        log.info("client_stopped client_id=%s", self.client_id)
 
     @staticmethod
     async def _every(interval_s: float, fn: Callable[[], Awaitable[object]]) -> None:
@@ -272,7 +271,7 @@ class ClientInstance:
             except asyncio.CancelledError:
                 raise
             except Exception:
-                log.exception("client_housekeeping_failed", task=getattr(fn, "__name__", "?"))
+                log.exception("client_housekeeping_failed task=%s", getattr(fn, "__name__", "?"))
 
     # --------------------------------------------------------------------- members
 
@@ -305,7 +304,7 @@ class ClientInstance:
                 try:
                     await self.invoke_broker(addr, request, NAMESRV_TIMEOUT_S)
                 except RemotingError as exc:
-                    log.info("unregister_client_failed", broker=addr, error=str(exc))
+                    log.info("unregister_client_failed broker=%s error=%s", addr, exc)
 
     # ---------------------------------------------------------------- serialization
 
@@ -334,7 +333,7 @@ class ClientInstance:
                 if "Aerolite" in desc:
                     kind = SerializeType.MSGPACK
         self._serialize[addr] = kind
-        log.info("broker_serialization", broker=addr, serialize_type=kind.name)
+        log.info("broker_serialization broker=%s serialize_type=%s", addr, kind.name)
         return kind
 
     async def invoke_broker(
@@ -395,7 +394,7 @@ class ClientInstance:
             try:
                 await self.update_route(topic)
             except (RemotingError, BrokerError) as exc:
-                log.warning("route_refresh_failed", topic=topic, error=str(exc))
+                log.warning("route_refresh_failed topic=%s error=%s", topic, exc)
 
     def master_addr(self, broker_name: str) -> str | None:
         return self.broker_addrs.get(broker_name, {}).get(MASTER_ID)
@@ -463,10 +462,10 @@ class ClientInstance:
         try:
             response = await self.invoke_broker(addr, request, NAMESRV_TIMEOUT_S)
         except RemotingError as exc:
-            log.info("heartbeat_failed", broker=addr, error=str(exc))
+            log.info("heartbeat_failed broker=%s error=%s", addr, exc)
             return False
         if response.code != ResponseCode.SUCCESS:
-            log.warning("heartbeat_refused", broker=addr, remark=response.remark)
+            log.warning("heartbeat_refused broker=%s remark=%s", addr, response.remark)
             return False
         return True
 
@@ -499,7 +498,7 @@ class ClientInstance:
                 except asyncio.CancelledError:
                     raise
                 except Exception:
-                    log.exception("rebalance_failed", group=consumer.group)
+                    log.exception("rebalance_failed group=%s", consumer.group)
 
     async def _persist_offsets(self) -> None:
         for consumer in list(self.consumers.values()):
@@ -513,13 +512,15 @@ class ClientInstance:
             header = ResetOffsetRequestHeader.from_ext_fields(request.ext_fields)
             offsets = decode_reset_offset_body(request.body_bytes)
         except (HeaderError, ValueError, TypeError) as exc:
-            log.warning("reset_offset_unreadable", broker=conn.peer, error=str(exc))
+            log.warning("reset_offset_unreadable broker=%s error=%s", conn.peer, exc)
             return
         consumer = self.consumers.get(header.group)
         if consumer is None:
-            log.info("reset_offset_no_consumer", group=header.group)
+            log.info("reset_offset_no_consumer group=%s", header.group)
             return
-        log.info("reset_offset", group=header.group, topic=header.topic, queues=len(offsets))
+        log.info(
+            "reset_offset group=%s topic=%s queues=%s", header.group, header.topic, len(offsets)
+        )
         await consumer.reset_offsets(header.topic, offsets)
 
     async def _on_running_info(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
@@ -548,23 +549,23 @@ class ClientInstance:
             header = CheckTransactionStateRequestHeader.from_ext_fields(request.ext_fields)
             msgs = decode_messages(request.body_bytes, "")
         except (HeaderError, MessageDecodeError) as exc:
-            log.warning("transaction_check_unreadable", broker=conn.peer, error=str(exc))
+            log.warning("transaction_check_unreadable broker=%s error=%s", conn.peer, exc)
             return
         if not msgs:
-            log.warning("transaction_check_without_message", broker=conn.peer)
+            log.warning("transaction_check_without_message broker=%s", conn.peer)
             return
         msg = msgs[0]
         group = msg.properties.get("PGROUP", "")
         producer = self.producers.get(group)
         if not isinstance(producer, TransactionChecker):
-            log.warning("transaction_check_for_unknown_group", group=group, broker=conn.peer)
+            log.warning("transaction_check_for_unknown_group group=%s broker=%s", group, conn.peer)
             return
         producer.check_transaction_state(conn, header, msg)
 
     async def _on_ids_changed(self, conn: Connection, request: RemotingCommand) -> None:
         log.info(
-            "consumer_ids_changed",
-            group=request.ext_fields.get("consumerGroup"),
-            broker=conn.peer,
+            "consumer_ids_changed group=%s broker=%s",
+            request.ext_fields.get("consumerGroup"),
+            conn.peer,
         )
         self.rebalance_soon()

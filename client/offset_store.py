@@ -12,11 +12,10 @@ lowest offset still in flight, so a crash redelivers rather than skips.
 from __future__ import annotations
 
 import json
+import logging
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
-
-import structlog
 
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
@@ -27,7 +26,7 @@ from remoting.route import MessageQueue
 if TYPE_CHECKING:
     from client.instance import ClientInstance
 
-log = structlog.get_logger(__name__)
+log = logging.getLogger(__name__)
 
 OFFSET_TIMEOUT_S = 5.0
 
@@ -81,7 +80,7 @@ class RemoteOffsetStore:
         try:
             response = await self.instance.invoke_broker(addr, request, OFFSET_TIMEOUT_S)
         except RemotingError as exc:
-            log.warning("query_consumer_offset_failed", queue=str(mq), error=str(exc))
+            log.warning("query_consumer_offset_failed queue=%s error=%s", mq, exc)
             return -2
         if response.code != ResponseCode.SUCCESS:
             return -1  # QUERY_NOT_FOUND and any other refusal mean "no offset", as in Java
@@ -110,7 +109,7 @@ class RemoteOffsetStore:
             try:
                 response = await self.instance.invoke_broker(addr, request, OFFSET_TIMEOUT_S)
             except RemotingError as exc:
-                log.warning("update_consumer_offset_failed", queue=str(mq), error=str(exc))
+                log.warning("update_consumer_offset_failed queue=%s error=%s", mq, exc)
                 continue
             if response.code == ResponseCode.SUCCESS:
                 self._persisted[mq] = offset
@@ -139,7 +138,7 @@ class LocalOffsetStore:
         except FileNotFoundError:
             return
         except (OSError, ValueError) as exc:
-            log.warning("local_offsets_unreadable", path=str(self.path), error=str(exc))
+            log.warning("local_offsets_unreadable path=%s error=%s", self.path, exc)
             return
         for item in doc.get("offsetTable", []):
             mq = MessageQueue(str(item["topic"]), str(item["brokerName"]), int(item["queueId"]))

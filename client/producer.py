@@ -28,12 +28,11 @@ Usage::
 from __future__ import annotations
 
 import asyncio
+import logging
 import struct
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-
-import structlog
 
 from client.errors import ClientError, InvalidMessageError, NoRouteError
 from client.fault import FaultStrategy, TopicPublishInfo
@@ -59,7 +58,7 @@ from remoting.errors import BrokerError, RemotingError
 from remoting.headers import SendMessageRequestHeader
 from remoting.route import MessageQueue, TopicRouteData
 
-log = structlog.get_logger(__name__)
+log = logging.getLogger(__name__)
 
 QueueSelector = Callable[[list[MessageQueue], Message, object], MessageQueue]
 SendCallback = Callable[[SendResult | None, BaseException | None], None]
@@ -213,7 +212,7 @@ class Producer(ClientService):
             raise
         self._instance = instance
         await instance.heartbeat()
-        log.info("producer_started", group=self.group, client_id=instance.client_id)
+        log.info("producer_started group=%s client_id=%s", self.group, instance.client_id)
 
     async def shutdown(self) -> None:
         if self._instance is None:
@@ -233,7 +232,7 @@ class Producer(ClientService):
             return
         await instance.unregister(producer_group=self.group)
         await instance.release()
-        log.info("producer_stopped", group=self.group)
+        log.info("producer_stopped group=%s", self.group)
 
     def _describe(self) -> str:
         return f"producer {self.group}"
@@ -501,11 +500,11 @@ class Producer(ClientService):
                 # Refused as a batch (over the broker's size limit, say): each message gets
                 # its own verdict, as if it had never been coalesced.
                 log.info(
-                    "coalesced_batch_refused",
-                    topic=topic,
-                    messages=len(batch),
-                    code=exc.code,
-                    error=str(exc),
+                    "coalesced_batch_refused topic=%s messages=%s code=%s error=%s",
+                    topic,
+                    len(batch),
+                    exc.code,
+                    exc,
                 )
                 self.coalesced_refused += 1
                 await self._send_each(topic, batch)
@@ -608,7 +607,7 @@ class Producer(ClientService):
             callback(result, error)
         except Exception:
             # Nobody awaits the task: a failing callback is reported here or not at all.
-            log.exception("send_callback_failed", group=self.group)
+            log.exception("send_callback_failed group=%s", self.group)
 
     async def send_orderly(
         self,
@@ -679,11 +678,11 @@ class Producer(ClientService):
                 self.fault.update(mq.broker_name, (loop.time() - started) * 1000, isolation=True)
                 last_error = exc
             log.info(
-                "send_retry",
-                topic=topic,
-                broker=mq.broker_name,
-                attempt=attempt + 1,
-                error=str(last_error),
+                "send_retry topic=%s broker=%s attempt=%s error=%s",
+                topic,
+                mq.broker_name,
+                attempt + 1,
+                last_error,
             )
         if last_error is not None:
             raise last_error

@@ -27,14 +27,13 @@ import asyncio
 import contextlib
 import dataclasses
 import inspect
+import logging
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
-
-import structlog
 
 from client.errors import ClientError, ClientStateError, InvalidMessageError
 from client.instance import ClientInstance, TlsOption, namesrv_from_env
@@ -81,7 +80,7 @@ from remoting.headers import (
 )
 from remoting.route import MessageQueue, TopicRouteData, dumps
 
-log = structlog.get_logger(__name__)
+log = logging.getLogger(__name__)
 
 Listener = Callable[[MessageView], Awaitable[ConsumeResult | None] | ConsumeResult | None]
 
@@ -351,7 +350,7 @@ class PushConsumer(ClientService):
         for topic in self._all_subscriptions():
             route = await instance.update_route(topic)
             if route is None and not topic.startswith(RETRY_PREFIX):
-                log.warning("subscribed_topic_has_no_route", topic=topic, group=self.group)
+                log.warning("subscribed_topic_has_no_route topic=%s group=%s", topic, self.group)
         try:
             await self._check_sql_subscriptions(instance)
         except ClientError:
@@ -370,11 +369,11 @@ class PushConsumer(ClientService):
                 self._find_missing_routes(missing), name="consumer-routes"
             )
         log.info(
-            "consumer_started",
-            group=self.group,
-            client_id=instance.client_id,
-            model=self.message_model.name,
-            orderly=self.orderly,
+            "consumer_started group=%s client_id=%s model=%s orderly=%s",
+            self.group,
+            instance.client_id,
+            self.message_model.name,
+            self.orderly,
         )
 
     async def shutdown(self, grace_s: float = 10.0) -> None:
@@ -427,7 +426,7 @@ class PushConsumer(ClientService):
         self._instance = None
         await instance.unregister(consumer_group=self.group)
         await instance.release()
-        log.info("consumer_stopped", group=self.group)
+        log.info("consumer_stopped group=%s", self.group)
 
     def _describe(self) -> str:
         return f"consumer {self.group}"
@@ -446,7 +445,7 @@ class PushConsumer(ClientService):
                 try:
                     route = await instance.update_route(topic)
                 except (RemotingError, ClientError) as exc:
-                    log.debug("route_lookup_failed", topic=topic, error=str(exc))
+                    log.debug("route_lookup_failed topic=%s error=%s", topic, exc)
                     continue
                 if route is not None:
                     topics.remove(topic)
@@ -546,7 +545,7 @@ class PushConsumer(ClientService):
         try:
             cid_all = sorted(await instance.consumer_ids(self.group, topic))
         except (RemotingError, ClientError) as exc:
-            log.warning("consumer_ids_failed", group=self.group, topic=topic, error=str(exc))
+            log.warning("consumer_ids_failed group=%s topic=%s error=%s", self.group, topic, exc)
             return [pq.mq for pq in self.process_queues.values() if pq.mq.topic == topic]
         if instance.client_id not in cid_all:
             return []  # the broker has not seen our heartbeat yet; the next round will
@@ -570,7 +569,7 @@ class PushConsumer(ClientService):
             self.offsets.remove(mq)
         if self.orderly:
             await self._unlock([mq])
-        log.info("queue_released", group=self.group, queue=str(mq))
+        log.info("queue_released group=%s queue=%s", self.group, mq)
 
     def running_info(self) -> dict[str, Any]:
         """``ConsumerRunningInfo`` for GET_CONSUMER_RUNNING_INFO (mqadmin consumerStatus):
@@ -637,7 +636,7 @@ class PushConsumer(ClientService):
         assert self.offsets is not None
         self.offsets.update(mq, start)
         pq.task = asyncio.create_task(self._pull_loop(pq), name=f"pull-{mq.topic}-{mq.queue_id}")
-        log.info("queue_assigned", group=self.group, queue=str(mq), offset=start)
+        log.info("queue_assigned group=%s queue=%s offset=%s", self.group, mq, start)
 
     async def _start_offset(self, mq: MessageQueue) -> int:
         """``computePullFromWhere``."""
@@ -669,7 +668,7 @@ class PushConsumer(ClientService):
         try:
             response = await instance.invoke_broker(addr, request, 5.0)
         except RemotingError as exc:
-            log.warning("offset_lookup_failed", queue=str(mq), error=str(exc))
+            log.warning("offset_lookup_failed queue=%s error=%s", mq, exc)
             return -1
         if response.code != ResponseCode.SUCCESS:
             return -1
@@ -691,7 +690,7 @@ class PushConsumer(ClientService):
             try:
                 response = await instance.invoke_broker(addr, request, 5.0)
             except RemotingError as exc:
-                log.warning("lock_batch_failed", broker=broker_name, error=str(exc))
+                log.warning("lock_batch_failed broker=%s error=%s", broker_name, exc)
                 continue
             locked = (
                 set(decode_lock_ok(response.body_bytes))
@@ -761,7 +760,7 @@ class PushConsumer(ClientService):
             except asyncio.CancelledError:
                 raise
             except (RemotingError, ClientError, MessageDecodeError) as exc:
-                log.info("pull_failed", queue=str(mq), error=str(exc))
+                log.info("pull_failed queue=%s error=%s", mq, exc)
                 pq.pull_from_broker_id = 0  # a suggested slave that fails: back to the master
                 await asyncio.sleep(self._pull_error_delay())
 
@@ -827,7 +826,7 @@ class PushConsumer(ClientService):
         elif code == ResponseCode.PULL_OFFSET_MOVED:
             moved_to = int(ext.get("nextBeginOffset", pq.next_offset))
             log.warning(
-                "pull_offset_moved", queue=str(mq), requested=pq.next_offset, moved_to=moved_to
+                "pull_offset_moved queue=%s requested=%s moved_to=%s", mq, pq.next_offset, moved_to
             )
             pq.next_offset = moved_to
             self.offsets.update(mq, moved_to)
@@ -886,7 +885,10 @@ class PushConsumer(ClientService):
                         outcome = await cast("Awaitable[object]", listener(view))
                     except Exception:
                         log.exception(
-                            "listener_failed", group=self.group, msg_id=msg.msg_id, topic=msg.topic
+                            "listener_failed group=%s msg_id=%s topic=%s",
+                            self.group,
+                            msg.msg_id,
+                            msg.topic,
                         )
                         outcome = ConsumeResult.RECONSUME_LATER
                     result = (
@@ -910,11 +912,11 @@ class PushConsumer(ClientService):
                     while task.cancelling():
                         task.uncancel()
                 log.warning(
-                    "consume_timeout",
-                    group=self.group,
-                    msg_id=msg.msg_id,
-                    queue=str(pq.mq),
-                    timeout_s=self._consume_timeout(),
+                    "consume_timeout group=%s msg_id=%s queue=%s timeout_s=%s",
+                    self.group,
+                    msg.msg_id,
+                    pq.mq,
+                    self._consume_timeout(),
                 )
                 result = ConsumeResult.RECONSUME_LATER
             if result is ConsumeResult.SUCCESS:
@@ -928,11 +930,11 @@ class PushConsumer(ClientService):
         if self.message_model is MessageModel.BROADCASTING:
             # As in RocketMQ: a broadcast message is not retried; it is logged and dropped.
             log.warning(
-                "broadcast_consume_failed_dropped",
-                group=self.group,
-                msg_id=msg.msg_id,
-                topic=msg.topic,
-                queue_offset=msg.queue_offset,
+                "broadcast_consume_failed_dropped group=%s msg_id=%s topic=%s queue_offset=%s",
+                self.group,
+                msg.msg_id,
+                msg.topic,
+                msg.queue_offset,
             )
             self._consumed(pq, msg)
             return
@@ -996,7 +998,9 @@ class PushConsumer(ClientService):
                 if inspect.isawaitable(result):
                     result = await result
         except Exception:
-            log.exception("listener_failed", group=self.group, msg_id=msg.msg_id, topic=msg.topic)
+            log.exception(
+                "listener_failed group=%s msg_id=%s topic=%s", self.group, msg.msg_id, msg.topic
+            )
             return ConsumeResult.RECONSUME_LATER
         if result is None or result is ConsumeResult.SUCCESS:
             return ConsumeResult.SUCCESS
@@ -1006,7 +1010,7 @@ class PushConsumer(ClientService):
         if result is None:
             return ConsumeResult.SUCCESS
         if not isinstance(result, ConsumeResult):
-            log.error("listener_bad_result", group=self.group, result=repr(result))
+            log.error("listener_bad_result group=%s result=%r", self.group, result)
             return ConsumeResult.RECONSUME_LATER
         return result
 

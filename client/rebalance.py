@@ -21,14 +21,13 @@ from __future__ import annotations
 
 import bisect
 import hashlib
+import logging
 from collections.abc import Sequence
 from typing import Protocol
 
-import structlog
-
 from remoting.route import MessageQueue
 
-log = structlog.get_logger(__name__)
+log = logging.getLogger(__name__)
 
 __all__ = [
     "STRATEGIES",
@@ -75,10 +74,10 @@ def _check(
         # fetched from the broker does not yet (or no longer) include us, which heals on the
         # next rebalance, so it is not worth an exception.
         log.info(
-            "consumer_not_in_cid_all",
-            consumer_group=consumer_group,
-            current_cid=current_cid,
-            cid_all=list(cid_all),
+            "consumer_not_in_cid_all consumer_group=%s current_cid=%s cid_all=%s",
+            consumer_group,
+            current_cid,
+            list(cid_all),
         )
         return False
     return True

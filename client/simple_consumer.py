@@ -17,12 +17,11 @@ used. The receipt handle is 5.x's ``extraInfo`` string.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
-
-import structlog
 
 from client.errors import ClientError, InvalidMessageError, NoRouteError
 from client.instance import ClientInstance, TlsOption, namesrv_from_env
@@ -40,7 +39,7 @@ from remoting.headers import (
 )
 from remoting.receipt import NORMAL, Receipt, parse_offset_info, topic_type
 
-log = structlog.get_logger(__name__)
+log = logging.getLogger(__name__)
 
 MAX_RECEIVE = 32
 INIT_MIN, INIT_MAX = 0, 1  # ConsumeInitMode
@@ -118,13 +117,15 @@ class SimpleConsumer(ClientService):
         self._instance = instance
         for topic in self.subscriptions:
             await instance.update_route(topic)
-        log.info("simple_consumer_started", group=self.group, topics=sorted(self.subscriptions))
+        log.info(
+            "simple_consumer_started group=%s topics=%s", self.group, sorted(self.subscriptions)
+        )
 
     async def shutdown(self) -> None:
         instance, self._instance = self._instance, None
         if instance is not None:
             await instance.release()
-            log.info("simple_consumer_stopped", group=self.group)
+            log.info("simple_consumer_stopped group=%s", self.group)
 
     def _describe(self) -> str:
         return f"simple consumer {self.group}"
@@ -160,7 +161,9 @@ class SimpleConsumer(ClientService):
             BrokerError: the broker refused (e.g. unknown topic).
         """
         if not 1 <= max_messages <= MAX_RECEIVE:
-            raise InvalidMessageError(f"max_messages {max_messages} is not within 1..{MAX_RECEIVE}")
+            raise InvalidMessageError(
+                f"max_messages {max_messages} is not within 1..{MAX_RECEIVE}"
+            )
         invisible_ms = invisible_duration // timedelta(milliseconds=1)
         if invisible_ms < 10:
             raise InvalidMessageError(f"invisible_duration {invisible_duration} is under 10 ms")

@@ -19,12 +19,11 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any
-
-import structlog
 
 from client.admin import decode_offset_msg_id
 from client.errors import InvalidMessageError
@@ -46,7 +45,7 @@ from remoting.command import RemotingCommand
 from remoting.connection import Connection
 from remoting.headers import CheckTransactionStateRequestHeader, EndTransactionRequestHeader
 
-log = structlog.get_logger(__name__)
+log = logging.getLogger(__name__)
 
 TRANSACTION_PREPARED_TYPE = 0x4
 PROPERTY_TRANSACTION_PREPARED = "TRAN_MSG"
@@ -159,7 +158,7 @@ class TransactionProducer(Producer):
                 state = LocalTransactionState(await _answer(self.executor(msg, arg)))
             except Exception as exc:  # the outcome is unknown: the broker will check back
                 log.warning(
-                    "local_transaction_failed", group=self.group, msg_id=uniq, error=repr(exc)
+                    "local_transaction_failed group=%s msg_id=%s error=%r", self.group, uniq, exc
                 )
                 state, error = LocalTransactionState.UNKNOWN, exc
         else:
@@ -181,7 +180,7 @@ class TransactionProducer(Producer):
         try:
             _, commit_log_offset = decode_offset_msg_id(result.offset_msg_id)
         except InvalidMessageError:
-            log.warning("end_transaction_without_offset", msg_id=result.msg_id)
+            log.warning("end_transaction_without_offset msg_id=%s", result.msg_id)
             return
         header = EndTransactionRequestHeader(
             producer_group=self.group,
@@ -201,7 +200,7 @@ class TransactionProducer(Producer):
         try:
             await instance.remoting.invoke_oneway(addr, request, END_TRANSACTION_TIMEOUT_S)
         except Exception as exc:  # the check-back covers a lost END_TRANSACTION
-            log.warning("end_transaction_failed", group=self.group, broker=addr, error=repr(exc))
+            log.warning("end_transaction_failed group=%s broker=%s error=%r", self.group, addr, exc)
 
     # ------------------------------------------------------------------ check-back
 
@@ -221,7 +220,10 @@ class TransactionProducer(Producer):
             state = LocalTransactionState(await _answer(self.checker(msg)))
         except Exception as exc:
             log.warning(
-                "transaction_checker_failed", group=self.group, msg_id=msg.msg_id, error=repr(exc)
+                "transaction_checker_failed group=%s msg_id=%s error=%r",
+                self.group,
+                msg.msg_id,
+                exc,
             )
             state, remark = (
                 LocalTransactionState.UNKNOWN,
@@ -238,11 +240,13 @@ class TransactionProducer(Producer):
         )
         request = RemotingCommand.request(RequestCode.END_TRANSACTION, end.to_ext_fields())
         request.remark = remark[:512] if remark else None
-        log.info("transaction_checked", group=self.group, msg_id=msg.msg_id, state=state.name)
+        log.info(
+            "transaction_checked group=%s msg_id=%s state=%s", self.group, msg.msg_id, state.name
+        )
         try:
             # On the connection the check came on: Java answers the channel's broker too.
             conn.invoke_oneway(request)
         except Exception as exc:
             log.warning(
-                "end_transaction_failed", group=self.group, broker=conn.peer, error=repr(exc)
+                "end_transaction_failed group=%s broker=%s error=%r", self.group, conn.peer, exc
             )

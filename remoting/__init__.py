@@ -2,7 +2,14 @@
 
 RocketMQ counterpart: the ``rocketmq-remoting`` module. This package imports nothing else of
 Aerolite's; the broker, the name server and the SDK all sit on it.
+
+It logs through the standard ``logging`` module (``remoting.client``, ``remoting.connection``,
+…), as the SDK does (see ``client``'s docstring for the message convention): the broker's
+``configure_logging`` renders those records with its own, and an SDK application decides for
+itself.
 """
+
+import logging
 
 from remoting.client import ClientConfig, RemotingClient
 from remoting.codes import (
@@ -55,3 +62,7 @@ __all__ = [
     "decode_command",
     "response_to",
 ]
+
+# A library's loggers get a NullHandler only: nothing shows until the application (or the
+# broker's configure_logging) sets logging up.
+logging.getLogger(__name__).addHandler(logging.NullHandler())

@@ -13,13 +13,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import ssl
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Self
-
-import structlog
 
 from remoting.codes import ResponseCode
 from remoting.command import RemotingCommand, response_to
@@ -28,7 +27,7 @@ from remoting.dispatch import ProcessorTable, RPCHook
 from remoting.errors import ConnectError, RemotingTimeoutError, TooManyRequestsError
 from remoting.frame import DEFAULT_MAX_FRAME_BYTES
 
-log = structlog.get_logger(__name__)
+log = logging.getLogger(__name__)
 
 ResponseCallback = Callable[[RemotingCommand | None, BaseException | None], None]
 
@@ -218,7 +217,7 @@ class RemotingClient:
             conn.close()
             raise ConnectError(addr, "client is shut down")
         self._connections[addr] = conn
-        log.debug("connected", addr=addr)
+        log.debug("connected addr=%s", addr)
         return conn
 
     def close_connection(self, addr: str) -> None:

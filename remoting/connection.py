@@ -18,17 +18,16 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import logging
 import socket
 import typing
 from collections.abc import Callable, Iterable
-
-import structlog
 
 from remoting.command import RemotingCommand, decode_command
 from remoting.errors import ConnectError, FrameError, RemotingTimeoutError
 from remoting.frame import DEFAULT_MAX_FRAME_BYTES, FrameDecoder
 
-log = structlog.get_logger(__name__)
+log = logging.getLogger(__name__)
 
 RequestCallback = Callable[["Connection", RemotingCommand], None]
 CloseCallback = Callable[["Connection"], None]
@@ -136,9 +135,9 @@ class Connection(asyncio.Protocol):
     def eof_received(self) -> bool | None:
         if self._decoder.buffered_bytes:
             log.info(
-                "connection_truncated_frame",
-                peer=self.peer,
-                buffered_bytes=self._decoder.buffered_bytes,
+                "connection_truncated_frame peer=%s buffered_bytes=%s",
+                self.peer,
+                self._decoder.buffered_bytes,
             )
         return None  # close our side too
 
@@ -306,7 +305,7 @@ class Connection(asyncio.Protocol):
         p = self.pending.pop(cmd.opaque, None)
         if p is None:
             # Its request timed out (or was cancelled) already: drop it, as Java does.
-            log.debug("response_without_request", peer=self.peer, opaque=cmd.opaque)
+            log.debug("response_without_request peer=%s opaque=%s", self.peer, cmd.opaque)
             return
         p.timer.cancel()
         if not p.future.done():
@@ -318,7 +317,7 @@ class Connection(asyncio.Protocol):
         """Drop the connection now, logging why (protocol violation, idle, slow sender)."""
         if self.closed:
             return
-        log.warning("connection_closed", peer=self.peer, reason=reason)
+        log.warning("connection_closed peer=%s reason=%s", self.peer, reason)
         self.closed = True
         self._out = []
         self._held.clear()

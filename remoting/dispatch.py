@@ -22,20 +22,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
+import logging
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Protocol
 
-import structlog
-
 from remoting.codes import ResponseCode
 from remoting.command import RemotingCommand, response_to
 from remoting.connection import Connection
 from remoting.errors import BrokerError, FrameError, HeaderError
 
-log = structlog.get_logger(__name__)
+log = logging.getLogger(__name__)
 
 AsyncHandler = Callable[[Connection, RemotingCommand], Awaitable[RemotingCommand | None]]
 SyncHandler = Callable[[Connection, RemotingCommand], RemotingCommand | None]
@@ -183,11 +182,11 @@ class Lane:
         self.expired += 1
         if self.expired % 1000 == 1:
             log.warning(
-                "lane_wait_expired",
-                lane=self.name,
-                waited_ms=int(waited * 1000),
-                depth=len(self._queue),
-                expired=self.expired,
+                "lane_wait_expired lane=%s waited_ms=%s depth=%s expired=%s",
+                self.name,
+                int(waited * 1000),
+                len(self._queue),
+                self.expired,
             )
         remark = REMARK_TIMEOUT.format(waited=int(waited * 1000), depth=len(self._queue))
         send_response(conn, request, response_to(request, ResponseCode.SYSTEM_BUSY, remark))
@@ -275,7 +274,7 @@ class ProcessorTable:
         """Route one request; called from ``Connection.data_received`` (must not block)."""
         entry = self._entries.get(request.code) or self._default
         if entry is None:
-            log.warning("request_code_not_supported", code=request.code, peer=conn.peer)
+            log.warning("request_code_not_supported code=%s peer=%s", request.code, conn.peer)
             self._reply(
                 conn,
                 request,
@@ -293,11 +292,11 @@ class ProcessorTable:
         if not entry.lane.submit(self, conn, request, entry):
             if entry.lane.rejected % 1000 == 1:  # one line per 1000 rejections, not a flood
                 log.warning(
-                    "lane_full",
-                    lane=entry.lane.name,
-                    code=request.code,
-                    peer=conn.peer,
-                    rejected=entry.lane.rejected,
+                    "lane_full lane=%s code=%s peer=%s rejected=%s",
+                    entry.lane.name,
+                    request.code,
+                    conn.peer,
+                    entry.lane.rejected,
                 )
             self._reply(
                 conn, request, response_to(request, ResponseCode.SYSTEM_BUSY, REMARK_OVERLOAD)
@@ -333,13 +332,16 @@ class ProcessorTable:
         except BrokerError as exc:
             response = response_to(request, exc.response_code, str(exc))
         except HeaderError as exc:
-            log.info("bad_request_header", code=request.code, peer=conn.peer, error=str(exc))
+            log.info("bad_request_header code=%s peer=%s error=%s", request.code, conn.peer, exc)
             response = response_to(request, ResponseCode.SYSTEM_ERROR, str(exc))
         except Exception as exc:
             # Binding code/opaque/peer here, not per request, keeps the hot path free of
             # contextvar work; the failing request is fully identified in this one line.
             log.exception(
-                "processor_failed", code=request.code, opaque=request.opaque, peer=conn.peer
+                "processor_failed code=%s opaque=%s peer=%s",
+                request.code,
+                request.opaque,
+                conn.peer,
             )
             response = response_to(
                 request, ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}"
@@ -351,12 +353,12 @@ class ProcessorTable:
             took = time.perf_counter() - started
             if took > slow:
                 log.warning(
-                    "slow_request",
-                    code=request.code,
-                    peer=conn.peer,
-                    lane=entry.lane.name,
-                    took_ms=round(took * 1000, 1),
-                    result=response.code if response is not None else None,
+                    "slow_request code=%s peer=%s lane=%s took_ms=%s result=%s",
+                    request.code,
+                    conn.peer,
+                    entry.lane.name,
+                    round(took * 1000, 1),
+                    response.code if response is not None else None,
                 )
 
     @staticmethod
@@ -379,5 +381,5 @@ def send_response(conn: Connection, request: RemotingCommand, response: Remoting
     except FrameError as exc:
         # e.g. a code above 32767 that a ROCKETMQ binary header cannot hold: answer with
         # an error the peer can decode rather than leave it waiting for a timeout.
-        log.warning("response_not_encodable", code=response.code, error=str(exc))
+        log.warning("response_not_encodable code=%s error=%s", response.code, exc)
         conn.send(response_to(request, ResponseCode.SYSTEM_ERROR, f"response not encodable: {exc}"))

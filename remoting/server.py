@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import socket
 import ssl
 from collections.abc import Callable
@@ -19,15 +20,13 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Self
 
-import structlog
-
 from remoting.command import RemotingCommand
 from remoting.connection import DEFAULT_WRITE_BUFFER_HIGH_BYTES, Connection, run_sweeper
 from remoting.dispatch import ProcessorTable
 from remoting.frame import DEFAULT_MAX_FRAME_BYTES
 from remoting.tls import TLS_HANDSHAKE_RECORD, TlsMode
 
-log = structlog.get_logger(__name__)
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -103,7 +102,7 @@ class RemotingServer:
             try:
                 listener(conn)
             except Exception:
-                log.exception("close_listener_failed", server=self.name, peer=conn.peer)
+                log.exception("close_listener_failed server=%s peer=%s", self.name, conn.peer)
 
     async def start(self) -> None:
         """Start the lanes and bind; returns once connections are accepted."""
@@ -130,7 +129,7 @@ class RemotingServer:
             ),
             name=f"{self.name}-sweeper",
         )
-        log.info("server_started", server=self.name, address=self.address)
+        log.info("server_started server=%s address=%s", self.name, self.address)
 
     async def invoke(
         self, conn: Connection, request: RemotingCommand, timeout_s: float
@@ -195,7 +194,7 @@ class RemotingServer:
             except OSError as exc:
                 if self._listen_sock is None:
                     return  # closed by stop_accepting
-                log.warning("accept_failed", server=self.name, error=str(exc))
+                log.warning("accept_failed server=%s error=%s", self.name, exc)
                 await asyncio.sleep(0.1)
                 continue
             task = asyncio.create_task(self._sniff(loop, client))
@@ -226,7 +225,9 @@ class RemotingServer:
                 ssl=self.config.ssl_context if tls else None,
             )
         except (OSError, TimeoutError, ssl.SSLError) as exc:
-            log.info("tls_sniff_failed", server=self.name, error=str(exc) or type(exc).__name__)
+            log.info(
+                "tls_sniff_failed server=%s error=%s", self.name, str(exc) or type(exc).__name__
+            )
             sock.close()
 
     async def _shutdown(self) -> None:
@@ -252,7 +253,7 @@ class RemotingServer:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
-        log.info("server_stopped", server=self.name, address=self.address)
+        log.info("server_stopped server=%s address=%s", self.name, self.address)
 
     async def __aenter__(self) -> Self:
         await self.start()

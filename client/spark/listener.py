@@ -18,15 +18,15 @@ Usage::
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any
 
-import structlog
 from pyspark.sql.streaming.listener import StreamingQueryListener
 
 from client.spark.offsets import SparkOptionError, offsets_from_json
 from client.spark.session import BrokerSession
 
-log = structlog.get_logger(__name__)
+log = logging.getLogger(__name__)
 
 
 class OffsetCommitListener(StreamingQueryListener):
@@ -82,18 +82,18 @@ class OffsetCommitListener(StreamingQueryListener):
                 session.commit_offsets(self.group, offsets)
             except Exception as exc:  # a listener must never kill Spark's listener bus
                 log.warning(
-                    "spark_offset_commit_failed",
-                    group=self.group,
-                    batch_id=progress.batchId,
-                    error=str(exc),
+                    "spark_offset_commit_failed group=%s batch_id=%s error=%s",
+                    self.group,
+                    progress.batchId,
+                    exc,
                 )
                 continue
             self.committed_batches += 1
             log.info(
-                "spark_offsets_committed",
-                group=self.group,
-                batch_id=progress.batchId,
-                queues=len(offsets),
+                "spark_offsets_committed group=%s batch_id=%s queues=%s",
+                self.group,
+                progress.batchId,
+                len(offsets),
             )
 
 

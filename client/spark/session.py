@@ -16,13 +16,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import sys
 import threading
 from collections import deque
 from collections.abc import Awaitable, Iterator, Sequence
 from concurrent.futures import Future
 from typing import Any, TypeVar
-
-import structlog
 
 from client.admin import Admin
 from client.blocking import _LoopThread
@@ -40,24 +39,33 @@ from client.spark.offsets import (
 from remoting.acl import SessionCredentials
 from remoting.route import MessageQueue
 
-log = structlog.get_logger(__name__)
+log = logging.getLogger(__name__)
 
 
 def quiet_worker_logs() -> None:
-    """Warnings only, in a Spark Python worker that has no logging set up.
+    """Warnings on stderr, in a Spark Python worker that has no logging set up.
 
-    Spark's workers start bare, and structlog's default prints every debug line of the SDK
-    into the executor logs; an operator wants the warnings (data loss, failed commits).
+    The SDK shows nothing until logging is configured, and Spark's workers start bare; an
+    operator wants the warnings (data loss, failed commits) in the executor logs.
     ``AEROLITE_SPARK_LOG_LEVEL=info`` shows more. Called only on the paths Spark runs in
-    its own workers, never on import, so an application's logging is left alone."""
-    if structlog.is_configured():
+    its own workers, never on import; where logging is set up already (an application's
+    own configuration), it is left alone."""
+    if logging.getLogger().handlers:
         return
-    level = os.environ.get("AEROLITE_SPARK_LOG_LEVEL", "warning").upper()
-    structlog.configure(
-        wrapper_class=structlog.make_filtering_bound_logger(
-            logging.getLevelNamesMapping().get(level, logging.WARNING)
-        )
-    )
+    name = os.environ.get("AEROLITE_SPARK_LOG_LEVEL", "warning").upper()
+    level = logging.getLevelNamesMapping().get(name, logging.WARNING)
+    for package in ("client", "remoting"):
+        logger = logging.getLogger(package)
+        if any(h.get_name() == _WORKER_HANDLER for h in logger.handlers):
+            continue  # once per worker process, however many tasks it runs
+        handler = logging.StreamHandler(sys.stderr)
+        handler.set_name(_WORKER_HANDLER)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
+        logger.addHandler(handler)
+        logger.setLevel(level)
+
+
+_WORKER_HANDLER = "aerolite-spark-worker"
 
 
 T = TypeVar("T")
@@ -284,7 +292,14 @@ class BrokerSession:
                 f"{count} messages a query needed were not read. Set failOnDataLoss=false "
                 "to skip them and continue from the queue's new minimum offset"
             )
-        log.warning("spark_data_loss", queue=where, start=start, end=end, skipped=count, why=why)
+        log.warning(
+            "spark_data_loss queue=%s start=%s end=%s skipped=%s why=%s",
+            where,
+            start,
+            end,
+            count,
+            why,
+        )
 
     # ------------------------------------------------------------------ writing
 

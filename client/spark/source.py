@@ -16,13 +16,13 @@ send, and each message carries ``SPARK_WRITE_ID = queryId:batchId:partition:row`
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
-import structlog
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceArrowWriter,
@@ -66,7 +66,7 @@ from client.spark.offsets import (
 )
 from client.spark.session import BrokerSession, quiet_worker_logs
 
-log = structlog.get_logger(__name__)
+log = logging.getLogger(__name__)
 
 ROWS_PER_ARROW_BATCH = 4096
 DEFAULT_WRITER_GROUP = "SPARK_ROCKETMQ_WRITER"
@@ -122,12 +122,12 @@ def _check_loss(start: Offsets, bounds: Bounds, opts: SourceOptions) -> Offsets:
         )
     for key, offset, low in lost:
         log.warning(
-            "spark_data_loss",
-            queue=describe_queue(key),
-            start=offset,
-            end=low,
-            skipped=low - offset,
-            why="retention deleted them",
+            "spark_data_loss queue=%s start=%s end=%s skipped=%s why=%s",
+            describe_queue(key),
+            offset,
+            low,
+            low - offset,
+            "retention deleted them",
         )
     return out
 
@@ -208,7 +208,7 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def prepareForTriggerAvailableNow(self) -> None:
         self._target = {k: high for k, (_, high) in self._bounds().items()}
-        log.info("spark_available_now_target", queues=len(self._target))
+        log.info("spark_available_now_target queues=%s", len(self._target))
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         begin = offsets_from_json(start, what="the checkpointed offset")
@@ -336,11 +336,11 @@ class RocketMQBatchWriter(DataSourceArrowWriter):
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         sent = sum(m.messages for m in messages if isinstance(m, WriteReport))
-        log.info("spark_write_committed", write_id=self.write_id, messages=sent)
+        log.info("spark_write_committed write_id=%s messages=%s", self.write_id, sent)
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         sent = sum(m.messages for m in messages if isinstance(m, WriteReport))
-        log.warning("spark_write_aborted", write_id=self.write_id, messages_sent=sent)
+        log.warning("spark_write_aborted write_id=%s messages_sent=%s", self.write_id, sent)
 
 
 class RocketMQStreamWriter(DataSourceStreamArrowWriter):
@@ -359,11 +359,11 @@ class RocketMQStreamWriter(DataSourceStreamArrowWriter):
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         sent = sum(m.messages for m in messages if isinstance(m, WriteReport))
-        log.info("spark_stream_write_committed", batch_id=batchId, messages=sent)
+        log.info("spark_stream_write_committed batch_id=%s messages=%s", batchId, sent)
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         sent = sum(m.messages for m in messages if isinstance(m, WriteReport))
-        log.warning("spark_stream_write_aborted", batch_id=batchId, messages_sent=sent)
+        log.warning("spark_stream_write_aborted batch_id=%s messages_sent=%s", batchId, sent)
 
 
 # ---------------------------------------------------------------------------- the source

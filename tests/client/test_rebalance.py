@@ -14,14 +14,11 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Iterator, MutableMapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 import pytest
-import structlog
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from structlog.testing import capture_logs
 
 from client.rebalance import (
     STRATEGIES,
@@ -35,18 +32,6 @@ from client.rebalance import (
 from remoting.route import MessageQueue
 
 PROPERTY = settings(max_examples=150, deadline=None)
-
-
-@pytest.fixture
-def logs() -> Iterator[list[MutableMapping[str, Any]]]:
-    """Captured log events, info included (the suite's logger otherwise drops below warning)."""
-    previous = structlog.get_config()["wrapper_class"]
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.DEBUG))
-    try:
-        with capture_logs() as entries:
-            yield entries
-    finally:
-        structlog.configure(wrapper_class=previous)
 
 
 def queues(
@@ -215,11 +200,17 @@ def test_empty_arguments_raise_javas_messages_in_javas_order(strategy: AllocateS
 
 @pytest.mark.parametrize("strategy", list(STRATEGIES.values()))
 def test_a_consumer_missing_from_cid_all_gets_nothing_and_is_logged(
-    strategy: AllocateStrategy, logs: list[MutableMapping[str, Any]]
+    strategy: AllocateStrategy, caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.INFO, logger="client")
     assert strategy("G", "stranger", queues(4), ["c1", "c2"]) == []
-    assert [e["event"] for e in logs] == ["consumer_not_in_cid_all"]
-    assert logs[0]["current_cid"] == "stranger"
+    assert [(r.name, r.levelno, r.getMessage()) for r in caplog.records] == [
+        (
+            "client.rebalance",
+            logging.INFO,
+            "consumer_not_in_cid_all consumer_group=G current_cid=stranger cid_all=['c1', 'c2']",
+        )
+    ]
 
 
 def test_strategy_table_uses_javas_names() -> None:

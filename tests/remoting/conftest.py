@@ -15,13 +15,12 @@ import asyncio
 import contextlib
 import logging
 import struct
-from collections.abc import AsyncIterator, Callable, Iterator, MutableMapping
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any, Protocol
 
 import pytest
-import structlog
-from structlog.testing import capture_logs
 
+from broker.logs import event_fields
 from remoting import (
     ClientConfig,
     Connection,
@@ -49,7 +48,35 @@ UNKNOWN_CODE = 29999
 _PREFIX = struct.Struct(">iI")  # frame length, (serialize type << 24) | header length
 assert _PREFIX.size == 8
 
-LogEntries = list[MutableMapping[str, Any]]
+
+class LogEntries:
+    """The ``remoting.*`` log records of a test as dicts, ``{"event": …, key: value, …,
+    "log_level": …}``, read again on every iteration (the list grows while the test runs).
+
+    Remoting logs through the standard library (it is shared with the SDK, a library); the
+    records are taken apart by the broker's own ``event_fields``, as its log lines are.
+    """
+
+    def __init__(self, caplog: pytest.LogCaptureFixture) -> None:
+        self._caplog = caplog
+
+    def entries(self) -> list[dict[str, Any]]:
+        out = []
+        for record in self._caplog.records:
+            if not record.name.startswith("remoting"):
+                continue
+            fields = event_fields(record) or {"event": record.getMessage()}
+            fields["log_level"] = record.levelname.lower()
+            if record.exc_info:
+                fields["exc_info"] = record.exc_info
+            out.append(fields)
+        return out
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        return iter(self.entries())
+
+    def __repr__(self) -> str:
+        return repr(self.entries())
 
 
 # ------------------------------------------------------------------------------ handlers
@@ -173,19 +200,12 @@ async def raw() -> AsyncIterator[RawFactory]:
 
 
 @pytest.fixture
-def logs() -> Iterator[LogEntries]:
-    """Every structlog event of the test, debug and info included.
-
-    The suite's conftest filters below WARNING; some events checked here are lower
-    (``connection_truncated_frame`` is info, ``response_without_request`` is debug).
-    """
-    previous = structlog.get_config()["wrapper_class"]
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.DEBUG))
-    try:
-        with capture_logs() as entries:
-            yield entries
-    finally:
-        structlog.configure(wrapper_class=previous)
+def logs(caplog: pytest.LogCaptureFixture) -> LogEntries:
+    """Every remoting log event of the test, debug and info included (some events checked
+    here are below the default WARNING: ``connection_truncated_frame`` is info,
+    ``response_without_request`` debug)."""
+    caplog.set_level(logging.DEBUG, logger="remoting")
+    return LogEntries(caplog)
 
 
 # ------------------------------------------------------------------------------- helpers
