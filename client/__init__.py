@@ -8,6 +8,10 @@ optional PySpark connector.
     async with Producer("demo-producer", namesrv="127.0.0.1:9876") as producer:
         result = await producer.send(Message("orders", b"hello", tags="TagA"))
 
+Errors: everything the SDK raises on purpose derives from ``RocketMQError`` (``code``: the
+RocketMQ response code or None; ``retriable``) and is importable from here; the tree is drawn
+in ``client.errors``.
+
 Logging: the SDK is a library. It logs through the standard ``logging`` module under its
 modules' names (``client.producer``, ``client.push_consumer``, ``remoting.client``,
 ``remoting.connection``, …), adds no handler but a ``NullHandler`` on ``client`` and
@@ -29,12 +33,37 @@ import logging
 
 from client.errors import (
     BrokerError,
+    BrokerSystemError,
     ClientError,
     ClientStateError,
+    ConfigError,
+    ConnectError,
+    ConsumerNotOnlineError,
+    FrameError,
+    HeaderError,
+    InvalidArgumentError,
     InvalidMessageError,
+    MessageDecodeError,
+    MessageIllegalError,
+    NoBuyerIdError,
+    NoPermissionError,
     NoRouteError,
+    NotInCurrentUnitError,
+    QueryNotFoundError,
     RemotingError,
+    RemotingTimeoutError,
+    RequestCodeNotSupportedError,
     RocketMQError,
+    ServiceNotAvailableError,
+    SubscriptionGroupNotExistError,
+    SubscriptionNotExistError,
+    SubscriptionNotLatestError,
+    SubscriptionParseFailedError,
+    SystemBusyError,
+    TooManyRequestsError,
+    TopicExistAlreadyError,
+    TopicNotExistError,
+    VersionNotSupportedError,
 )
 from client.message import ConsumeResult, Message, MessageView, SendResult, SendStatus
 from client.producer import Producer
@@ -52,29 +81,54 @@ from remoting.route import MessageQueue
 
 __all__ = [
     "BrokerError",
+    "BrokerSystemError",
     "ClientError",
     "ClientStateError",
+    "ConfigError",
+    "ConnectError",
     "ConsumeFromWhere",
     "ConsumeResult",
+    "ConsumerNotOnlineError",
+    "FrameError",
+    "HeaderError",
+    "InvalidArgumentError",
     "InvalidMessageError",
     "LocalTransactionState",
     "Message",
+    "MessageDecodeError",
+    "MessageIllegalError",
     "MessageModel",
     "MessageQueue",
     "MessageView",
+    "NoBuyerIdError",
+    "NoPermissionError",
     "NoRouteError",
+    "NotInCurrentUnitError",
     "Producer",
     "PullConsumer",
     "PushConsumer",
+    "QueryNotFoundError",
     "ReceivedMessage",
     "RemotingError",
+    "RemotingTimeoutError",
+    "RequestCodeNotSupportedError",
     "RocketMQError",
     "SendResult",
     "SendStatus",
+    "ServiceNotAvailableError",
     "SessionCredentials",
     "SimpleConsumer",
+    "SubscriptionGroupNotExistError",
+    "SubscriptionNotExistError",
+    "SubscriptionNotLatestError",
+    "SubscriptionParseFailedError",
+    "SystemBusyError",
+    "TooManyRequestsError",
+    "TopicExistAlreadyError",
+    "TopicNotExistError",
     "TransactionProducer",
     "TransactionSendResult",
+    "VersionNotSupportedError",
 ]
 
 # A library adds no handler but this one (the logging HOWTO, "Configuring Logging for a

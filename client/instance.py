@@ -372,7 +372,9 @@ class ClientInstance:
         if response.code == ResponseCode.TOPIC_NOT_EXIST:
             return None
         if response.code != ResponseCode.SUCCESS:
-            raise BrokerError.for_code(response.code, response.remark)
+            raise BrokerError.for_code(
+                response.code, response.remark, request_code=request.code, topic=topic
+            )
         return TopicRouteData.decode(response.body_bytes)
 
     async def update_route(self, topic: str) -> TopicRouteData | None:

@@ -22,7 +22,10 @@ from datetime import datetime, timedelta
 from enum import Enum
 from typing import Final
 
-from client.errors import InvalidMessageError
+from client.errors import InvalidArgumentError, InvalidMessageError
+
+# re-exported: it lived here before client.errors held the whole tree (the alias tells mypy)
+from client.errors import MessageDecodeError as MessageDecodeError  # noqa: PLC0414
 from remoting.route import MessageQueue
 
 # ----------------------------------------------------------------------- property keys
@@ -92,27 +95,29 @@ COMPRESSION_ZLIB: Final = 0x300  # compression type 3 in bits 8-10, as Java 4.9.
 _COMPRESSION_MASK = 0x700
 
 
-def check_topic(topic: str) -> None:
+def check_topic(topic: str, error: type[InvalidArgumentError] = InvalidArgumentError) -> None:
     """``Validators.checkTopic`` plus the forbidden topics.
 
+    Args:
+        topic: the name to check.
+        error: what to raise; a message's topic is the message's fault (InvalidMessageError).
+
     Raises:
-        InvalidMessageError: blank, illegal characters, too long, or a system topic.
+        InvalidArgumentError: blank, illegal characters, too long, or a system topic.
     """
     if type(topic) is str and topic in _VALID_TOPICS:
         return  # checked before: this runs once per message sent
     if not isinstance(topic, str) or not topic.strip():
-        raise InvalidMessageError("the specified topic is blank")
+        raise error("the specified topic is blank")
     if not _VALID_NAME.match(topic):
-        raise InvalidMessageError(
+        raise error(
             f"the specified topic[{topic}] contains illegal characters, "
             "allowing only ^[%|a-zA-Z0-9_-]+$"
         )
     if len(topic) > TOPIC_MAX_LENGTH:
-        raise InvalidMessageError(
-            f"the specified topic is longer than topic max length {TOPIC_MAX_LENGTH}"
-        )
+        raise error(f"the specified topic is longer than topic max length {TOPIC_MAX_LENGTH}")
     if topic in _NOT_ALLOWED_SEND:
-        raise InvalidMessageError(f"sending message to topic[{topic}] is forbidden")
+        raise error(f"sending message to topic[{topic}] is forbidden")
     if len(_VALID_TOPICS) > 10_000:
         _VALID_TOPICS.clear()
     _VALID_TOPICS.add(topic)
@@ -125,17 +130,17 @@ def check_group(group: str) -> None:
     """``Validators.checkGroup``.
 
     Raises:
-        InvalidMessageError: blank, illegal characters or too long.
+        InvalidArgumentError: blank, illegal characters or too long.
     """
     if not isinstance(group, str) or not group.strip():
-        raise InvalidMessageError("the specified group is blank")
+        raise InvalidArgumentError("the specified group is blank")
     if not _VALID_NAME.match(group):
-        raise InvalidMessageError(
+        raise InvalidArgumentError(
             f"the specified group[{group}] contains illegal characters, "
             "allowing only ^[%|a-zA-Z0-9_-]+$"
         )
     if len(group) > 255:
-        raise InvalidMessageError("the specified group is longer than group max length 255")
+        raise InvalidArgumentError("the specified group is longer than group max length 255")
 
 
 # ---------------------------------------------------------------------------- message
@@ -182,7 +187,7 @@ class Message:
         Raises:
             InvalidMessageError: names the problem.
         """
-        check_topic(self.topic)
+        check_topic(self.topic, InvalidMessageError)
         if not isinstance(self.body, bytes | bytearray | memoryview):
             raise InvalidMessageError(
                 f"the message body must be bytes, not {type(self.body).__name__}"
@@ -386,10 +391,6 @@ _TAIL = struct.Struct(">iq")  # RECONSUMETIMES, PREPAREDTRANSACTIONOFFSET
 _HEAD_V4 = struct.Struct(">iiiiiqqiq8sq8siqi")
 assert _HEAD.size == 48 and _TAIL.size == 12 and _HEAD_V4.size == 88
 _V6_FLAGS = FLAG_BORNHOST_V6 | FLAG_STOREHOST_V6
-
-
-class MessageDecodeError(ValueError):
-    """A pull or query body is not a sequence of stored records."""
 
 
 @functools.lru_cache(maxsize=1024)

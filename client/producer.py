@@ -699,7 +699,9 @@ class Producer(ClientService):
         response = await instance.invoke_broker(addr, request, timeout_s)
         status = _STATUS.get(ResponseCode(response.code)) if response.code in _STATUS else None
         if status is None:
-            raise BrokerError.for_code(response.code, response.remark)
+            raise BrokerError.for_code(
+                response.code, response.remark, request_code=out.code, addr=addr, topic=mq.topic
+            )
         self.fault.update(mq.broker_name, (time.monotonic() - started) * 1000, isolation=False)
         ext = response.ext_fields
         return SendResult(

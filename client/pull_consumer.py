@@ -21,7 +21,7 @@ import contextlib
 from collections import deque
 from typing import Any
 
-from client.errors import ClientStateError, InvalidMessageError
+from client.errors import ClientStateError, InvalidArgumentError
 from client.message import ConsumeResult, MessageView
 from client.push_consumer import ProcessQueue, PushConsumer
 from remoting.bodies import ConsumerData, ConsumeType
@@ -48,7 +48,7 @@ class PullConsumer(PushConsumer):
         self, group: str, namesrv: str | None = None, *, auto_commit: bool = True, **kwargs: Any
     ) -> None:
         if kwargs.get("orderly"):
-            raise InvalidMessageError("a pull consumer orders by itself: orderly is not used")
+            raise InvalidArgumentError("a pull consumer orders by itself: orderly is not used")
         super().__init__(group, namesrv, **kwargs)
         self.auto_commit = auto_commit
         self._buffer: deque[tuple[ProcessQueue, MessageView]] = deque()
@@ -70,7 +70,7 @@ class PullConsumer(PushConsumer):
         if self.subscriptions and self._assigned is None:
             raise ClientStateError("subscribe and assign cannot be mixed")
         if not queues:
-            raise InvalidMessageError("assign needs at least one queue")
+            raise InvalidArgumentError("assign needs at least one queue")
         self._assigned = sorted(queues)
         for topic in {mq.topic for mq in queues}:
             if topic not in self.subscriptions:
@@ -137,7 +137,7 @@ class PullConsumer(PushConsumer):
 
         Raises:
             ClientStateError: the queue is not assigned to this consumer.
-            InvalidMessageError: the offset is outside the queue's [min, max].
+            InvalidArgumentError: the offset is outside the queue's [min, max].
         """
         pq = self.process_queues.get(mq)
         if pq is None:
@@ -145,7 +145,7 @@ class PullConsumer(PushConsumer):
         low = await self._queue_bound(mq, low=True)
         high = await self._queue_bound(mq, low=False)
         if not low <= offset <= high:
-            raise InvalidMessageError(f"offset {offset} of {mq} is outside [{low}, {high}]")
+            raise InvalidArgumentError(f"offset {offset} of {mq} is outside [{low}, {high}]")
         if pq.task is not None:
             pq.task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
-from client.errors import ClientError, ClientStateError, InvalidMessageError
+from client.errors import ClientError, ClientStateError, InvalidArgumentError
 from client.instance import ClientInstance, TlsOption, namesrv_from_env
 from client.message import (
     PROPERTY_MAX_OFFSET,
@@ -224,14 +224,14 @@ class PushConsumer(ClientService):
     ) -> None:
         check_group(group)
         if consume_concurrency < 1 or pull_batch_size < 1:
-            raise InvalidMessageError("consume_concurrency and pull_batch_size must be >= 1")
+            raise InvalidArgumentError("consume_concurrency and pull_batch_size must be >= 1")
         for name, value in (
             ("consume_timeout_s", consume_timeout_s),
             ("suspend_current_queue_s", suspend_current_queue_s),
             ("pull_error_delay_s", pull_error_delay_s),
         ):
             if value is not None and not value > 0:
-                raise InvalidMessageError(f"{name} must be > 0, not {value}")
+                raise InvalidArgumentError(f"{name} must be > 0, not {value}")
         self.group = group
         self.namesrv = namesrv_from_env(namesrv)
         self.message_model = message_model
@@ -285,7 +285,7 @@ class PushConsumer(ClientService):
         if self._instance is not None:
             raise ClientStateError("subscribe before start()")
         if sql is not None and (not isinstance(sql, str) or not sql.strip()):
-            raise InvalidMessageError("an SQL92 subscription needs a non-blank expression")
+            raise InvalidArgumentError("an SQL92 subscription needs a non-blank expression")
 
         def register(listener: Listener) -> Listener:
             if sql is not None:

@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 
-from client.errors import ClientError, InvalidMessageError, NoRouteError
+from client.errors import ClientError, InvalidArgumentError, NoRouteError
 from client.instance import ClientInstance, TlsOption, namesrv_from_env
 from client.message import MessageView, check_group, check_topic, decode_messages
 from client.service import ClientService
@@ -82,7 +82,7 @@ class SimpleConsumer(ClientService):
     ) -> None:
         check_group(group)
         if await_duration < timedelta(0):
-            raise InvalidMessageError(f"await_duration {await_duration} is negative")
+            raise InvalidArgumentError(f"await_duration {await_duration} is negative")
         self.group = group
         self.namesrv = namesrv_from_env(namesrv)
         self.subscriptions: dict[str, str] = {}
@@ -105,7 +105,7 @@ class SimpleConsumer(ClientService):
     def subscribe(self, topic: str, expression: str = "*") -> None:
         check_topic(topic)
         if not expression.strip():
-            raise InvalidMessageError("the tag expression must be non-blank ('*' for all)")
+            raise InvalidArgumentError("the tag expression must be non-blank ('*' for all)")
         self.subscriptions[topic] = expression.strip()
 
     async def start(self) -> None:
@@ -161,12 +161,12 @@ class SimpleConsumer(ClientService):
             BrokerError: the broker refused (e.g. unknown topic).
         """
         if not 1 <= max_messages <= MAX_RECEIVE:
-            raise InvalidMessageError(
+            raise InvalidArgumentError(
                 f"max_messages {max_messages} is not within 1..{MAX_RECEIVE}"
             )
         invisible_ms = invisible_duration // timedelta(milliseconds=1)
         if invisible_ms < 10:
-            raise InvalidMessageError(f"invisible_duration {invisible_duration} is under 10 ms")
+            raise InvalidArgumentError(f"invisible_duration {invisible_duration} is under 10 ms")
         if not self.subscriptions:
             raise ClientError(f"{self._describe()} has no subscription")
         instance = self._running()
@@ -194,7 +194,9 @@ class SimpleConsumer(ClientService):
         if response.code in (POLLING_TIMEOUT, ResponseCode.PULL_NOT_FOUND):
             return []
         if response.code != ResponseCode.SUCCESS:
-            raise BrokerError.for_code(response.code, response.remark)
+            raise BrokerError.for_code(
+                response.code, response.remark, request_code=request.code, addr=addr, topic=topic
+            )
         return self._received(response, broker_name)
 
     def _received(self, response: RemotingCommand, broker_name: str) -> list[ReceivedMessage]:
@@ -237,7 +239,7 @@ class SimpleConsumer(ClientService):
         try:
             receipt = Receipt.parse(msg.receipt_handle)
         except ValueError as exc:
-            raise InvalidMessageError(f"bad receipt handle: {exc}") from None
+            raise InvalidArgumentError(f"bad receipt handle: {exc}") from None
         addr = self._running().master_addr(receipt.broker_name)
         if addr is None:
             raise NoRouteError(msg.topic, f"broker {receipt.broker_name} has no master address")
@@ -261,7 +263,13 @@ class SimpleConsumer(ClientService):
         request = RemotingCommand.request(RequestCode.ACK_MESSAGE, header.to_ext_fields())
         response = await self._running().invoke_broker(addr, request, self.request_timeout_s)
         if response.code != ResponseCode.SUCCESS:
-            raise BrokerError.for_code(response.code, response.remark)
+            raise BrokerError.for_code(
+                response.code,
+                response.remark,
+                request_code=request.code,
+                addr=addr,
+                topic=msg.topic,
+            )
 
     async def change_invisible_duration(self, msg: ReceivedMessage, duration: timedelta) -> None:
         """Keep ``msg`` invisible for ``duration`` from now (longer or shorter than before);
@@ -272,7 +280,7 @@ class SimpleConsumer(ClientService):
         """
         invisible_ms = duration // timedelta(milliseconds=1)
         if invisible_ms < 10:
-            raise InvalidMessageError(f"invisible duration {duration} is under 10 ms")
+            raise InvalidArgumentError(f"invisible duration {duration} is under 10 ms")
         receipt, addr = self._target(msg)
         header = ChangeInvisibleTimeRequestHeader(
             consumer_group=self.group,
@@ -287,7 +295,13 @@ class SimpleConsumer(ClientService):
         )
         response = await self._running().invoke_broker(addr, request, self.request_timeout_s)
         if response.code != ResponseCode.SUCCESS:
-            raise BrokerError.for_code(response.code, response.remark)
+            raise BrokerError.for_code(
+                response.code,
+                response.remark,
+                request_code=request.code,
+                addr=addr,
+                topic=msg.topic,
+            )
         ext = response.ext_fields
         renewed = dataclasses.replace(
             receipt,

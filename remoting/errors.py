@@ -20,24 +20,56 @@ RocketMQ counterpart: ``RemotingException`` and its subclasses, ``MQBrokerExcept
     │   ├── QueryNotFoundError 22          SubscriptionGroupNotExistError 26 …
     └── ConfigError                        a configuration key or value is wrong
 
+Every class carries ``code``, the RocketMQ response code where there is one (None for
+failures no peer answered, such as a timeout), and ``retriable``, whether trying again (later,
+or on another broker) can help.
+
 ``BrokerError`` subclasses register their response code; ``BrokerError.for_code(code, remark)``
 builds the matching exception so a client can ``except TopicNotExistError``. Codes without a
-subclass give a plain ``BrokerError`` that still carries the code.
+subclass give a plain ``BrokerError`` that still carries the code. A client passes what it
+knows of the request (code, address, topic) so the text says which call was refused; on the
+broker a ``BrokerError`` carries none of that and reads as its bare remark, which is what goes
+back to the peer.
 """
 
 from __future__ import annotations
 
 from typing import ClassVar
 
+from remoting.codes import RequestCode, ResponseCode
+
+
+def request_name(code: int) -> str:
+    """``GET_ROUTEINFO_BY_TOPIC (105)``, or ``request code 31999`` for one we have no name for."""
+    try:
+        return f"{RequestCode(code).name} ({code})"
+    except ValueError:
+        return f"request code {code}"
+
+
+def _response_name(code: int) -> str:
+    try:
+        return f"{ResponseCode(code).name} ({code})"
+    except ValueError:
+        return f"response code {code}"
+
 
 class RocketMQError(Exception):
-    """Base of every error Aerolite raises on purpose."""
+    """Base of every error Aerolite raises on purpose.
+
+    Attributes:
+        code: the RocketMQ response code behind the error, None when there is none.
+        retriable: whether the same call may succeed if tried again.
+    """
+
+    code: int | None = None
+    retriable: bool = False
 
 
 class RemotingError(RocketMQError):
     """The transport failed."""
 
-    retriable: ClassVar[bool] = True
+    retriable = True
 
 
 class ConnectError(RemotingError):
@@ -50,14 +82,18 @@ class ConnectError(RemotingError):
 
 
 class RemotingTimeoutError(RemotingError):
-    """No response to the request with ``opaque`` within ``timeout_s``."""
+    """No response to the request (``request_code``, ``opaque``) within ``timeout_s``.
 
-    def __init__(self, addr: str, code: int, opaque: int, timeout_s: float) -> None:
+    The text names the request, the peer and the wait:
+    ``GET_ROUTEINFO_BY_TOPIC (105) to 127.0.0.1:9876: no response after 3.0 s``.
+    """
+
+    def __init__(self, addr: str, request_code: int, opaque: int, timeout_s: float) -> None:
         super().__init__(
-            f"wait response from {addr} timeout ({timeout_s:g} s), code={code} opaque={opaque}"
+            f"{request_name(request_code)} to {addr}: no response after {float(timeout_s)} s"
         )
         self.addr = addr
-        self.code = code
+        self.request_code = request_code
         self.opaque = opaque
         self.timeout_s = timeout_s
 
@@ -84,16 +120,36 @@ class ConfigError(RocketMQError):
 
 
 class BrokerError(RocketMQError):
-    """A response with a non-success code. ``code`` is the RocketMQ response code."""
+    """A response with a non-success code. ``code`` is the RocketMQ response code.
 
-    code: ClassVar[int] = -1
-    retriable: ClassVar[bool] = False
+    Args:
+        remark: the response's remark, as the peer wrote it.
+        response_code: the code, for a plain BrokerError (a subclass knows its own).
+        request_code: the refused request's code, where the refusal was received.
+        addr: the peer that refused.
+        topic: the topic the request was about, where there is one.
+    """
+
+    code: int = -1
     _by_code: ClassVar[dict[int, type[BrokerError]]] = {}
 
-    def __init__(self, remark: str = "", *, response_code: int | None = None) -> None:
+    def __init__(
+        self,
+        remark: str = "",
+        *,
+        response_code: int | None = None,
+        request_code: int | None = None,
+        addr: str | None = None,
+        topic: str | None = None,
+    ) -> None:
         super().__init__(remark)
         self.remark = remark
-        self.response_code = self.code if response_code is None else response_code
+        if response_code is not None:
+            self.code = response_code
+        self.response_code = self.code
+        self.request_code = request_code
+        self.addr = addr
+        self.topic = topic
 
     def __init_subclass__(cls, **kwargs: object) -> None:
         super().__init_subclass__(**kwargs)
@@ -101,15 +157,34 @@ class BrokerError(RocketMQError):
             BrokerError._by_code[cls.code] = cls
 
     def __str__(self) -> str:
-        return self.remark or f"response code {self.response_code}"
+        if self.request_code is None and self.addr is None:
+            # The broker's own refusal: this text is the remark sent back to the peer.
+            return self.remark or f"response code {self.response_code}"
+        where = request_name(self.request_code) if self.request_code is not None else "request"
+        if self.addr is not None:
+            where += f" to {self.addr}"
+        if self.topic:
+            where += f", topic {self.topic}"
+        refusal = f"{where}: refused with {_response_name(self.response_code)}"
+        return f"{refusal}: {self.remark}" if self.remark else refusal
 
     @staticmethod
-    def for_code(code: int, remark: str | None) -> BrokerError:
-        """The exception for a response ``code``; a plain BrokerError when none is registered."""
-        cls = BrokerError._by_code.get(code)
-        if cls is None:
-            return BrokerError(remark or "", response_code=code)
-        return cls(remark or "")
+    def for_code(
+        code: int,
+        remark: str | None,
+        *,
+        request_code: int | None = None,
+        addr: str | None = None,
+        topic: str | None = None,
+    ) -> BrokerError:
+        """The exception for a response ``code``; a plain BrokerError when none is registered.
+
+        ``request_code``, ``addr`` and ``topic`` say what was refused (a client knows them).
+        """
+        cls = BrokerError._by_code.get(code, BrokerError)
+        return cls(
+            remark or "", response_code=code, request_code=request_code, addr=addr, topic=topic
+        )
 
 
 class BrokerSystemError(BrokerError):

@@ -2,35 +2,64 @@
 
 from __future__ import annotations
 
+import inspect
+
 import client
+import client.errors
+import remoting.errors
 
 
 def test_client_all_is_pinned() -> None:
     assert sorted(client.__all__) == [
         "BrokerError",
+        "BrokerSystemError",
         "ClientError",
         "ClientStateError",
+        "ConfigError",
+        "ConnectError",
         "ConsumeFromWhere",
         "ConsumeResult",
+        "ConsumerNotOnlineError",
+        "FrameError",
+        "HeaderError",
+        "InvalidArgumentError",
         "InvalidMessageError",
         "LocalTransactionState",
         "Message",
+        "MessageDecodeError",
+        "MessageIllegalError",
         "MessageModel",
         "MessageQueue",
         "MessageView",
+        "NoBuyerIdError",
+        "NoPermissionError",
         "NoRouteError",
+        "NotInCurrentUnitError",
         "Producer",
         "PullConsumer",
         "PushConsumer",
+        "QueryNotFoundError",
         "ReceivedMessage",
         "RemotingError",
+        "RemotingTimeoutError",
+        "RequestCodeNotSupportedError",
         "RocketMQError",
         "SendResult",
         "SendStatus",
+        "ServiceNotAvailableError",
         "SessionCredentials",
         "SimpleConsumer",
+        "SubscriptionGroupNotExistError",
+        "SubscriptionNotExistError",
+        "SubscriptionNotLatestError",
+        "SubscriptionParseFailedError",
+        "SystemBusyError",
+        "TooManyRequestsError",
+        "TopicExistAlreadyError",
+        "TopicNotExistError",
         "TransactionProducer",
         "TransactionSendResult",
+        "VersionNotSupportedError",
     ]
     for name in client.__all__:
         assert getattr(client, name) is not None
@@ -59,3 +88,22 @@ def test_contract_example_names_exist() -> None:
         "reconsume_times",
     } <= fields
     assert callable(Producer) and callable(PushConsumer)
+
+
+def test_every_error_the_sdk_raises_is_importable_from_client() -> None:
+    """One place to catch from: the broker's per-code errors and the transport's too."""
+    defined = [
+        cls
+        for module in (remoting.errors, client.errors)
+        for _, cls in inspect.getmembers(module, inspect.isclass)
+        if issubclass(cls, remoting.errors.RocketMQError) and cls.__module__ == module.__name__
+    ]
+    assert len(defined) > 25
+    for cls in defined:
+        assert getattr(client, cls.__name__) is cls, cls
+        assert getattr(client.errors, cls.__name__) is cls, cls
+        assert cls.__name__ in client.__all__ and cls.__name__ in client.errors.__all__
+        assert isinstance(cls.retriable, bool), cls
+    assert issubclass(client.InvalidMessageError, client.InvalidArgumentError)
+    assert issubclass(client.InvalidArgumentError, client.ClientError)
+    assert issubclass(client.InvalidArgumentError, ValueError)

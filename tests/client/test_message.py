@@ -17,7 +17,7 @@ import pytest
 
 from broker.broker import Broker
 from broker.namesrv.server import NameServer
-from client import InvalidMessageError, Message, Producer
+from client import InvalidArgumentError, InvalidMessageError, Message, Producer
 from client.message import (
     DEFAULT_MAX_MESSAGE_BYTES,
     FLAG_COMPRESSED,
@@ -107,9 +107,10 @@ def test_oversized_body_names_the_sizes() -> None:
     [("", "blank"), ("a b", "illegal characters"), ("g" * 256, "longer than group max length")],
 )
 def test_group_validation(group: str, error: str) -> None:
-    with pytest.raises(InvalidMessageError, match=error):
+    # a group is an argument, not a message
+    with pytest.raises(InvalidArgumentError, match=error):
         check_group(group)
-    with pytest.raises(InvalidMessageError, match=error):
+    with pytest.raises(InvalidArgumentError, match=error):
         Producer(group, "127.0.0.1:9876")
 
 

@@ -29,7 +29,7 @@ from client import (
     ClientStateError,
     ConsumeFromWhere,
     ConsumeResult,
-    InvalidMessageError,
+    InvalidArgumentError,
     Message,
     MessageModel,
     MessageQueue,
@@ -234,11 +234,11 @@ async def test_lifecycle_errors(namesrv: NameServer, broker: Broker) -> None:
     consumer = PushConsumer("cg-life", namesrv.address)
     with pytest.raises(ClientStateError, match="subscribe to at least one topic"):
         await consumer.start()
-    with pytest.raises(InvalidMessageError, match="illegal characters"):
+    with pytest.raises(InvalidArgumentError, match="illegal characters"):
         consumer.subscribe("bad topic")
-    with pytest.raises(InvalidMessageError):
+    with pytest.raises(InvalidArgumentError):
         PushConsumer("bad group", namesrv.address)
-    with pytest.raises(InvalidMessageError):
+    with pytest.raises(InvalidArgumentError):
         PushConsumer("cg", namesrv.address, consume_concurrency=0)
     consumer.subscribe(TOPIC)(lambda m: None)
     async with consumer:

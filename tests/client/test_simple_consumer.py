@@ -16,7 +16,7 @@ from client import (
     BrokerError,
     ClientStateError,
     ConsumeFromWhere,
-    InvalidMessageError,
+    InvalidArgumentError,
     Message,
     Producer,
     ReceivedMessage,
@@ -155,13 +155,13 @@ async def test_two_consumers_share_a_group(namesrv: NameServer, broker: Broker) 
 
 
 async def test_arguments_are_checked(namesrv: NameServer, broker: Broker) -> None:
-    with pytest.raises(InvalidMessageError):
+    with pytest.raises(InvalidArgumentError):
         SimpleConsumer("cg", namesrv.address, await_duration=timedelta(seconds=-1))
     sc = SimpleConsumer("cg", namesrv.address, subscriptions={TOPIC: "*"})
     with pytest.raises(ClientStateError, match="not started"):
         await sc.receive()
     async with sc:
-        with pytest.raises(InvalidMessageError, match=r"within 1\.\.32"):
+        with pytest.raises(InvalidArgumentError, match=r"within 1\.\.32"):
             await sc.receive(33)
-        with pytest.raises(InvalidMessageError, match="under 10 ms"):
+        with pytest.raises(InvalidArgumentError, match="under 10 ms"):
             await sc.receive(1, timedelta(milliseconds=1))

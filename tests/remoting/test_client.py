@@ -137,7 +137,7 @@ async def test_timeout_then_late_response_is_dropped(
     request = slow_request(0.4)
     with pytest.raises(RemotingTimeoutError) as caught:
         await client.invoke(addr, request, timeout_s=0.1)
-    assert (caught.value.code, caught.value.opaque, caught.value.timeout_s) == (
+    assert (caught.value.request_code, caught.value.opaque, caught.value.timeout_s) == (
         SLOW,
         request.opaque,
         0.1,
