@@ -6,8 +6,12 @@ RocketMQ counterpart: ``NamesrvStartup`` and ``BrokerStartup`` (``mqnamesrv``,
 broker in one process.
 
 Once every listener accepts connections the process prints exactly one line to stdout,
-``ready namesrv=HOST:PORT broker=HOST:PORT`` (only the parts it runs), and flushes it.
-SIGTERM or SIGINT stops it cleanly (exit 0); a second signal exits at once.
+``ready namesrv=HOST:PORT broker=HOST:PORT`` (only the parts it runs), then
+``metrics=HOST:PORT`` when it serves metrics, and flushes it. SIGTERM or SIGINT stops it
+cleanly (exit 0); a second signal exits at once.
+
+A start error (a bad config, a port that cannot be bound, a store another process holds)
+is one line on stderr, ``aerolite COMMAND: what went wrong``, and exit 2.
 """
 
 from __future__ import annotations
@@ -49,10 +53,13 @@ from remoting.client import RemotingClient
 from remoting.codes import RequestCode
 from remoting.command import RemotingCommand
 from remoting.errors import ConfigError, RocketMQError
+from store.errors import StoreLockedError
 
 log = structlog.get_logger(__name__)
 
-EXIT_CONFIG = 2  # argparse uses 2 for usage errors; a bad config is one
+# A start refused before the ready line: a bad config (argparse too uses 2 for usage errors),
+# a port that cannot be bound, a store another process holds.
+EXIT_START = 2
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -184,6 +191,13 @@ def _stop_on_signals() -> asyncio.Event:
     return stop
 
 
+def _metrics_part(address: str, metrics_port: int) -> list[str]:
+    """``metrics=HOST:PORT`` on the host of the listener beside it, if metrics are served."""
+    if not metrics_port:
+        return []
+    return [f"metrics={address.rpartition(':')[0]}:{metrics_port}"]
+
+
 async def _serve(args: argparse.Namespace) -> int:
     if args.command != "namesrv":
         # Every line this process logs names its broker: one grep over a fleet's logs.
@@ -210,13 +224,17 @@ async def _serve(args: argparse.Namespace) -> int:
             broker = Broker(broker_config)
             broker.extra_collectors.append(NamesrvCollector(namesrv))
             broker = await stack.enter_async_context(broker)
+            namesrv.metrics_port = broker.metrics_port  # its families are on that endpoint
             parts = [f"namesrv={namesrv.address}", f"broker={broker.address}"]
+            parts += _metrics_part(broker.address, broker.metrics_port)
         elif args.command == "namesrv":
             namesrv = await stack.enter_async_context(NameServer(_namesrv_config(args)))
             parts = [f"namesrv={namesrv.address}"]
+            parts += _metrics_part(namesrv.address, namesrv.metrics_port)
         else:
             broker = await stack.enter_async_context(Broker(_broker_config(args)))
             parts = [f"broker={broker.address}"]
+            parts += _metrics_part(broker.address, broker.metrics_port)
         sys.stdout.write("ready " + " ".join(parts) + "\n")
         sys.stdout.flush()
         await stop.wait()
@@ -299,7 +317,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             plans = _cluster_plans(args)
         except ConfigError as exc:
             print(f"aerolite cluster: {exc}", file=sys.stderr)
-            return EXIT_CONFIG
+            return EXIT_START
         if args.dry_run:
             print_plan(plans)
             return 0
@@ -316,12 +334,22 @@ def main(argv: Sequence[str] | None = None) -> int:
             server_ssl_context(_namesrv_config(args))
     except ConfigError as exc:
         print(f"aerolite {args.command}: {exc}", file=sys.stderr)
-        return EXIT_CONFIG
+        return EXIT_START
     try:
         return _run(_serve(args))
     except OSError as exc:
+        # A listener that cannot bind: the message names the address (and the key, where
+        # the server knows it).
         print(f"aerolite {args.command}: {exc.strerror or exc}", file=sys.stderr)
-        return 1
+        return EXIT_START
+    except StoreLockedError:
+        store = _broker_config(args).store.root_dir
+        print(
+            f"aerolite {args.command}: store {store} is locked: another process holds it "
+            "(a broker already running on it?)",
+            file=sys.stderr,
+        )
+        return EXIT_START
 
 
 if __name__ == "__main__":

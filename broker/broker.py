@@ -28,7 +28,7 @@ from broker.clients import ConsumerManager, ProducerManager
 from broker.config import BrokerConfig, BrokerRole, server_ssl_context, updated_config
 from broker.locks import QueueLocks
 from broker.long_polling import PullHoldService
-from broker.metrics import BrokerCollector, MetricsServer, registry_of
+from broker.metrics import BrokerCollector, MetricsServer, bind_error, registry_of
 from broker.offsets import OffsetTable
 from broker.periodic import Periodic
 from broker.persist import write_json
@@ -358,8 +358,8 @@ class Broker:
         try:
             self.ha_port = await ha.start(config.bind_address, port)
         except OSError as exc:
-            if config.ha_listen_port:
-                raise  # a port the operator chose: say so rather than move
+            if config.ha_listen_port:  # a port the operator chose: say so rather than move
+                raise bind_error("haListenPort", config.bind_address, port, exc) from None
             log.warning("ha_port_taken", port=port, error=str(exc))
             self.ha_port = await ha.start(config.bind_address, 0)
         self.store.append_listeners.append(ha.notify_appended)
@@ -372,19 +372,14 @@ class Broker:
             self.acl.reload_if_changed()
 
     async def _start_metrics(self) -> None:
-        """The Prometheus endpoint (``metricsPort``); one that cannot bind is logged and
-        skipped: metrics are for operators, never a reason not to serve messages."""
+        """The Prometheus endpoint (``metricsPort``). One that cannot bind stops the start
+        (an OSError naming the key), as a taken listenPort does: skipped, it would leave the
+        operator blind without a word on stdout."""
         if not self.config.metrics_enable:
             return
         registry = registry_of(BrokerCollector(self), *self.extra_collectors)
         server = MetricsServer(registry)
-        try:
-            self.metrics_port = await server.start(
-                self.config.bind_address, self.config.metrics_port
-            )
-        except OSError as exc:
-            log.warning("metrics_port_unavailable", port=self.config.metrics_port, error=str(exc))
-            return
+        self.metrics_port = await server.start(self.config.bind_address, self.config.metrics_port)
         self.metrics = server
 
     def _store_busy(self) -> bool:
@@ -419,7 +414,12 @@ class Broker:
         self.store.add_arrival_listener(self.pull_hold.on_arrival)
         self.store.add_arrival_listener(self.pop.on_arrival)
         self.pop.load()
-        await self.server.start()
+        try:
+            await self.server.start()
+        except OSError as exc:
+            raise bind_error(
+                "listenPort", self.config.bind_address, self.config.listen_port, exc
+            ) from None
         await self._start_vip_server()
         await self._start_metrics()
         await self._start_replication()

@@ -12,12 +12,17 @@ consumer offset table. Recording costs the hot path no more than a dict update, 
 costs one walk over the queues. The endpoint is a small asyncio HTTP server on the broker's
 own loop, not prometheus-client's threaded one: a scrape then reads tables that nothing
 mutates underneath it, and there is no thread to outlive the broker.
+
+A port that cannot be bound stops the start, as a taken ``listenPort`` does: metrics that are
+silently missing are found out only when they are needed. ``metricsPort=0`` picks a free
+port, which the ``ready`` line names (``metrics=HOST:PORT``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import shutil
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
@@ -87,11 +92,17 @@ class BrokerCollector(Collector):
         yield msgs_out
         yield bytes_out
 
-        yield GaugeMetricFamily(
-            "rocketmq_put_tps", "Messages stored per second (10 s window)", value=stats.put_tps()
+        yield _gauge(
+            "rocketmq_put_tps",
+            "Messages stored per second (10 s window)",
+            base,
+            [(node, stats.put_tps())],
         )
-        yield GaugeMetricFamily(
-            "rocketmq_get_tps", "Messages pulled per second (10 s window)", value=stats.get_tps()
+        yield _gauge(
+            "rocketmq_get_tps",
+            "Messages pulled per second (10 s window)",
+            base,
+            [(node, stats.get_tps())],
         )
 
         latency = HistogramMetricFamily(
@@ -217,24 +228,32 @@ class BrokerCollector(Collector):
 
 
 class NamesrvCollector(Collector):
+    """The name server's families, one sample per cluster that has brokers registered (as
+    RocketMQ's controller counts its active brokers by cluster), so that they carry the
+    ``cluster`` label every broker family has. A name server serves any number of clusters;
+    with no broker registered there is nothing to count and no sample."""
+
     def __init__(self, namesrv: NameServer) -> None:
         self.namesrv = namesrv
 
     def collect(self) -> Iterator[Metric]:
         routes = self.namesrv.routes
-        node = ["namesrv", self.namesrv.address]
-        labels = ["node_type", "node_id"]
+        node_id = self.namesrv.address
+        labels = ["cluster", "node_type", "node_id"]
+        brokers: dict[str, int] = {}
+        for bd in routes.broker_addr_table.values():
+            brokers[bd.cluster] = brokers.get(bd.cluster, 0) + len(bd.broker_addrs)
         yield _gauge(
             "rocketmq_namesrv_brokers",
-            "Brokers registered with this name server",
+            "Broker addresses registered with this name server, by cluster",
             labels,
-            [(node, sum(len(b.broker_addrs) for b in routes.broker_addr_table.values()))],
+            [([c, "namesrv", node_id], n) for c, n in sorted(brokers.items())],
         )
         yield _gauge(
             "rocketmq_namesrv_topics",
-            "Topics with a route on this name server",
+            "Topics with a route to the cluster on this name server",
             labels,
-            [(node, len(routes.topic_queue_table))],
+            [([c, "namesrv", node_id], len(routes.topics_of_cluster(c))) for c in sorted(brokers)],
         )
 
 
@@ -256,10 +275,19 @@ class MetricsServer:
         self.port = 0
 
     async def start(self, host: str, port: int) -> int:
-        # The reader's limit bounds a request head: a longer one fails readuntil.
-        self._server = await asyncio.start_server(
-            self._serve, host, port, limit=_REQUEST_LIMIT_BYTES
-        )
+        """Bind and serve; returns the port (the one chosen when ``port`` is 0).
+
+        Raises:
+            OSError: the address cannot be bound; the message names ``metricsPort`` and
+                the address, ready for the one line a start error prints.
+        """
+        try:
+            # The reader's limit bounds a request head: a longer one fails readuntil.
+            self._server = await asyncio.start_server(
+                self._serve, host, port, limit=_REQUEST_LIMIT_BYTES
+            )
+        except OSError as exc:
+            raise bind_error("metricsPort", host, port, exc) from None
         self.port = self._server.sockets[0].getsockname()[1]
         log.info("metrics_listening", address=f"{host}:{self.port}")
         return self.port
@@ -303,6 +331,13 @@ class MetricsServer:
             f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode()
         )
         writer.write(body)
+
+
+def bind_error(key: str, host: str, port: int, exc: OSError) -> OSError:
+    """``exc`` restated as the one line a start error prints: the config key, the address
+    it could not bind and why (``metricsPort 127.0.0.1:5557: address already in use``)."""
+    reason = os.strerror(exc.errno).lower() if exc.errno else str(exc)
+    return OSError(exc.errno, f"{key} {host}:{port}: {reason}")
 
 
 def registry_of(*collectors: Collector) -> CollectorRegistry:

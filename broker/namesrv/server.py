@@ -5,6 +5,9 @@ the KV config and the liveness scan: a broker not heard from for
 ``brokerChannelExpiredTime`` (120 s) is removed, checked every
 ``scanNotActiveBrokerInterval`` (10 s), and a broker whose connection closes is removed at
 once.
+
+A port that cannot be bound, ``listenPort`` or ``metricsPort``, stops the start with an
+``OSError`` whose message names the key and the address.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from broker.config import (
     server_ssl_context,
     updated_config,
 )
-from broker.metrics import MetricsServer, NamesrvCollector, registry_of
+from broker.metrics import MetricsServer, NamesrvCollector, bind_error, registry_of
 from broker.namesrv.kv_config import KVConfig
 from broker.namesrv.processor import NamesrvProcessor
 from broker.namesrv.route_table import RouteTable
@@ -48,6 +51,8 @@ class NameServer:
         self.kv = KVConfig(config.kv_config_path)
         self.processors = ProcessorTable()
         self.metrics: MetricsServer | None = None
+        # Where this name server's families are served: its own endpoint, or (standalone)
+        # the broker's, which then sets this. 0 when nowhere. GET_NAMESRV_CONFIG reports it.
         self.metrics_port = 0
         self.processor = NamesrvProcessor(
             self.routes, self.kv, order_message_enable=config.order_message_enable
@@ -91,8 +96,13 @@ class NameServer:
                 log.exception("scan_not_active_broker_failed")
 
     async def _get_config(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
-        """GET_NAMESRV_CONFIG (319): the configuration as properties text."""
-        text = "".join(f"{k}={v}\n" for k, v in config_properties(self.config).items())
+        """GET_NAMESRV_CONFIG (319): the configuration as properties text, with the metrics
+        endpoint as served (the chosen port for metricsPort=0; standalone's shared one)."""
+        values = config_properties(self.config)
+        if self.metrics_port:
+            values["metricsEnable"] = "true"
+            values["metricsPort"] = str(self.metrics_port)
+        text = "".join(f"{k}={v}\n" for k, v in values.items())
         return response_to(request, ResponseCode.SUCCESS, None, None, text.encode())
 
     async def _update_config(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
@@ -113,18 +123,17 @@ class NameServer:
 
     async def start(self) -> None:
         self.kv.load()
-        await self.server.start()
+        try:
+            await self.server.start()
+        except OSError as exc:
+            config = self.config
+            raise bind_error("listenPort", config.bind_address, config.listen_port, exc) from None
         if self.config.metrics_enable:
             server = MetricsServer(registry_of(NamesrvCollector(self)))
-            try:
-                self.metrics_port = await server.start(
-                    self.config.bind_address, self.config.metrics_port
-                )
-                self.metrics = server
-            except OSError as exc:
-                log.warning(
-                    "metrics_port_unavailable", port=self.config.metrics_port, error=str(exc)
-                )
+            self.metrics_port = await server.start(
+                self.config.bind_address, self.config.metrics_port
+            )
+            self.metrics = server
         self._scanner = asyncio.create_task(self._scan(), name="namesrv-scan")
         log.info("namesrv_started", address=self.address)
 
@@ -140,7 +149,11 @@ class NameServer:
         await self.server.shutdown()
 
     async def __aenter__(self) -> Self:
-        await self.start()
+        try:
+            await self.start()
+        except BaseException:
+            await self.shutdown()  # a start that failed half way keeps no port open
+            raise
         return self
 
     async def __aexit__(

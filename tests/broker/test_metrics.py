@@ -12,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from broker.broker import Broker
@@ -19,7 +20,7 @@ from broker.config import BrokerRole
 from broker.namesrv.server import NameServer
 from remoting.client import RemotingClient
 from remoting.codes import ResponseCode
-from tests.broker.conftest import BrokerFactory, pull, send_ok, wait_until
+from tests.broker.conftest import BrokerFactory, NamesrvFactory, pull, send_ok, wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 TOPIC = "TopicMetrics"
@@ -105,13 +106,20 @@ async def test_metrics_can_be_turned_off(start_broker: BrokerFactory) -> None:
     assert broker.metrics is None and broker.metrics_port == 0
 
 
-async def test_a_taken_port_is_logged_not_fatal(
-    start_broker: BrokerFactory, client: RemotingClient
+async def test_a_taken_port_stops_the_start_and_names_the_key(
+    start_broker: BrokerFactory, start_namesrv: NamesrvFactory, tmp_path: Path
 ) -> None:
+    """Metrics silently missing helps no one: a port that cannot be bound stops the start,
+    like any other port, and the error names the key and the address."""
     first = await start_broker()
-    second = await start_broker(metrics_port=first.metrics_port)
-    assert second.metrics is None  # the port was taken: no endpoint, but a working broker
-    await send_ok(client, second.address, TOPIC)
+    with pytest.raises(OSError, match=f"metricsPort 127.0.0.1:{first.metrics_port}"):
+        await start_broker(root=tmp_path / "second", metrics_port=first.metrics_port)
+    # The failed start let go of its store: a broker on it starts.
+    await start_broker(root=tmp_path / "second")
+
+    namesrv = await start_namesrv()
+    with pytest.raises(OSError, match=f"metricsPort 127.0.0.1:{namesrv.metrics_port}"):
+        await start_namesrv(metrics_port=namesrv.metrics_port)
 
 
 async def test_replication_shows_on_the_master(start_broker: BrokerFactory) -> None:
@@ -125,14 +133,29 @@ async def test_replication_shows_on_the_master(start_broker: BrokerFactory) -> N
 
 
 async def test_the_name_server_exports_its_routes(
-    namesrv: NameServer, broker: Broker, client: RemotingClient
+    namesrv: NameServer, start_broker: BrokerFactory, client: RemotingClient
 ) -> None:
+    """Per cluster, as RocketMQ's controller counts its brokers: every family carries the
+    ``cluster`` label, as every broker family does."""
+    broker = await start_broker(broker_cluster_name="ClusterM")
+    await start_broker(broker_cluster_name="ClusterN", broker_name="broker-n")
     await send_ok(client, broker.address, TOPIC)
     await broker.registration.register_all()
     assert namesrv.metrics_port > 0
     s = await scrape(namesrv.metrics_port)
-    assert value(s, "rocketmq_namesrv_brokers") == 1
-    assert value(s, "rocketmq_namesrv_topics") >= 1
+    node = {"node_type": "namesrv", "node_id": namesrv.address}
+    assert value(s, "rocketmq_namesrv_brokers", cluster="ClusterM", **node) == 1
+    assert value(s, "rocketmq_namesrv_brokers", cluster="ClusterN", **node) == 1
+    assert value(s, "rocketmq_namesrv_topics", cluster="ClusterM", **node) >= 1
+    for _name, labels in s:
+        assert {"cluster", "node_type", "node_id"} <= dict(labels).keys(), (_name, labels)
+
+
+async def test_every_broker_family_carries_the_node_labels(broker: Broker) -> None:
+    s = await scrape(broker.metrics_port)
+    assert value(s, "rocketmq_put_tps", cluster="DefaultCluster", node_id="broker-a") == 0
+    for name, labels in s:
+        assert dict(labels).keys() >= {"cluster", "node_type", "node_id"}, (name, labels)
 
 
 def _free_port() -> int:
@@ -165,7 +188,7 @@ async def test_standalone_serves_broker_and_namesrv_on_one_port(tmp_path: Path) 
             line = (await proc.stdout.readline()).decode()
         assert line.startswith("ready ")
         s = await scrape(port)
-        assert value(s, "rocketmq_namesrv_brokers") == 1
+        assert value(s, "rocketmq_namesrv_brokers", cluster="DefaultCluster") == 1
         assert value(s, "rocketmq_storage_commitlog_bytes") == 0
     finally:
         proc.terminate()
