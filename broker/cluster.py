@@ -21,8 +21,13 @@ makes sense inside Docker is translated, and nothing else:
 
 Services start in ``depends_on`` order; a service counts as up once it prints its ``ready``
 line, the same signal the image's healthcheck stands for. Each child's output goes to
-``<data>/logs/<service>.log``; ``<data>/cluster.json`` records every service's pid and
-address. SIGTERM or SIGINT stops the services in reverse order, each drained and flushed.
+``<data>/logs/<service>.log``; ``<data>/cluster.json`` records every service's pid, address
+and metrics endpoint, and so does a ``service NAME pid=… ROLE=HOST:PORT metrics=HOST:PORT``
+line on stdout per service before the launcher's own ``ready`` line. SIGTERM or SIGINT stops
+the services in reverse order, each drained and flushed; every stop is logged
+(``cluster_service_stopped``, with its exit code) and a last line on stdout,
+``stopped N services: NAME=CODE …``, sums them up. The launcher exits 0 when every service
+exited 0, else 1.
 """
 
 from __future__ import annotations
@@ -88,7 +93,9 @@ class ServicePlan:
     home: Path
     listen: str = ""  # HOST:PORT of its broker, or name server; known once it is ready
     namesrv: str = ""  # HOST:PORT of its name server (namesrv and standalone)
+    metrics: str = ""  # HOST:PORT of its Prometheus endpoint, if it serves one
     pid: int = 0
+    stop_requested: bool = False  # the launcher sent SIGTERM: its exit is no surprise
     process: asyncio.subprocess.Process | None = field(default=None, repr=False)
 
 
@@ -343,7 +350,6 @@ class Cluster:
         self.plans = plans
         self.data_dir = data_dir
         self._watchers: list[asyncio.Task[None]] = []
-        self._stopping = False
 
     async def start(self) -> None:
         (self.data_dir / "logs").mkdir(parents=True, exist_ok=True)
@@ -401,8 +407,11 @@ class Cluster:
         fields = dict(part.split("=", 1) for part in text.split()[1:] if "=" in part)
         p.listen = fields.get("broker") or fields.get("namesrv") or ""
         p.namesrv = fields.get("namesrv", "")
+        p.metrics = fields.get("metrics", "")
         self._watchers.append(asyncio.create_task(self._watch(p), name=f"watch-{p.name}"))
-        log.info("cluster_service_ready", service=p.name, pid=p.pid, listen=p.listen)
+        log.info(
+            "cluster_service_ready", service=p.name, pid=p.pid, listen=p.listen, metrics=p.metrics
+        )
 
     async def _watch(self, p: ServicePlan) -> None:
         assert p.process is not None and p.process.stdout is not None
@@ -410,9 +419,9 @@ class Cluster:
         while await p.process.stdout.read(4096):
             pass
         code = await p.process.wait()
-        if self._stopping:
-            log.info("cluster_service_stopped", service=p.name, pid=p.pid, code=code)
-        else:
+        # A stop the launcher asked for is logged by stop(), once the exit is seen there;
+        # deciding per service (not "the cluster is stopping") leaves no exit unlogged.
+        if not p.stop_requested:
             # Left running: the rest of the cluster goes on without it, as in compose.
             log.warning("cluster_service_exited", service=p.name, pid=p.pid, code=code)
 
@@ -420,7 +429,13 @@ class Cluster:
         state = {
             "namesrv": self.namesrv_addr,
             "services": {
-                p.name: {"role": p.role, "pid": p.pid, "address": p.listen, "host": p.host}
+                p.name: {
+                    "role": p.role,
+                    "pid": p.pid,
+                    "address": p.listen,
+                    "host": p.host,
+                    "metrics": p.metrics,
+                }
                 for p in self.plans
             },
         }
@@ -436,24 +451,36 @@ class Cluster:
     def broker_addrs(self) -> str:
         return ";".join(p.listen for p in self.plans if p.role != "namesrv" and p.listen)
 
-    async def stop(self) -> None:
-        """SIGTERM each running service, dependents first, and wait for it to exit."""
-        self._stopping = True
+    async def stop(self) -> dict[str, int]:
+        """SIGTERM each running service, dependents first, and wait for it to exit.
+
+        Returns:
+            Every started service's exit code, in stop order (one that had exited on its
+            own keeps the code it exited with).
+        """
+        codes: dict[str, int] = {}
         for p in reversed(self.plans):
             proc = p.process
-            if proc is None or proc.returncode is not None:
+            if proc is None:
+                continue  # never started
+            if proc.returncode is not None:
+                codes[p.name] = proc.returncode  # its watcher logged the exit
                 continue
+            p.stop_requested = True
             proc.send_signal(signal.SIGTERM)
             try:
                 async with asyncio.timeout(STOP_TIMEOUT_S):
-                    await proc.wait()
+                    code = await proc.wait()
             except TimeoutError:
                 log.warning("cluster_service_killed", service=p.name, pid=p.pid)
                 proc.kill()
-                await proc.wait()
+                code = await proc.wait()
+            codes[p.name] = code
+            log.info("cluster_service_stopped", service=p.name, pid=p.pid, code=code)
         for task in self._watchers:
             task.cancel()
         await asyncio.gather(*self._watchers, return_exceptions=True)
+        return codes
 
 
 def print_plan(plans: list[ServicePlan]) -> None:
@@ -467,9 +494,14 @@ async def run_up(plans: list[ServicePlan], data_dir: Path, stop: asyncio.Event) 
     started = time.monotonic()
     await cluster.start()
     for p in plans:
-        print(f"service {p.name} pid={p.pid} {p.role}={p.listen}")
+        metrics = f" metrics={p.metrics}" if p.metrics else ""
+        print(f"service {p.name} pid={p.pid} {p.role}={p.listen}{metrics}")
     print(f"ready namesrv={cluster.namesrv_addr} broker={cluster.broker_addrs}", flush=True)
     log.info("cluster_ready", services=len(plans), seconds=round(time.monotonic() - started, 2))
     await stop.wait()
-    await cluster.stop()
-    return 0
+    codes = await cluster.stop()
+    summary = " ".join(f"{name}={code}" for name, code in codes.items())
+    print(f"stopped {len(codes)} services: {summary}", flush=True)
+    clean = all(code == 0 for code in codes.values())
+    log.info("cluster_stopped", services=len(codes), clean=clean)
+    return 0 if clean else 1

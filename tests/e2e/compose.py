@@ -53,6 +53,7 @@ class ComposeCluster:
         self.state: dict[str, Any] = {}
         self.extra: dict[str, subprocess.Popen[str]] = {}  # services restarted by the test
         self.launcher_log = data / "launcher.log"
+        self.output: list[str] = []  # the launcher's stdout lines so far
 
     def start(self, timeout_s: float = 90.0) -> None:
         self.data.mkdir(parents=True, exist_ok=True)
@@ -94,6 +95,7 @@ class ComposeCluster:
         def read() -> None:
             with stdout:
                 for line in stdout:
+                    self.output.append(line)
                     lines.put(line)
             lines.put("")
 

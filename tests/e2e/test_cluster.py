@@ -10,7 +10,9 @@ servers, broker-a (SYNC_MASTER + slave) and broker-b (ASYNC_MASTER + slave).
   acknowledged (counted and printed), never a hole; once its slave stops too, the group is
   gone from both name servers;
 - a master and a slave restarted mid-stream (kill -9, then a clean stop) catch up, and the
-  slave's commit log is byte-identical to its master's.
+  slave's commit log is byte-identical to its master's;
+- the launcher says where each service's metrics are, and Ctrl-C stops every service,
+  logs each stop and ends with a line that counts them.
 
 Figures are printed as ``cluster-figure key=value`` lines (``pytest -s`` shows them).
 """
@@ -19,6 +21,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import http.client
+import json
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -414,6 +420,54 @@ async def test_master_and_slave_restarts_keep_the_commit_logs_identical(
             pytest.fail(f"master {len(m)} bytes, slave {len(s)} bytes, equal: {m == s}")
         await asyncio.sleep(0.2)
     figure(test="replication_restarts", bytes=len(commit_log_bytes(store_m)))
+
+
+def test_ctrl_c_stops_every_service_and_says_where_metrics_were(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    cluster = ComposeCluster(COMPOSE_FILE, tmp_path / "cluster")
+    diagnose(request, "cluster logs", cluster.logs)
+    cluster.start()
+    try:
+        services = cluster.state["services"]
+        # One line per service names its metrics endpoint, on the service's own address.
+        lines = {
+            line.split()[1]: dict(w.split("=", 1) for w in line.split()[2:])
+            for line in cluster.output
+            if line.startswith("service ")
+        }
+        assert set(lines) == set(services)
+        for name, info in services.items():
+            assert lines[name]["metrics"] == f"{info['host']}:5557", (name, lines[name])
+            assert info["metrics"] == lines[name]["metrics"]
+        host, port = lines["namesrv2"]["metrics"].rsplit(":", 1)
+        conn = http.client.HTTPConnection(host, int(port), timeout=10)
+        try:
+            conn.request("GET", "/metrics")
+            assert b"rocketmq_namesrv_brokers" in conn.getresponse().read()
+        finally:
+            conn.close()
+        assert cluster.launcher is not None
+        os.kill(cluster.launcher.pid, signal.SIGINT)  # what Ctrl-C sends the launcher
+        code = cluster.launcher.wait(timeout=180)
+        deadline = time.monotonic() + 10  # the reader thread takes the last line
+        while not any(line.startswith("stopped ") for line in cluster.output):
+            assert time.monotonic() < deadline, cluster.output
+            time.sleep(0.05)
+    finally:
+        cluster.close()
+    assert code == 0, cluster.logs()
+    events = [
+        json.loads(line)
+        for line in cluster.launcher_log.read_text().splitlines()
+        if line.startswith("{")
+    ]
+    stopped = {e["service"]: e["code"] for e in events if e["event"] == "cluster_service_stopped"}
+    assert stopped == dict.fromkeys(services, 0)
+    final = cluster.output[-1].strip()
+    assert final.startswith(f"stopped {len(services)} services"), final
+    for name in services:
+        assert f"{name}=0" in final
 
 
 def commit_log_bytes(store: Path) -> bytes:
