@@ -5,6 +5,11 @@ RocketMQ counterpart: ``BrokerConfig``, ``NettyServerConfig``, ``NamesrvConfig``
 table maps each onto a field of ``BrokerConfig``, its ``StoreConfig`` or ``NamesrvConfig``.
 Precedence: defaults < file < ``--set key=value`` < explicit CLI flags. An unknown key or a
 value that does not parse is a ``ConfigError`` naming the key, raised before anything starts.
+
+Every key Apache RocketMQ 4.9 and 5.x read (``broker.rocketmq_keys``) is accepted, so their
+own broker.conf and namesrv.conf start: the ones that mean something here are applied, some
+under another spelling (``BROKER_SYNONYMS``), and the rest are named once, at start, in one
+``config_keys_without_effect`` log line.
 """
 
 from __future__ import annotations
@@ -21,9 +26,14 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+import structlog
+
+from broker import rocketmq_keys
 from remoting.errors import ConfigError
 from remoting.tls import TlsMode, server_context
 from store.config import StoreConfig
+
+log = structlog.get_logger(__name__)
 
 
 class BrokerRole(StrEnum):
@@ -307,6 +317,42 @@ NAMESRV_KEYS: dict[str, tuple[str, str]] = {
     "tlsServerTrustCertPath": ("", "tls_server_trust_cert_path"),
 }
 
+# RocketMQ keys read as one of the keys above: older spellings, TlsSystemConfig's system
+# properties (RocketMQ reads them from -D or tls.properties; a broker.conf that says them
+# means them), and RocketMQ 5's Prometheus exporter port.
+_TLS_SYNONYMS = {
+    "tls.server.mode": "tlsServerMode",
+    "tls.server.certPath": "tlsServerCertPath",
+    "tls.server.keyPath": "tlsServerKeyPath",
+    # Only with tls.server.need.client.auth=require: RocketMQ asks clients for a certificate
+    # then alone, and a trust path here always does (see _client_auth).
+    "tls.server.trustCertPath": "tlsServerTrustCertPath",
+}
+BROKER_SYNONYMS: dict[str, str] = {
+    "mapedFileSizeCommitLog": "mappedFileSizeCommitLog",  # RocketMQ <= 4.4
+    "mapedFileSizeConsumeQueue": "mappedFileSizeConsumeQueue",
+    "metricsPromExporterPort": "metricsPort",
+    **_TLS_SYNONYMS,
+}
+NAMESRV_SYNONYMS: dict[str, str] = dict(_TLS_SYNONYMS)
+
+# RocketMQ 5's disk thresholds, in percent, for the store's ratios (0..1).
+_PERCENT_KEYS: dict[str, str] = {
+    "diskSpaceWarningLevelRatio": "disk_space_warning_level_ratio",
+    "diskSpaceCleanForciblyRatio": "disk_space_clean_forcibly_ratio",
+}
+
+# Where RocketMQ lets a directory of the store live apart from storePathRootDir. The store
+# here keeps it at <storePathRootDir>/<name>, so the key is accepted when it says just that
+# and refused otherwise: ignoring it would leave the data where the operator does not look.
+LOCATION_KEYS: dict[str, str] = {"storePathCommitLog": "commitlog"}
+
+_CLIENT_AUTH_KEY = "tls.server.need.client.auth"
+_CLIENT_AUTH_MODES = ("none", "optional", "require")
+
+# Keys reported by config_keys_without_effect so far: the CLI loads its config more than once.
+_reported_without_effect: set[str] = set()
+
 
 def _parse_bool(text: str) -> bool:
     lowered = text.strip().lower()
@@ -419,33 +465,181 @@ def load_config(
         ConfigError: unknown key, unparsable value or invalid combination; the message names
             the key.
     """
-    table = BROKER_KEYS if cls is BrokerConfig else NAMESRV_KEYS
-    values: dict[str, str] = {}
-    if path is not None:
-        values.update(read_config_file(path))
-    values.update(overrides or {})
+    broker = cls is BrokerConfig
+    table = BROKER_KEYS if broker else NAMESRV_KEYS
+    synonyms = BROKER_SYNONYMS if broker else NAMESRV_SYNONYMS
+    # Each setting under the name it is applied by, with the spelling the user wrote (errors
+    # quote that). The file first, then the overrides, so an override wins whichever
+    # spelling either uses.
+    values: dict[str, tuple[str, str]] = {}
+    sources = [read_config_file(path)] if path is not None else []
+    for source in [*sources, dict(overrides or {})]:
+        values.update(_by_canonical_key(source, synonyms))
+    without_effect = _client_auth(values)
 
     sections: dict[str, dict[str, Any]] = {"": {}, "store": {}}
     section_types: dict[str, type] = {"": cls, "store": StoreConfig}
-    for key, text in values.items():
-        target = table.get(key)
+    locations: dict[str, str] = {}
+    for canonical, (key, text) in values.items():
+        target = table.get(canonical)
         if target is None:
-            close = difflib.get_close_matches(key, table, n=1)
-            hint = f" (did you mean {close[0]}?)" if close else ""
-            raise ConfigError(f"unknown config key {key!r}{hint}")
+            if broker and canonical in _PERCENT_KEYS:
+                sections["store"][_PERCENT_KEYS[canonical]] = _parse_percent(key, text)
+            elif broker and canonical in LOCATION_KEYS:
+                locations[key] = text
+            elif canonical in _accepted(cls):
+                without_effect.append(key)
+            else:
+                raise ConfigError(_unknown_key_message(key, cls))
+            continue
         section, name = target
         hints = typing.get_type_hints(section_types[section])
         try:
             sections[section][name] = _parser_for(hints[name])(text)
         except ValueError as exc:
             raise ConfigError(f"config key {key}: bad value {text!r}: {exc}") from None
+    config: BrokerConfig | NamesrvConfig
     try:
-        if cls is BrokerConfig:
+        if broker:
             store = StoreConfig(**sections["store"])
-            return BrokerConfig(**sections[""], store=store)
-        return NamesrvConfig(**sections[""])
+            config = BrokerConfig(**sections[""], store=store)
+        else:
+            config = NamesrvConfig(**sections[""])
     except ValueError as exc:
         raise ConfigError(f"invalid configuration: {exc}") from None
+    if isinstance(config, BrokerConfig):
+        _check_locations(config.store, locations)
+    _report_without_effect(without_effect)
+    return config
+
+
+def _by_canonical_key(
+    pairs: Mapping[str, str], synonyms: Mapping[str, str]
+) -> dict[str, tuple[str, str]]:
+    """``pairs`` keyed by the name each is applied under, as (spelling, value).
+
+    Raises:
+        ConfigError: two spellings of one key with different values.
+    """
+    out: dict[str, tuple[str, str]] = {}
+    for key, text in pairs.items():
+        canonical = synonyms.get(key, key)
+        earlier = out.get(canonical)
+        if earlier is not None and earlier[1].strip() != text.strip():
+            raise ConfigError(
+                f"config keys {earlier[0]} and {key} are one setting here and disagree: "
+                f"{earlier[1]!r} vs {text!r}"
+            )
+        out[canonical] = (key, text)
+    return out
+
+
+def _client_auth(values: dict[str, tuple[str, str]]) -> list[str]:
+    """Apply ``tls.server.need.client.auth`` to ``values``; the keys left without effect.
+
+    The server asks clients for a certificate exactly when it has a trust path. RocketMQ
+    asks only with ``require`` (``optional`` asks without insisting, which we do not do),
+    so ``tls.server.trustCertPath`` counts for ``require`` alone.
+
+    Raises:
+        ConfigError: a mode other than none|optional|require, or require without a trust path.
+    """
+    auth = values.pop(_CLIENT_AUTH_KEY, None)
+    mode = auth[1].strip().lower() if auth is not None else "none"
+    if mode not in _CLIENT_AUTH_MODES:
+        raise ConfigError(
+            f"config key {_CLIENT_AUTH_KEY}: bad value {mode!r}: not one of "
+            + "|".join(_CLIENT_AUTH_MODES)
+        )
+    trust = values.get("tlsServerTrustCertPath")
+    ignored = [auth[0]] if auth is not None and mode != "require" else []
+    if mode == "require" and trust is None:
+        raise ConfigError(
+            f"config key {_CLIENT_AUTH_KEY}=require needs tls.server.trustCertPath "
+            "(the CA certificates client certificates must chain to)"
+        )
+    if trust is not None and trust[0] == "tls.server.trustCertPath" and mode != "require":
+        del values["tlsServerTrustCertPath"]
+        ignored.append(trust[0])
+    return ignored
+
+
+def applied_keys(cls: type[BrokerConfig] | type[NamesrvConfig]) -> frozenset[str]:
+    """The keys whose values are read here (the rest of ``rocketmq_keys`` only accepted)."""
+    if cls is BrokerConfig:
+        return frozenset(
+            [*BROKER_KEYS, *BROKER_SYNONYMS, *_PERCENT_KEYS, *LOCATION_KEYS, _CLIENT_AUTH_KEY]
+        )
+    return frozenset([*NAMESRV_KEYS, *NAMESRV_SYNONYMS, _CLIENT_AUTH_KEY])
+
+
+def _accepted(cls: type[BrokerConfig] | type[NamesrvConfig]) -> frozenset[str]:
+    """The RocketMQ keys accepted without effect, and ours, for one kind of server."""
+    if cls is BrokerConfig:
+        return rocketmq_keys.BROKER_KEYS | BROKER_KEYS.keys() | BROKER_SYNONYMS.keys()
+    return rocketmq_keys.NAMESRV_KEYS | NAMESRV_KEYS.keys() | NAMESRV_SYNONYMS.keys()
+
+
+def _unknown_key_message(key: str, cls: type[BrokerConfig] | type[NamesrvConfig]) -> str:
+    """The unknown-key error, with the nearest key we apply or accept if one is near.
+
+    A key that differs only in case wins outright. Otherwise the highest similarity does,
+    and on a tie a key we apply beats one we only accept.
+    """
+    applied = list(BROKER_KEYS if cls is BrokerConfig else NAMESRV_KEYS)
+    candidates = [*applied, *sorted(_accepted(cls) - set(applied))]
+    lowered = key.lower()
+    best, best_score = None, 0.6  # difflib.get_close_matches' default cutoff
+    matcher = difflib.SequenceMatcher(b=lowered)
+    for candidate in candidates:
+        if candidate.lower() == lowered:
+            best = candidate
+            break
+        matcher.set_seq1(candidate.lower())
+        if matcher.real_quick_ratio() > best_score and matcher.quick_ratio() > best_score:
+            score = matcher.ratio()
+            if score > best_score:
+                best, best_score = candidate, score
+    hint = f" (did you mean {best}?)" if best else ""
+    return f"unknown config key {key!r}{hint}"
+
+
+def _parse_percent(key: str, text: str) -> float:
+    try:
+        percent = _parse_int(text)
+    except ValueError as exc:
+        raise ConfigError(f"config key {key}: bad value {text!r}: {exc}") from None
+    if not 0 <= percent <= 100:
+        raise ConfigError(f"config key {key}: bad value {text!r}: a percentage is 0..100")
+    return percent / 100
+
+
+def _check_locations(store: StoreConfig, locations: Mapping[str, str]) -> None:
+    """Accept a store directory key only where the store really keeps that directory.
+
+    Raises:
+        ConfigError: the key names another place.
+    """
+    for key, text in locations.items():
+        here = store.root_dir / LOCATION_KEYS[key]
+        if Path(text.strip()).expanduser().resolve() != here.expanduser().resolve():
+            raise ConfigError(
+                f"config key {key}: {text.strip()!r} is not {here}: the store keeps it under "
+                "storePathRootDir; set storePathRootDir, and leave this key out or make it "
+                "match"
+            )
+
+
+def _report_without_effect(keys: list[str]) -> None:
+    """One log line naming the accepted keys that change nothing here, once per process."""
+    new = sorted(set(keys) - _reported_without_effect)
+    if new:
+        _reported_without_effect.update(new)
+        log.warning(
+            "config_keys_without_effect",
+            keys=new,
+            reason="Apache RocketMQ keys accepted for compatibility; Aerolite has no such setting",
+        )
 
 
 def with_changes(config: _C, **changes: Any) -> _C:
@@ -498,6 +692,9 @@ def config_properties(config: BrokerConfig | NamesrvConfig) -> dict[str, str]:
     for key, (section, name) in table.items():
         holder = config.store if section == "store" and isinstance(config, BrokerConfig) else config
         out[key] = _render(getattr(holder, name))
+    if isinstance(config, BrokerConfig):
+        for key, name in _PERCENT_KEYS.items():
+            out[key] = str(round(getattr(config.store, name) * 100))
     return out
 
 
@@ -528,12 +725,16 @@ def updated_config(config: _C, changes: Mapping[str, str], live: frozenset[str])
             (named, with the advice to set it in the config file).
     """
     fixed = sorted(k for k in changes if k not in live)
-    table = BROKER_KEYS if isinstance(config, BrokerConfig) else NAMESRV_KEYS
-    unknown = [k for k in fixed if k not in table]
+    cls = type(config)
+    unknown = [k for k in fixed if k not in _accepted(cls)]
     if unknown:
-        close = difflib.get_close_matches(unknown[0], table, n=1)
-        hint = f" (did you mean {close[0]}?)" if close else ""
-        raise ConfigError(f"unknown config key {unknown[0]!r}{hint}")
+        raise ConfigError(_unknown_key_message(unknown[0], cls))
+    idle = [k for k in fixed if k not in applied_keys(cls)]
+    if idle:
+        raise ConfigError(
+            f"{', '.join(idle)}: accepted for compatibility with Apache RocketMQ, but has no "
+            "effect here (see config_keys_without_effect in the log at start)"
+        )
     if fixed:
         raise ConfigError(
             f"{', '.join(fixed)} cannot change while running; set it in the config file "
