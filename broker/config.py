@@ -413,14 +413,26 @@ def read_config_file(path: Path) -> dict[str, str]:
             out[key] = ("true" if value else "false") if isinstance(value, bool) else str(value)
         return out
     pairs: dict[str, str] = {}
+    comment_from = 0  # the line an open <!-- comment started on
     for lineno, raw in enumerate(text.splitlines(), 1):
         line = raw.strip()
+        # Some of RocketMQ's own sample files open with their licence as an XML comment,
+        # which java.util.Properties reads as junk keys and ignores; we skip the block.
+        if comment_from or line.startswith("<!--"):
+            comment_from = comment_from or lineno
+            if line.endswith("-->"):
+                comment_from = 0
+            continue
         if not line or line[0] in "#!":
             continue
         cut = min((i for i in (line.find("="), line.find(":")) if i >= 0), default=-1)
         if cut <= 0:
             raise ConfigError(f"config file {path} line {lineno}: expected key=value: {raw!r}")
         pairs[line[:cut].strip()] = line[cut + 1 :].strip()
+    if comment_from:
+        raise ConfigError(
+            f"config file {path} line {comment_from}: an XML comment that never ends (no -->)"
+        )
     return pairs
 
 

@@ -538,3 +538,24 @@ def test_an_unknown_key_in_a_stock_file_stops_the_start(tmp_path: Path) -> None:
         "unknown config key 'transientStorePoolEnabled' (did you mean transientStorePoolEnable?)"
         in done.stderr
     )
+
+
+def test_an_xml_comment_block_in_a_properties_file_is_skipped(tmp_path: Path) -> None:
+    """RocketMQ 5's controller/cluster-3n-namesrv-plugin/namesrv-n*.conf open with their
+    licence as an XML comment; java.util.Properties reads those lines as junk keys that
+    nothing uses. Skip the block instead, and still reject a stray line after it."""
+    conf = tmp_path / "namesrv.conf"
+    conf.write_text(
+        "<!--\n  A licence header, written as XML: no key=value here.\n"
+        "  See the licence at http://example.invalid for more\n  -->\n"
+        "listenPort = 9886\nenableControllerInNamesrv = true\n"
+    )
+    assert load_config(NamesrvConfig, conf).listen_port == 9886
+    conf.write_text("<!-- one line -->\nlistenPort = 9886\n")
+    assert load_config(NamesrvConfig, conf).listen_port == 9886
+    conf.write_text("<!--\nlistenPort = 9886\n")
+    with pytest.raises(ConfigError, match="line 1: an XML comment that never ends"):
+        read_config_file(conf)
+    conf.write_text("<!-- x -->\njust words\n")
+    with pytest.raises(ConfigError, match="line 2: expected key=value"):
+        read_config_file(conf)
