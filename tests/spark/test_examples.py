@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+import os
+import re
+import shlex
+import subprocess
 import sys
 import time
 from collections import Counter
@@ -98,3 +102,39 @@ def test_replay_copies_exactly_the_time_range(spark: Any, broker: StandaloneBrok
     assert {r["tags"] for r in back} == {str(o["customer"]) for o in middle}
     assert len({r["properties"]["SPARK_WRITE_ID"] for r in back}) == 700
     assert job.epoch_ms("2026-11-22T10:00:00Z") == 1_795_341_600_000
+
+
+def _readme_command(script: str) -> list[str]:
+    """The command line examples/spark/README.md gives for ``script`` (continuation lines
+    joined, the comment lines after it left out)."""
+    text = (EXAMPLES / "README.md").read_text()
+    found = re.search(rf"^\.venv/bin/python examples/spark/{script}(?:.*\\\n)*.*$", text, re.M)
+    assert found is not None, f"no {script} command in examples/spark/README.md"
+    return shlex.split(found.group(0).replace("\\\n", " "))
+
+
+def test_replay_as_the_readme_runs_it_copies_what_was_just_produced(
+    broker: StandaloneBroker,
+) -> None:
+    producer = _load("produce_orders")
+    topic, target = "SparkReplayReadme", "SparkReplayReadmeCopy"
+    create_topic(broker.namesrv, broker.broker, topic, 2)
+    create_topic(broker.namesrv, broker.broker, target, 2)
+    asyncio.run(producer.produce(broker.namesrv, topic, 400, 1, 4))
+    argv = _readme_command("replay_time_range.py")
+    assert "--from" in argv and "--to" in argv  # as written: times relative to now
+    named = {"orders": topic, "orders-replay": target}
+    argv = [sys.executable, *(named.get(a, a) for a in argv[1:]), "--namesrv", broker.namesrv]
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"}
+    done = subprocess.run(
+        argv,
+        cwd=EXAMPLES.parents[1],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert f"copied 400 messages from {topic} to {target}" in done.stdout
+    assert sum(hi for _, hi in queue_bounds(broker.namesrv, target).values()) == 400
