@@ -26,7 +26,7 @@ from broker.broker import Broker
 from broker.namesrv.server import NameServer
 from client import (
     ConsumeResult,
-    InvalidMessageError,
+    InvalidArgumentError,
     MessageModel,
     MessageView,
     Producer,
@@ -255,14 +255,14 @@ async def test_broadcast_failure_is_dropped_not_retried(
 def test_intervals_must_be_positive(name: str, value: float) -> None:
     """Zero would spin (the watchdog sleeps timeout / 2) and negative makes no sense; say
     which argument is wrong at construction, not as a busy loop after start()."""
-    with pytest.raises(InvalidMessageError, match=name):
+    with pytest.raises(InvalidArgumentError, match=name):
         PushConsumer("cg-valid", "127.0.0.1:9876", **{name: value})  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("value", [0, -3])
 def test_consume_concurrency_must_be_at_least_one(value: int) -> None:
     """No worker at all would accept messages and never consume them."""
-    with pytest.raises(InvalidMessageError, match="consume_concurrency"):
+    with pytest.raises(InvalidArgumentError, match="consume_concurrency"):
         PushConsumer("cg-valid", "127.0.0.1:9876", consume_concurrency=value)
 
 
