@@ -16,12 +16,26 @@ at ``reput_from_offset`` it is entered from that (``dispatch_appended``), only T
 UNIQ_KEY looked up in the property bytes. Anything else (a restart, a backlog past what the
 commit log keeps, SCHEDULE_TOPIC_XXXX, bytes that came without an append) is read back and
 parsed (``dispatch_record``); both make the same entries.
+
+Bytes that came without an append may end inside a record: a slave appends whatever range
+its master sent (store/ha.py), and a chunk boundary means nothing to the record layout.
+Dispatch consumes whole records only; a record whose header says it runs past the written
+bytes of a segment still being written is waited for, not parsed. RocketMQ's reput checks
+the same (``checkMessageAndReturnSize`` reads only up to the commit log's max offset).
+
+A failure (a record that cannot be one, a queue or index file that cannot be written) stops
+the queues growing, so it is never silent: it is logged with the offset, counted
+(``failures``), kept in ``error`` for the store to refuse writes and for the broker's
+metrics and runtime info, and retried with backoff; the first retry that gets past it logs
+``dispatch_recovered`` and clears ``error``. RocketMQ marks the same state in its
+``RunningFlags`` (``makeLogicsQueueError``) and refuses puts while it lasts.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections import deque
 from collections.abc import Callable
 from typing import NamedTuple
@@ -34,6 +48,7 @@ from store.errors import CorruptRecordError
 from store.index_file import IndexService, index_key_hashes
 from store.message_codec import (
     BLANK_MAGIC_CODE,
+    MESSAGE_MAGIC_CODE,
     SCHEDULE_TOPIC,
     TRANSACTION_COMMIT_TYPE,
     TRANSACTION_NOT_TYPE,
@@ -51,6 +66,8 @@ from store.message_codec import (
 log = structlog.get_logger(__name__)
 
 _BATCH = 1024  # records per loop turn before yielding to other work
+RETRY_FIRST_S = 0.1  # after a failure, the first retry; doubled up to RETRY_MAX_S
+RETRY_MAX_S = 10.0
 
 
 class Arrival(NamedTuple):
@@ -101,11 +118,21 @@ class DispatchService:
         self._ticker: asyncio.Task[None] | None = None
         self._appended: deque[Appended] = deque()
         commit_log.appended = self._appended
+        # Health: the last failure while it lasts, and how many there were in all.
+        self.error: str | None = None
+        self.error_offset = -1
+        self.failing_since = 0.0  # time.time() of the first failure of the current run
+        self.failures = 0
+        self._stopped = asyncio.Event()
 
     @property
     def behind_bytes(self) -> int:
         """Commit-log bytes not dispatched yet."""
         return max(0, self.commit_log.max_offset - self.reput_from_offset)
+
+    @property
+    def healthy(self) -> bool:
+        return self.error is None
 
     def wake(self) -> None:
         self._wakeup.set()
@@ -239,13 +266,27 @@ class DispatchService:
             if got is None:
                 break
             view, mf = got
+            incomplete = False  # the written bytes end inside a record: wait for the rest
             try:
                 pos = 0
                 while done < budget and pos + 8 <= len(view):
                     if reput + pos == stop:
                         break  # the rest comes from the append's own account
-                    if read_int(view, pos + 4) == BLANK_MAGIC_CODE:
+                    magic = read_int(view, pos + 4)
+                    if magic == BLANK_MAGIC_CODE:
                         pos = mf.file_bytes - (reput - mf.start_offset)
+                        break
+                    total = read_int(view, pos)
+                    if (
+                        magic == MESSAGE_MAGIC_CODE
+                        and pos + total > len(view)
+                        and mf.wrote_position < mf.file_bytes
+                        and total <= mf.file_bytes - (reput - mf.start_offset) - pos
+                    ):
+                        # The record has not all arrived (a slave appends byte ranges): it
+                        # is dispatched once it has. In a full segment, or past its end, it
+                        # never will be: that is a corrupt record, and decode says so.
+                        incomplete = True
                         break
                     try:
                         info = decode_record(view, pos)
@@ -264,19 +305,75 @@ class DispatchService:
             finally:
                 view.release()
                 mf.release()
+            if incomplete:
+                break
         return done
 
     # ---------------------------------------------------------------------- service
 
     def start(self) -> None:
         self._stopping = False
+        self._stopped.clear()
         self._task = asyncio.create_task(self._run(), name="store-dispatch")
         self._ticker = asyncio.create_task(self._tick(), name="store-dispatch-tick")
 
+    def dispatch_checked(self) -> int:
+        """``dispatch_available`` that records a failure (and a recovery) instead of raising:
+        what the service loop and shutdown run. Returns how many records were dispatched,
+        -1 on a failure."""
+        try:
+            done = self.dispatch_available()
+        except Exception as exc:  # any failure stops the queues from growing: record it
+            self._failed(exc)
+            return -1
+        if self.error is not None:
+            log.warning(
+                "dispatch_recovered",
+                commit_log_offset=self.reput_from_offset,
+                failed_for_s=round(time.time() - self.failing_since, 3),
+                failures=self.failures,
+            )
+            self.error = None
+            self.error_offset = -1
+        return done
+
+    def _failed(self, exc: Exception) -> None:
+        self.failures += 1
+        reason = f"{type(exc).__name__}: {exc}"
+        if self.error is None:
+            self.failing_since = time.time()
+            self.error_offset = self.reput_from_offset
+            self.error = reason
+            log.error(
+                "dispatch_failed",
+                commit_log_offset=self.reput_from_offset,
+                behind_bytes=self.behind_bytes,
+                error=reason,
+                exc_info=exc,
+            )
+        else:
+            self.error = reason
+            log.warning(
+                "dispatch_retry_failed",
+                commit_log_offset=self.reput_from_offset,
+                failures=self.failures,
+                error=reason,
+            )
+
     async def _run(self) -> None:
+        retry_s = RETRY_FIRST_S
         while True:
             self._wakeup.clear()
-            done = self.dispatch_available()
+            done = self.dispatch_checked()
+            if done < 0:
+                if self._stopping:
+                    return
+                # Appends keep waking dispatch; a retry waits its turn all the same.
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._stopped.wait(), retry_s)
+                retry_s = min(retry_s * 2, RETRY_MAX_S)
+                continue
+            retry_s = RETRY_FIRST_S
             if done >= _BATCH:
                 await asyncio.sleep(0)  # more is waiting: let other work in, then go on
                 continue
@@ -293,8 +390,10 @@ class DispatchService:
             self._wakeup.set()
 
     async def shutdown(self) -> None:
-        """Dispatch what is left, then stop."""
+        """Dispatch what is left, then stop. A failure is logged and left for recovery at
+        the next start (which dispatches again from the queues' end), never raised."""
         self._stopping = True
+        self._stopped.set()
         self._wakeup.set()
         if self._ticker is not None:
             self._ticker.cancel()
@@ -304,5 +403,5 @@ class DispatchService:
         if self._task is not None:
             await self._task
             self._task = None
-        while self.dispatch_available():
+        while self.dispatch_checked() > 0:
             pass

@@ -310,6 +310,13 @@ class MessageStore:
                 remark="disk full: usage above "
                 f"{self.config.disk_space_warning_level_ratio:.0%}, writes refused",
             )
+        if self.dispatch.error is not None:
+            # Consume queues no longer grow: an acknowledged message would not be readable.
+            return PutResult(
+                PutMessageStatus.SERVICE_NOT_AVAILABLE,
+                remark="store dispatch failed at commit-log offset "
+                f"{self.dispatch.error_offset} ({self.dispatch.error}), writes refused",
+            )
         return None
 
     async def put_message(self, msg: MessageInner) -> PutResult:
@@ -578,7 +585,10 @@ class MessageStore:
     async def truncate_replica(self, valid_end: int) -> None:
         """Cut a slave's store back to ``valid_end`` (its master ends there): commit log,
         consume queues and index, as recovery cuts a torn tail."""
-        self.dispatch_all()
+        # What is past the cut may be what dispatch failed on: a failure here is recorded,
+        # and dispatch starts again from the cut below.
+        while self.dispatch.dispatch_checked() > 0:
+            pass
         self.commit_log.truncate(valid_end)
         for cq in self.queues:
             if cq.max_physic_offset > valid_end:
