@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import signal
 import sys
@@ -49,6 +50,7 @@ from broker.config import (
 from broker.logs import configure_logging
 from broker.metrics import NamesrvCollector
 from broker.namesrv import NameServer
+from remoting.bodies import KVTable
 from remoting.client import RemotingClient
 from remoting.codes import RequestCode
 from remoting.command import RemotingCommand
@@ -271,7 +273,9 @@ async def _cluster_up(args: argparse.Namespace, plans: list[ServicePlan]) -> int
 
 async def _ping(args: argparse.Namespace) -> int:
     """Any well-formed reply counts: a name server answers this broker code with
-    REQUEST_CODE_NOT_SUPPORTED, and that proves its reactor is serving."""
+    REQUEST_CODE_NOT_SUPPORTED, and that proves its reactor is serving. A broker whose
+    store dispatch has failed (its consume queues stopped growing) is unhealthy: exit 1,
+    so a container healthcheck says so rather than a queue silently standing still."""
     started = time.perf_counter()
     request = RemotingCommand.request(RequestCode.GET_BROKER_RUNTIME_INFO, {})
     try:
@@ -281,6 +285,14 @@ async def _ping(args: argparse.Namespace) -> int:
         print(f"aerolite ping: {args.address}: {exc}", file=sys.stderr)
         return 1
     ms = (time.perf_counter() - started) * 1000
+    if response.code == 0 and response.body:
+        with contextlib.suppress(ValueError, AttributeError):
+            status = KVTable.decode(response.body).table.get("dispatchStatus", "OK")
+            if status != "OK":
+                print(
+                    f"aerolite ping: {args.address}: unhealthy: dispatch {status}", file=sys.stderr
+                )
+                return 1
     print(f"ok {args.address} code={response.code} {ms:.1f} ms")
     return 0
 

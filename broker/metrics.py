@@ -156,6 +156,20 @@ class BrokerCollector(Collector):
             base,
             [(node, store.dispatch_behind_bytes)],
         )
+        yield _gauge(
+            "rocketmq_storage_dispatch_healthy",
+            "1 while dispatch keeps ConsumeQueue and index up with the commit log, "
+            "0 after a failure until a retry gets past it (writes are refused meanwhile)",
+            base,
+            [(node, 1 if store.dispatch.healthy else 0)],
+        )
+        failures = CounterMetricFamily(
+            "rocketmq_storage_dispatch_failures",
+            "Failed dispatch attempts (the first failure and each failed retry)",
+            labels=base,
+        )
+        failures.add_metric(node, store.dispatch.failures)
+        yield failures
 
         yield from self._lag(base, node)
 

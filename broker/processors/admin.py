@@ -228,6 +228,13 @@ class AdminProcessor:
             ),
             "remainHowManyDataToFlush": f"{cl.max_offset - cl.flushed_offset} B",
             "dispatchBehindBytes": str(store.dispatch_behind_bytes),
+            # RocketMQ's runningFlags: "OK", or why consume queues and index stopped growing.
+            "dispatchStatus": (
+                "OK"
+                if store.dispatch.healthy
+                else f"FAILED at {store.dispatch.error_offset}: {store.dispatch.error}"
+            ),
+            "dispatchFailures": str(store.dispatch.failures),
             "msgPutTotalTodayNow": str(stats.put_total),
             "msgGetTotalTodayNow": str(stats.get_total),
             "putTps": f"{stats.put_tps():.2f}",
