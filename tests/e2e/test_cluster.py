@@ -9,6 +9,9 @@ servers, broker-a (SYNC_MASTER + slave) and broker-b (ASYNC_MASTER + slave).
 - kill -9 of the ASYNC master under load: what the slave misses is only a tail of what was
   acknowledged (counted and printed), never a hole; once its slave stops too, the group is
   gone from both name servers;
+- a burst of concurrent sends is dispatched whole by broker-a's slave (replication cuts its
+  records anywhere), and after kill -9 of the master a new group reads every message broker-a
+  acknowledged from the slave;
 - a master and a slave restarted mid-stream (kill -9, then a clean stop) catch up, and the
   slave's commit log is byte-identical to its master's;
 - the launcher says where each service's metrics are, and Ctrl-C stops every service,
@@ -287,6 +290,71 @@ async def test_killing_the_sync_master_under_load_loses_nothing(
         assert not missing, f"{len(missing)} acknowledged messages lost, e.g. {sorted(missing)[:5]}"
         # Committed offsets held on the slave: nothing consumed before is delivered again.
         assert not again, f"{len(again)} messages consumed before came again"
+
+
+async def runtime_info(rc: RemotingClient, addr: str) -> dict[str, str]:
+    request = RemotingCommand.request(RequestCode.GET_BROKER_RUNTIME_INFO, {})
+    response = await rc.invoke(addr, request, TIMEOUT_S)
+    assert response.code == ResponseCode.SUCCESS, response
+    table: dict[str, str] = loads(response.body_bytes)["table"]
+    return table
+
+
+async def test_a_burst_acknowledged_by_the_sync_master_is_read_back_from_its_slave(
+    compose: ComposeCluster,
+) -> None:
+    """3 waves of 200 concurrent 1 KiB sends to one topic: the sends are coalesced into
+    batches far larger than replication's 32 KiB chunks, so the slave receives records cut
+    anywhere. Its dispatch must still enter every one of them (it used to read the first cut
+    record as corrupt and stop, silently); then kill -9 broker-a's master, and a new group
+    reading from the first offset gets every message broker-a acknowledged, from the slave."""
+    topic = unique("ClusterBurst")
+    async with RemotingClient() as rc:
+        for svc in ("broker-a-0", "broker-b-0"):
+            await create_topic(rc, compose.address(svc), topic)
+
+        async def both_routed() -> bool:
+            return all(
+                g == {"broker-a", "broker-b"}
+                for g in await routed_groups(rc, compose.namesrv, topic)
+            )
+
+        await wait_for(both_routed, "both groups in the route on both name servers")
+        acked: dict[str, str] = {}  # body -> broker group, SEND_OK only
+        async with Producer(unique("pg_burst"), compose.namesrv, send_timeout_s=15) as producer:
+            for wave in range(3):
+                bodies = [f"burst-{wave}-{i}-".ljust(1024, ".") for i in range(200)]
+                results = await asyncio.gather(
+                    *(producer.send(Message(topic, b.encode())) for b in bodies),
+                    return_exceptions=True,
+                )
+                for b, r in zip(bodies, results, strict=True):
+                    if not isinstance(r, BaseException) and r.status is SendStatus.SEND_OK:
+                        acked[b] = r.message_queue.broker_name
+        on_a = {b for b, g in acked.items() if g == "broker-a"}
+        assert len(acked) >= 500 and len(on_a) >= 100, (len(acked), len(on_a))
+        master, slave = compose.address("broker-a-0"), compose.address("broker-a-1")
+        master_end = int((await runtime_info(rc, master))["commitLogMaxOffset"])
+        seen: dict[str, str] = {}
+
+        async def slave_dispatched() -> bool:
+            seen.update(await runtime_info(rc, slave))
+            return (
+                int(seen["commitLogMaxOffset"]) >= master_end and seen["dispatchBehindBytes"] == "0"
+            )
+
+        await wait_for(slave_dispatched, "broker-a's slave to dispatch the burst", 30)
+        assert seen["dispatchStatus"] == "OK", seen
+        figure(test="burst_slave", acked=len(acked), on_broker_a=len(on_a), bytes=master_end)
+        await asyncio.to_thread(compose.kill9, "broker-a-0")
+
+    read = Collected()
+    async with consumer(compose.namesrv, unique("cg_burst"), topic, read):
+        await read.wait_for(set(acked), timeout_s=60)
+    missing = on_a - set(read.bodies)
+    figure(test="burst_failover_reads", expected=len(on_a), missing=len(missing))
+    assert not missing, f"{len(missing)} of {len(on_a)} acknowledged by broker-a unreadable"
+    assert set(acked) <= set(read.bodies)
 
 
 async def test_killing_the_async_master_loses_only_a_tail(compose: ComposeCluster) -> None:
