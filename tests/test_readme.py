@@ -1,4 +1,5 @@
-"""The README's SDK quick-start runs as written, against a real name server and broker."""
+"""The README's examples run as written, against a real name server and broker: the SDK
+quick-start and the official client's (PyPI rocketmq, the C++ client inside)."""
 
 from __future__ import annotations
 
@@ -58,3 +59,13 @@ def test_readme_reliable_delivery_example_runs(tmp_path: Path) -> None:
     assert "transaction COMMIT" in run.stdout
     assert "reminder b'after a while' attempt 1" in run.stdout
     assert "reminder b'at a time' attempt 1" in run.stdout
+
+
+def test_readme_official_client_example_runs(tmp_path: Path) -> None:
+    """Produce and then consume with the official client, ending by itself."""
+    text = README.read_text()
+    section = text.split("## Point an existing RocketMQ client at it", 1)[1].split("\n## ", 1)[0]
+    (block,) = re.findall(r"```python\n(.*?)```", section, re.S)
+    run = run_example(tmp_path, block)
+    assert "SendStatus.OK" in run.stdout
+    assert "b'TagA' b'hello'" in run.stdout or "TagA b'hello'" in run.stdout
