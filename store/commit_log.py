@@ -132,6 +132,9 @@ class CommitLog:
         self.appended: deque[Appended] | None = None
         self._msg_id_prefixes: dict[Host, str] = {}
         self._scratch = bytearray(1 << 20)  # where batches are built (a larger one: anew)
+        # Told the offset reached now and then while recovery verifies records (the store
+        # logs it: verifying gigabytes takes seconds).
+        self.recovery_progress: Callable[[int], None] | None = None
 
     # ------------------------------------------------------------------------ offsets
 
@@ -478,12 +481,17 @@ class CommitLog:
         if not files:
             return 0
         valid_end = files[start_index].start_offset
+        progress = self.recovery_progress
+        checked = 0
         for mf in files[start_index:]:
             view = mf.view
             pos = 0
             last_pos = -1
             ended = False
             while pos + 8 <= mf.file_bytes:
+                checked += 1
+                if progress is not None and not checked & 0x1FFF:
+                    progress(mf.start_offset + pos)
                 total, magic = _SIZE_MAGIC.unpack_from(view, pos)
                 if magic == BLANK_MAGIC_CODE and total == mf.file_bytes - pos:
                     pos = mf.file_bytes

@@ -70,6 +70,7 @@ MAX_TRANSFER_BYTES_IN_MEMORY = 256 * 1024
 MAX_TRANSFER_COUNT_ON_DISK = 8
 MAX_TRANSFER_BYTES_ON_DISK = 64 * 1024
 MAX_QUERY_NUM = 64  # maxMsgsNumBatch
+RECOVERY_PROGRESS_S = 2.0  # how often a long load says how far it got
 _FILLER_SIZE = 0x7FFFFFFF
 
 TagFilter = Callable[[int], bool]
@@ -78,6 +79,33 @@ RecordFilter = Callable[[memoryview], bool]
 
 # Store directories this process has locked (see _take_lock).
 _LOCKED_ROOTS: set[str] = set()
+
+
+class _RecoveryProgress:
+    """Logs ``store_recovery_progress`` at most every ``RECOVERY_PROGRESS_S`` while a load
+    verifies the commit log and dispatches it again."""
+
+    def __init__(self, end: int) -> None:
+        self.end = end
+        self.last = time.monotonic()
+
+    def _report(self, phase: str, commit_log_offset: int) -> None:
+        now = time.monotonic()
+        if now - self.last >= RECOVERY_PROGRESS_S:
+            self.last = now
+            log.info(
+                "store_recovery_progress",
+                phase=phase,
+                commit_log_offset=commit_log_offset,
+                commit_log_max_offset=self.end,
+                percent=round(100 * commit_log_offset / self.end, 1) if self.end else 100.0,
+            )
+
+    def verifying(self, commit_log_offset: int) -> None:
+        self._report("verify_commit_log", commit_log_offset)
+
+    def dispatching(self, commit_log_offset: int) -> None:
+        self._report("dispatch", commit_log_offset)
 
 
 def _total_ram_bytes() -> int:
@@ -171,10 +199,22 @@ class MessageStore:
             StoreLoadError: a file on disk is not what the store expects.
         """
         self._take_lock()
+        started = time.monotonic()
         cfg = self.config
         abort = self.root / "abort"
         self.last_exit_ok = not abort.exists()
         self.commit_log.files.load()
+        # A large store takes seconds to verify and dispatch: say so, then how far it got
+        # every few seconds, then how long it took (store_loaded).
+        log.info(
+            "store_recovering",
+            root=str(self.root),
+            last_exit_ok=self.last_exit_ok,
+            commit_log_segments=len(self.commit_log.files.files),
+            commit_log_max_offset=self.commit_log.max_offset,
+        )
+        progress = _RecoveryProgress(self.commit_log.max_offset)
+        self.commit_log.recovery_progress = progress.verifying
         self.queues.load()
         self.checkpoint = Checkpoint(self.root / "checkpoint")
         index_covered = 0
@@ -213,8 +253,10 @@ class MessageStore:
         if self.index is not None:
             start = min(start, index_covered, self.index.max_phy_offset)
         self.dispatch.reput_from_offset = max(self.commit_log.min_offset, start)
+        self.commit_log.recovery_progress = None
         # Catch dispatch up now, so the store opens with consistent queues and index.
-        self.dispatch_all()
+        while self.dispatch.dispatch_available():
+            progress.dispatching(self.dispatch.reput_from_offset)
         self._rebuild_queue_offsets()
         log.info(
             "store_loaded",
@@ -223,6 +265,7 @@ class MessageStore:
             commit_log_min_offset=self.commit_log.min_offset,
             commit_log_max_offset=self.commit_log.max_offset,
             consume_queues=len(self.queues.queues),
+            duration_ms=round((time.monotonic() - started) * 1000, 1),
         )
 
     def _rebuild_queue_offsets(self) -> None:
