@@ -54,7 +54,9 @@ class NamesrvConfig:
     broker_channel_expired_ms: int = 120_000  # a broker silent this long is removed
     scan_not_active_broker_interval_ms: int = 10_000  # scanNotActiveBrokerInterval
     metrics_enable: bool = True  # metricsEnable: the Prometheus endpoint
-    metrics_port: int = 5557  # metricsPort (RocketMQ 5's exporter port); 0 picks a free one
+    # metricsPort; 0 picks a free one. Not the broker's 5557: RocketMQ's quick start runs a
+    # name server and a broker on one host, and a port that cannot be bound stops the start.
+    metrics_port: int = 5558
     tls_server_mode: TlsMode = TlsMode.DISABLED  # tlsServerMode (tls.server.mode)
     tls_server_cert_path: Path | None = None  # tlsServerCertPath: PEM chain
     tls_server_key_path: Path | None = None  # tlsServerKeyPath: PEM key
