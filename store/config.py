@@ -75,6 +75,10 @@ class StoreConfig:
     # accessMessageInMemoryMaxRatio: percent of RAM behind the commit-log end that still
     # counts as "in memory"; a consumer further behind is pointed at a slave.
     access_message_in_memory_max_ratio: int = 40
+    # warmMapedFileEnable: allocate each new commit-log segment whole when it is created
+    # (posix_fallocate) instead of a few MiB ahead of the writes. Files are sparse either way;
+    # RocketMQ's warm-up touches every page (and mlocks them), which this does not.
+    warm_mapped_file_enable: bool = False
 
     def __post_init__(self) -> None:
         if self.commit_log_file_bytes < 4096:

@@ -20,6 +20,14 @@ File (all integers big-endian)::
 A key is ``topic#KEY`` (or ``topic#UNIQ_KEY``). Only its hash is stored, so a lookup returns
 every offset whose key *hashes* alike: callers read the records back and compare keys.
 
+Disk space: files are sparse, like every store file (see mapped_file.py). The header and the
+hash slots are allocated when a file is created: keys hash uniformly, so the slot table's
+4,883 pages (20 MB with the default 5,000,000 slots, 5 % of the 420 MB file) are all written
+within some 40,000 keys, after which a page-by-page allocation would have saved nothing, at
+the price of a check per key. Entries are appended, so they are allocated a window
+(``ALLOCATE_AHEAD_BYTES``) ahead, before any is written there; a put that finds no room
+raises ``DiskFullError`` before it writes anything.
+
 Durability: written pages reach disk by ``os.fdatasync`` on the file (never ``mmap.flush``,
 which holds the GIL through the msync; see mapped_file.py). RocketMQ forces a file when it
 fills up, then records its endTimestamp as the checkpoint's indexMsgTimestamp; a load after an
@@ -45,7 +53,10 @@ from store.mapped_file import (
     OS_PAGE_BYTES,
     RELEASE_CHUNK_BYTES,
     RELEASE_KEEP_BYTES,
+    allocate_range,
+    allocation_end,
     map_file,
+    writable_until,
 )
 from store.message_codec import (
     TRANSACTION_ROLLBACK_TYPE,
@@ -85,6 +96,7 @@ ENTRY_BYTES = _ENTRY.size
 MAX_TIME_DIFF_S = 2**31 - 1
 MAX_MSGS_NUM_BATCH = 64  # maxMsgsNumBatch: the cap on one query's results
 KEY_SEPARATOR = " "  # MessageConst.KEY_SEPARATOR
+ALLOCATE_AHEAD_BYTES = 1 << 20  # entries allocated ahead of the newest: 52,428 of them
 
 _NAME = re.compile(r"^\d{17}$")
 CREATING_SUFFIX = ".creating"
@@ -141,7 +153,8 @@ class IndexFile:
         path: the file; its name is the creation time (see ``IndexFile.create_in``).
         hash_slot_num: slots (maxHashSlotNum); must match the file when opening one.
         index_num: entries including the unused entry 0 (maxIndexNum).
-        create: make a new, preallocated file (it must not exist) instead of opening one.
+        create: make a new file (it must not exist) instead of opening one: sparse, with its
+            header, hash slots and first window of entries allocated.
         prev_end_timestamp: for a new file, the previous file's endTimestamp; it becomes
             this file's begin and end timestamp until the first put (ignored when 0).
         prev_end_phy_offset: likewise for the begin and end commit-log offset.
@@ -149,9 +162,12 @@ class IndexFile:
     Raises:
         StoreLoadError: an existing file whose size does not match the slot and entry counts.
         FileExistsError: ``create`` for a path that exists.
+        DiskFullError: ``create`` found no room for what it allocates (nothing is left).
     """
 
     __slots__ = (
+        "_allocated",
+        "_allocated_until",
         "_begin_phy_offset",
         "_begin_timestamp",
         "_closed",
@@ -196,11 +212,14 @@ class IndexFile:
         flags = os.O_RDWR | (os.O_CREAT | os.O_TRUNC if create else 0)
         fd = os.open(open_path, flags, 0o644)
         try:
-            self._mm = map_file(
+            self._mm, allocated = map_file(
                 fd,
                 path,
                 self.file_bytes,
                 create=create,
+                allocate_bytes=allocation_end(
+                    self._entries_pos + ENTRY_BYTES, ALLOCATE_AHEAD_BYTES, self.file_bytes
+                ),
                 size_hint=" (maxHashSlotNum or maxIndexNum changed?)",
             )
         except BaseException:
@@ -211,6 +230,10 @@ class IndexFile:
             raise
         self._fd = fd
         self._closed = False
+        # Bytes from the start known to be allocated, and how far entries may be written
+        # before the next window (-1 in a loaded file: not known until the first put).
+        self._allocated = allocated
+        self._allocated_until = writable_until(allocated, self.file_bytes) if create else -1
         if create:
             # RocketMQ carries only positive values over. It leaves indexCount 0 on disk until
             # the first put or flush; writing the whole header now gives the same bytes.
@@ -413,6 +436,8 @@ class IndexFile:
     def put_key(self, key: str, commit_log_offset: int, store_timestamp: int) -> bool:
         """Add ``key`` → ``commit_log_offset`` (RocketMQ ``putKey``); False if the file is full.
 
+        Raises ``DiskFullError`` (having written nothing) when the entry finds no disk blocks.
+
         The entry's timeDiff is measured from the beginTimestamp *before* this put, as in
         RocketMQ: the first entry of a file that took over a previous file's end timestamp
         gets its distance from that, although the put then resets beginTimestamp to its own
@@ -421,6 +446,9 @@ class IndexFile:
         count = self._index_count
         if count >= self.index_num:
             return False
+        end = self._entries_pos + (count + 1) * ENTRY_BYTES
+        if end > self._allocated_until:
+            self._allocate(end)
         mm = self._mm
         key_hash = index_key_hash(key)
         slot_pos = HEADER_BYTES + (key_hash % self.hash_slot_num) * SLOT_BYTES
@@ -468,6 +496,9 @@ class IndexFile:
         Returns where it stopped: ``stop``, or the first key that did not fit a full file.
         The entries, slots and header are those the same ``put_key`` calls write; the header
         is packed once, at the end.
+
+        Raises:
+            DiskFullError: no disk blocks for the entries; nothing was written.
         """
         count = self._index_count
         room = self.index_num - count
@@ -475,6 +506,9 @@ class IndexFile:
             stop = start + max(room, 0)
         if start >= stop:
             return start
+        end = self._entries_pos + (count + stop - start) * ENTRY_BYTES
+        if end > self._allocated_until:
+            self._allocate(end)
         mm = self._mm
         slot_num = self.hash_slot_num
         unpack_slot = _SLOT.unpack_from
@@ -520,6 +554,21 @@ class IndexFile:
         self._end_timestamp = store_timestamp
         self._pack_header()
         return stop
+
+    def _allocate(self, end: int) -> None:
+        """Allocate the window of entries that lets bytes up to ``end`` be written.
+
+        Raises:
+            DiskFullError: no room; nothing changed.
+        """
+        target = allocation_end(end, ALLOCATE_AHEAD_BYTES, self.file_bytes)
+        # What is written is allocated: a loaded file starts from its newest entry.
+        written = self._entries_pos + self._index_count * ENTRY_BYTES
+        start = max(self._allocated, written - written % OS_PAGE_BYTES)
+        if target > start and not allocate_range(self._fd, self.path, start, target - start):
+            target = self.file_bytes
+        self._allocated = max(self._allocated, target)
+        self._allocated_until = writable_until(self._allocated, self.file_bytes)
 
     def _time_diff_s(self, store_timestamp: int) -> int:
         """An entry's timeDiff: seconds from beginTimestamp, 0 while that is unset."""
@@ -720,6 +769,10 @@ class IndexService:
         When the current file is full it is flushed, its endTimestamp is reported (see
         ``on_file_full``), and a new file takes over. That flush blocks for an
         ``fdatasync`` of the whole file, once per ``index_num - 1`` keys.
+
+        Raises:
+            DiskFullError: no disk blocks for an entry or a new file. The keys put before
+                stay; indexing the record again (dispatch retries) puts only the others.
         """
         if tran_type & TRANSACTION_TYPE_MASK == TRANSACTION_ROLLBACK_TYPE:
             return

@@ -2,8 +2,8 @@
 
 RocketMQ counterpart: ``MappedFile``, ``MappedFileQueue`` and ``ReferenceResource``.
 
-A segment is a file of exactly ``file_bytes`` bytes, preallocated, named by the global offset
-of its first byte as 20 decimal digits, and mapped read-write. Writes copy into the mapping;
+A segment is a file of exactly ``file_bytes`` bytes, named by the global offset of its first
+byte as 20 decimal digits, and mapped read-write. Writes copy into the mapping;
 ``flush`` makes written pages durable with ``fdatasync`` on the file, not ``mmap.flush``:
 CPython's ``mmap.flush`` holds the GIL for the whole msync (measured: another thread got
 11 ticks/s during it, against 8,800 during ``fdatasync``), which would stall the event loop,
@@ -13,11 +13,26 @@ mapping just the same.
 Readers ``hold()`` a segment while they use views of it and ``release()`` it after; a
 destroyed segment is unmapped and deleted only when the last holder lets go (a memoryview of
 an mmap pins it: ``close()`` raises ``BufferError`` while one exists).
+
+Files are sparse, as RocketMQ's are (``warmMapedFileEnable=false``): full size from the start
+(the format and the load checks rely on it) but disk blocks only for what is allocated. A
+default store holding a few messages so takes a few MiB, not 1.5 GB. The catch: a store
+through a mapping into a hole must allocate a block, and on a full disk that fault is a
+SIGBUS, which kills the process. So no byte is written through a mapping before its range is
+allocated with ``posix_fallocate``, which fails cleanly with ENOSPC (``DiskFullError``):
+append-only files allocate a window ahead of their write position (``allocate_ahead_bytes``),
+one integer comparison per append deciding whether the next window is due. The window also
+covers ``ALLOCATE_GUARD_BYTES`` past the last byte written, because recovery reads the header
+after the last record, and on tmpfs even a read fault in a hole allocates a page. Recovery
+reads and zeroes what lies past the valid end with ``pread``/``pwrite`` for the same reason.
+``preallocate`` (``warmMapedFileEnable=true`` for the commit log) allocates a whole segment
+at creation instead.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import mmap
 import os
 import re
@@ -25,7 +40,7 @@ from pathlib import Path
 
 import structlog
 
-from store.errors import StoreLoadError
+from store.errors import DiskFullError, StoreLoadError
 
 log = structlog.get_logger(__name__)
 
@@ -39,27 +54,92 @@ RELEASE_KEEP_BYTES = 4 << 20
 RELEASE_CHUNK_BYTES = 1 << 20  # release in steps of this much (one madvise per step)
 MADV_DONTNEED: int | None = getattr(mmap, "MADV_DONTNEED", None)  # None off Linux/BSD
 ORPHAN_SUFFIX = ".orphan"  # segments found after a gap, kept for forensics
+# Allocation windows: big enough that allocating is rare (one posix_fallocate per window),
+# small enough that an idle store takes little disk.
+ALLOCATE_AHEAD_BYTES = 1 << 20
+# Bytes past the last one written that are kept allocated: recovery reads the header of the
+# record that would follow (8 bytes in the commit log, a 20-byte consume-queue unit, a 40-byte
+# timer-log entry) and must not fault in a hole.
+ALLOCATE_GUARD_BYTES = 64
+_DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
+# posix_fallocate emulates itself where fallocate is missing; these mean it cannot at all.
+_NO_FALLOCATE_ERRNOS = frozenset({errno.EOPNOTSUPP, errno.ENOSYS})
 
 
 def segment_name(start_offset: int) -> str:
     return f"{start_offset:020d}"
 
 
+def allocate_range(fd: int, path: Path, position: int, length: int) -> bool:
+    """Give ``length`` bytes of a store file from ``position`` on their disk blocks, so that
+    writes there through a mapping cannot fault on a full disk.
+
+    Returns False where the file system cannot preallocate at all: writes there are then as
+    unprotected as they always are on such a file system (logged once per file).
+
+    Raises:
+        DiskFullError: no room (ENOSPC, EDQUOT); nothing was written.
+        OSError: any other failure of ``posix_fallocate``.
+    """
+    if length <= 0:
+        return True
+    try:
+        os.posix_fallocate(fd, position, length)
+    except OSError as exc:
+        if exc.errno in _DISK_FULL_ERRNOS:
+            raise DiskFullError(str(path), position, length, exc.errno) from None
+        if exc.errno in _NO_FALLOCATE_ERRNOS:
+            log.warning("store_file_preallocation_unsupported", path=str(path), error=str(exc))
+            return False
+        raise
+    return True
+
+
 def map_file(
-    fd: int, path: Path, file_bytes: int, *, create: bool, size_hint: str = ""
-) -> mmap.mmap:
-    """Map a store file read-write: preallocated to ``file_bytes`` when new, and checked
-    to be exactly that size when loaded (``size_hint`` adds a likely cause to the error)."""
+    fd: int,
+    path: Path,
+    file_bytes: int,
+    *,
+    create: bool,
+    allocate_bytes: int = 0,
+    size_hint: str = "",
+) -> tuple[mmap.mmap, int]:
+    """Map a store file read-write; returns the mapping and how many bytes from the start are
+    known to be allocated.
+
+    A new file is made ``file_bytes`` long, sparse, with its first ``allocate_bytes``
+    allocated (all of it where the file system cannot preallocate: there is nothing more to
+    ask). A loaded file is checked to be exactly ``file_bytes`` long (``size_hint`` adds a
+    likely cause to the error); what of it is allocated is not known, so 0.
+
+    Raises:
+        DiskFullError: no room for the first ``allocate_bytes``.
+        StoreLoadError: a loaded file of another size.
+    """
+    allocated = 0
     if create:
-        try:
-            os.posix_fallocate(fd, 0, file_bytes)
-        except OSError:  # filesystems without fallocate
-            os.ftruncate(fd, file_bytes)
+        os.ftruncate(fd, file_bytes)
+        allocated = min(allocate_bytes, file_bytes)
+        if not allocate_range(fd, path, 0, allocated):
+            allocated = file_bytes
     else:
         actual = os.fstat(fd).st_size
         if actual != file_bytes:
             raise StoreLoadError(f"{path} has {actual} bytes, expected {file_bytes}{size_hint}")
-    return mmap.mmap(fd, file_bytes, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+    mm = mmap.mmap(fd, file_bytes, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+    return mm, allocated
+
+
+def allocation_end(end: int, ahead_bytes: int, file_bytes: int) -> int:
+    """Where to allocate up to so that bytes up to ``end`` can be written: the end of the
+    ``ahead_bytes`` window holding ``end`` plus the guard, and one more window."""
+    return min(file_bytes, (end + ALLOCATE_GUARD_BYTES) // ahead_bytes * ahead_bytes + ahead_bytes)
+
+
+def writable_until(allocated: int, file_bytes: int) -> int:
+    """How far writes may go without allocating, when ``allocated`` bytes are: the guard
+    stays allocated past the last byte written (all of the file once it is allocated)."""
+    return file_bytes if allocated >= file_bytes else allocated - ALLOCATE_GUARD_BYTES
 
 
 class MappedFile:
@@ -69,10 +149,19 @@ class MappedFile:
     goes; ``flushed_position`` how far bytes are known durable.
     """
 
-    def __init__(self, path: Path, file_bytes: int, *, create: bool) -> None:
+    def __init__(
+        self,
+        path: Path,
+        file_bytes: int,
+        *,
+        create: bool,
+        allocate_ahead_bytes: int = ALLOCATE_AHEAD_BYTES,
+        preallocate: bool = False,
+    ) -> None:
         self.path = path
         self.file_bytes = file_bytes
         self.start_offset = int(path.name)
+        self.allocate_ahead_bytes = max(allocate_ahead_bytes, OS_PAGE_BYTES)
         # A new segment is built under a temporary name and renamed into place once it has
         # its full size: a crash mid-creation then leaves a stray temporary file, never a
         # short segment that would stop the next load.
@@ -81,8 +170,13 @@ class MappedFile:
             raise FileExistsError(f"segment {path} exists already")
         flags = os.O_RDWR | (os.O_CREAT | os.O_TRUNC if create else 0)
         fd = os.open(open_path, flags, 0o644)
+        first = (
+            file_bytes if preallocate else allocation_end(0, self.allocate_ahead_bytes, file_bytes)
+        )
         try:
-            self.mm = map_file(fd, path, file_bytes, create=create)
+            self.mm, allocated = map_file(
+                fd, path, file_bytes, create=create, allocate_bytes=min(first, file_bytes)
+            )
             if create:
                 os.rename(open_path, path)
         except BaseException:
@@ -93,6 +187,10 @@ class MappedFile:
             raise
         self.fd = fd
         self.view = memoryview(self.mm)
+        # Bytes from the segment start known to have their disk blocks, and how far appends
+        # may write before the next window is due (-1 for a loaded segment: not known yet).
+        self.allocated_position = allocated
+        self.allocated_until = writable_until(allocated, file_bytes) if create else -1
         self.wrote_position = 0
         self.flushed_position = 0
         self.released_position = 0  # bytes below it were dropped from the page tables
@@ -165,14 +263,48 @@ class MappedFile:
     # -------------------------------------------------------------------------- writing
 
     def append(self, data: bytes | bytearray | memoryview) -> bool:
-        """Copy ``data`` at the write position; False (nothing written) if it does not fit."""
+        """Copy ``data`` at the write position; False (nothing written) if it does not fit.
+
+        Raises:
+            DiskFullError: no disk blocks for it; nothing was written.
+        """
         n = len(data)
         pos = self.wrote_position
-        if pos + n > self.file_bytes:
+        end = pos + n
+        if end > self.file_bytes:
             return False
-        self.mm[pos : pos + n] = data
-        self.wrote_position = pos + n
+        if end > self.allocated_until:
+            self.allocate(end)
+        self.mm[pos:end] = data
+        self.wrote_position = end
         return True
+
+    def reserve(self, end: int) -> None:
+        """Make sure bytes up to segment position ``end`` may be written through the mapping
+        (callers that write the mapping themselves call it first).
+
+        Raises:
+            DiskFullError: no disk blocks for them; nothing was changed.
+        """
+        if end > self.allocated_until:
+            self.allocate(end)
+
+    def allocate(self, end: int) -> None:
+        """Allocate the window that lets bytes up to ``end`` be written (the slow path of
+        ``append`` and ``reserve``; callers compare with ``allocated_until`` first).
+
+        Raises:
+            DiskFullError: no room; ``allocated_position`` is unchanged.
+        """
+        target = allocation_end(end, self.allocate_ahead_bytes, self.file_bytes)
+        # What is written is allocated: a loaded segment starts from its write position.
+        start = max(
+            self.allocated_position, self.wrote_position - self.wrote_position % OS_PAGE_BYTES
+        )
+        if target > start and not allocate_range(self.fd, self.path, start, target - start):
+            target = self.file_bytes
+        self.allocated_position = max(target, self.allocated_position)
+        self.allocated_until = writable_until(self.allocated_position, self.file_bytes)
 
     def dirty_pages(self) -> int:
         return self.wrote_position // OS_PAGE_BYTES - self.flushed_position // OS_PAGE_BYTES
@@ -224,14 +356,21 @@ class MappedFile:
         Appends are sequential, so whatever a crash left past the valid end is contiguous
         with it: zeroing stops at the first chunk that is already zero. Zeroing (and so
         dirtying) the whole rest of a 1 GiB segment on every restart would cost far more.
+        This reads and writes the file, not the mapping: past the written bytes lie holes,
+        and a fault there could allocate (tmpfs) or, on a full disk, raise SIGBUS.
         """
         pos = position
-        view = self.view
         while pos < self.file_bytes:
             end = min(pos + _ZERO_CHUNK_BYTES, self.file_bytes)
-            if view[pos:end] == _ZERO_CHUNK[: end - pos]:
+            used = len(os.pread(self.fd, end - pos, pos).rstrip(b"\0"))
+            if not used:
                 break
-            view[pos:end] = _ZERO_CHUNK[: end - pos]
+            zeroed = 0
+            while zeroed < used:
+                wrote = os.pwrite(self.fd, _ZERO_CHUNK[zeroed:used], pos + zeroed)
+                if wrote <= 0:
+                    raise OSError(errno.EIO, f"cannot zero {self.path} at {pos + zeroed}")
+                zeroed += wrote
             pos = end
         self.wrote_position = position
         self.flushed_position = min(self.flushed_position, position)
@@ -246,10 +385,19 @@ class MappedFileQueue:
     """
 
     def __init__(
-        self, directory: Path, file_bytes: int, *, set_aside_dir: Path | None = None
+        self,
+        directory: Path,
+        file_bytes: int,
+        *,
+        set_aside_dir: Path | None = None,
+        allocate_ahead_bytes: int = ALLOCATE_AHEAD_BYTES,
+        preallocate: bool = False,
     ) -> None:
         self.directory = directory
         self.file_bytes = file_bytes
+        # Disk blocks: allocated this far ahead of writes, or whole segments at creation.
+        self.allocate_ahead_bytes = allocate_ahead_bytes
+        self.preallocate = preallocate
         # Where unusable segments found at load are kept for forensics; None deletes them
         # (consume queues are rebuilt from the commit log, the commit log is not).
         self.set_aside_dir = set_aside_dir
@@ -292,7 +440,12 @@ class MappedFileQueue:
                 # were built under a temporary name). It holds no records; set it aside.
                 self._orphan([name], start)
                 break
-            mf = MappedFile(self.directory / name, self.file_bytes, create=False)
+            mf = MappedFile(
+                self.directory / name,
+                self.file_bytes,
+                create=False,
+                allocate_ahead_bytes=self.allocate_ahead_bytes,
+            )
             mf.wrote_position = mf.flushed_position = self.file_bytes
             self.files.append(mf)
             expected = start + self.file_bytes
@@ -327,7 +480,11 @@ class MappedFileQueue:
         return self.files[-1] if self.files else None
 
     def last_writable(self, start_offset_if_empty: int = 0) -> MappedFile:
-        """The segment to append to, creating the next one when the last is full."""
+        """The segment to append to, creating the next one when the last is full.
+
+        Raises:
+            DiskFullError: no room for a new segment's first window (nothing was created).
+        """
         last = self.files[-1] if self.files else None
         if last is not None and not last.is_full:
             return last
@@ -335,7 +492,13 @@ class MappedFileQueue:
             start = start_offset_if_empty - start_offset_if_empty % self.file_bytes
         else:
             start = last.start_offset + self.file_bytes
-        mf = MappedFile(self.directory / segment_name(start), self.file_bytes, create=True)
+        mf = MappedFile(
+            self.directory / segment_name(start),
+            self.file_bytes,
+            create=True,
+            allocate_ahead_bytes=self.allocate_ahead_bytes,
+            preallocate=self.preallocate,
+        )
         self.files.append(mf)
         log.debug("segment_created", segment=mf.path.name, directory=str(self.directory))
         return mf

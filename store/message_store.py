@@ -138,6 +138,7 @@ class MessageStore:
             config.commit_log_file_bytes,
             config.max_message_bytes,
             root / "torn",
+            preallocate=config.warm_mapped_file_enable,
         )
         self.queues = ConsumeQueueTable(root / "consumequeue", config.consume_queue_file_bytes)
         self.index: IndexService | None = (
