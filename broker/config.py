@@ -301,6 +301,7 @@ BROKER_KEYS: dict[str, tuple[str, str]] = {
     "maxHashSlotNum": ("store", "max_hash_slot_num"),
     "maxIndexNum": ("store", "max_index_num"),
     "cleanResourceInterval": ("store", "clean_resource_interval_ms"),
+    "warmMapedFileEnable": ("store", "warm_mapped_file_enable"),
 }
 
 NAMESRV_KEYS: dict[str, tuple[str, str]] = {
