@@ -46,6 +46,7 @@ from broker.parked import put_back
 from broker.periodic import Periodic
 from broker.persist import read_json, write_json
 from broker.topics import TIMER_TOPIC
+from store.errors import DiskFullError
 from store.mapped_file import MappedFileQueue
 from store.message_codec import (
     RecordError,
@@ -145,6 +146,7 @@ class TimerService:
         self._segment_visit: dict[int, int] = {}  # segment start -> latest visit time in it
         self._dirty = False
         self._last_checkpoint = 0.0
+        self._disk_full_since = 0.0  # time.time() the timer log first found no room, or 0
         self._loop = Periodic(
             "timer-wheel",
             self._round,
@@ -182,15 +184,33 @@ class TimerService:
         return prev
 
     def _append(self, deliver_ms: int, commit_log_offset: int, size: int, floor_ms: int) -> None:
+        """Append an entry and link it into its slot.
+
+        Raises:
+            DiskFullError: no disk blocks for it (the log is sparse, see
+                store/mapped_file.py); raised before the wheel or the log changed.
+        """
         visit = self._visit_for(deliver_ms, floor_ms)
         mf = self.log.last_writable()
+        mf.reserve(mf.wrote_position + ENTRY_BYTES)
         pos = mf.start_offset + mf.wrote_position
         prev = self._link(visit, pos)
         mf.append(_ENTRY.pack(visit, deliver_ms, commit_log_offset, prev, size, _MAGIC))
+        if self._disk_full_since:
+            log.info(
+                "timer_log_writable_again", full_for_s=round(time.time() - self._disk_full_since, 1)
+            )
+            self._disk_full_since = 0.0
         start = mf.start_offset
         if self._segment_visit.get(start, -1) < visit:
             self._segment_visit[start] = visit
         self._dirty = True
+
+    def _disk_full(self, exc: DiskFullError) -> None:
+        """The timer log found no room: logged once until an append succeeds again."""
+        if not self._disk_full_since:
+            self._disk_full_since = time.time()
+            log.error("timer_log_disk_full", error=str(exc))
 
     def _read(self, pos: int) -> tuple[int, int, int, int, int] | None:
         mf = self.log.find(pos)
@@ -318,15 +338,22 @@ class TimerService:
         for queue_offset, (commit_log_offset, size, _tags) in list(
             cq.entries(start, ENQUEUE_PER_ROUND)
         ):
-            self.enqueue_offset = queue_offset + 1
-            self._dirty = True
             if commit_log_offset <= self.enqueued_cl:
+                self.enqueue_offset = queue_offset + 1
+                self._dirty = True
                 continue  # in the log already (enqueued after the last checkpoint)
             deliver = self._deliver_time_of(commit_log_offset)
             if deliver is None:
                 log.warning("timer_message_unreadable", queue_offset=queue_offset)
             else:
-                self._append(deliver, commit_log_offset, size, self.dequeue_ms)
+                try:
+                    self._append(deliver, commit_log_offset, size, self.dequeue_ms)
+                except DiskFullError as exc:
+                    # Before the offset moves past this message: a later round retries it.
+                    self._disk_full(exc)
+                    break
+            self.enqueue_offset = queue_offset + 1
+            self._dirty = True
             self.enqueued_cl = commit_log_offset
             done += 1
             if done % YIELD_EVERY == 0:
@@ -383,7 +410,13 @@ class TimerService:
                 continue
             _visit, deliver, offset, _prev, size = entry
             if deliver >= due_before:
-                self._append(deliver, offset, size, due_before)  # dequeue_ms is still slot
+                try:
+                    self._append(deliver, offset, size, due_before)  # dequeue_ms is still slot
+                except DiskFullError as exc:
+                    # No room to roll it: keep it and the rest in the slot for a later round.
+                    self._disk_full(exc)
+                    stopped = n
+                    break
                 rolled.append(pos)
                 self.rolled += 1
             elif await self._deliver(offset, deliver):
