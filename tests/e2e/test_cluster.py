@@ -506,8 +506,8 @@ def test_ctrl_c_stops_every_service_and_says_where_metrics_were(
         }
         assert set(lines) == set(services)
         for name, info in services.items():
-            port = 5558 if name.startswith("namesrv") else 5557  # the roles' defaults
-            assert lines[name]["metrics"] == f"{info['host']}:{port}", (name, lines[name])
+            default = 5558 if name.startswith("namesrv") else 5557  # the roles' defaults
+            assert lines[name]["metrics"] == f"{info['host']}:{default}", (name, lines[name])
             assert info["metrics"] == lines[name]["metrics"]
         host, port = lines["namesrv2"]["metrics"].rsplit(":", 1)
         conn = http.client.HTTPConnection(host, int(port), timeout=10)
