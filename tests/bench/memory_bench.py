@@ -54,7 +54,7 @@ class Settings:
 
 
 FULL = Settings(target_bytes=10 * 10**9, warmup_bytes=GIB, sample_s=0.5, max_s=900.0)
-QUICK = Settings(target_bytes=40 << 20, warmup_bytes=8 << 20, sample_s=0.1, max_s=60.0)
+QUICK = Settings(target_bytes=40 << 20, warmup_bytes=8 << 20, sample_s=0.02, max_s=60.0)
 
 
 def _status(pid: int) -> dict[str, int]:
