@@ -146,7 +146,14 @@ class OpsProcessor:
     # ------------------------------------------------------------------------- config
 
     async def broker_config(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
-        props = config_properties(self.broker.config)
+        broker = self.broker
+        props = config_properties(broker.config)
+        # A port asked for as 0 reads as the one served: that is what an operator looks up.
+        props["listenPort"] = str(broker.server.port)
+        if broker.ha_port:
+            props["haListenPort"] = str(broker.ha_port)
+        if broker.metrics_port:
+            props["metricsPort"] = str(broker.metrics_port)
         text = "".join(f"{k}={v}\n" for k, v in props.items())
         response = _ok(request, text.encode())
         response.ext_fields["version"] = dumps(self.broker.topics.data_version.to_json()).decode()

@@ -235,6 +235,9 @@ async def test_broker_and_namesrv_commands(
     assert "commitLogMaxOffset" in status[a.address]
     config = await mqadmin(namesrv, "getBrokerConfig", "-c", "DefaultCluster")
     assert config[b.address]["brokerName"] == "broker-b"
+    # Ports asked for as 0 read as the ones served.
+    assert config[b.address]["listenPort"] == b.address.rsplit(":", 1)[1]
+    assert config[b.address]["metricsPort"] == str(b.metrics_port) != "0"
 
     await create_topic(a, TOPIC, queues=2)
     await mqadmin(
