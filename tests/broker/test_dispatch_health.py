@@ -28,6 +28,21 @@ from tests.broker.test_metrics import scrape, value
 GARBAGE = struct.pack(">ii", 64, 0x12345678) + bytes(56)  # a size, then no magic
 
 
+async def ping(address: str) -> tuple[int | None, bytes, bytes]:
+    """``aerolite ping ADDRESS``, as the compose healthcheck runs it."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "broker",
+        "ping",
+        address,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    return proc.returncode, out, err
+
+
 @pytest.fixture
 async def hostile_master() -> AsyncIterator[int]:
     """An HA listener that answers a slave's first report with 64 bytes of non-records."""
@@ -71,17 +86,8 @@ async def test_a_slave_whose_dispatch_fails_is_reported_unhealthy(
     assert value(samples, "rocketmq_storage_dispatch_healthy") == 0
     assert value(samples, "rocketmq_storage_dispatch_failures_total") >= 2
 
-    ping = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "broker",
-        "ping",
-        slave.address,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    out, err = await asyncio.wait_for(ping.communicate(), 60)
-    assert ping.returncode == 1, (out, err)
+    code, out, err = await ping(slave.address)
+    assert code == 1, (out, err)
     assert b"unhealthy: dispatch FAILED at 0" in err
     assert out == b""
 
@@ -95,15 +101,6 @@ async def test_a_healthy_broker_pings_ok(
     assert table["dispatchStatus"] == "OK" and table["dispatchFailures"] == "0"
     samples = await scrape(broker.metrics_port)
     assert value(samples, "rocketmq_storage_dispatch_healthy") == 1
-    ping = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "broker",
-        "ping",
-        broker.address,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    out, err = await asyncio.wait_for(ping.communicate(), 60)
-    assert ping.returncode == 0, (out, err)
+    code, out, err = await ping(broker.address)
+    assert code == 0, (out, err)
     assert out.startswith(b"ok ")

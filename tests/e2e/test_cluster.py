@@ -111,6 +111,19 @@ async def routed_groups(rc: RemotingClient, namesrvs: str, topic: str) -> list[s
     return out
 
 
+async def create_on_both_groups(rc: RemotingClient, compose: ComposeCluster, topic: str) -> None:
+    """Create ``topic`` on both masters and wait until both name servers route it to both."""
+    for svc in ("broker-a-0", "broker-b-0"):
+        await create_topic(rc, compose.address(svc), topic)
+
+    async def both_routed() -> bool:
+        return all(
+            g == {"broker-a", "broker-b"} for g in await routed_groups(rc, compose.namesrv, topic)
+        )
+
+    await wait_for(both_routed, "both groups in the route on both name servers")
+
+
 async def committed(rc: RemotingClient, addr: str, group: str, topic: str, queue: int) -> int:
     request = RemotingCommand.request(
         RequestCode.QUERY_CONSUMER_OFFSET,
@@ -178,16 +191,7 @@ async def test_killing_the_sync_master_under_load_loses_nothing(
 ) -> None:
     topic, group = unique("ClusterSync"), unique("cg_sync")
     async with RemotingClient() as rc:
-        for svc in ("broker-a-0", "broker-b-0"):
-            await create_topic(rc, compose.address(svc), topic)
-
-        async def both_routed() -> bool:
-            return all(
-                g == {"broker-a", "broker-b"}
-                for g in await routed_groups(rc, compose.namesrv, topic)
-            )
-
-        await wait_for(both_routed, "both groups in the route on both name servers")
+        await create_on_both_groups(rc, compose, topic)
 
         acked: dict[str, str] = {}  # body → broker group, SEND_OK only
         ack_times: list[tuple[float, str]] = []
@@ -310,16 +314,7 @@ async def test_a_burst_acknowledged_by_the_sync_master_is_read_back_from_its_sla
     reading from the first offset gets every message broker-a acknowledged, from the slave."""
     topic = unique("ClusterBurst")
     async with RemotingClient() as rc:
-        for svc in ("broker-a-0", "broker-b-0"):
-            await create_topic(rc, compose.address(svc), topic)
-
-        async def both_routed() -> bool:
-            return all(
-                g == {"broker-a", "broker-b"}
-                for g in await routed_groups(rc, compose.namesrv, topic)
-            )
-
-        await wait_for(both_routed, "both groups in the route on both name servers")
+        await create_on_both_groups(rc, compose, topic)
         acked: dict[str, str] = {}  # body -> broker group, SEND_OK only
         async with Producer(unique("pg_burst"), compose.namesrv, send_timeout_s=15) as producer:
             for wave in range(3):
