@@ -473,12 +473,10 @@ class Broker:
         port = self.server.port - 2
         if port <= 0:
             return
+        # The main port's settings, TLS mode and certificate included: a listener built
+        # without them took plaintext requests while the main port enforced TLS.
         vip = RemotingServer(
-            ServerConfig(
-                host=self.config.bind_address,
-                port=port,
-                idle_timeout_s=self.config.server_channel_max_idle_s,
-            ),
+            dataclasses.replace(self.server.config, port=port),
             self.processors,
             name="broker-vip",
         )
