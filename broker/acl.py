@@ -84,8 +84,8 @@ def check_permission(needed: int, owned: int) -> bool:
 
 # --------------------------------------------------------------------------- addresses
 
-_RANGE = re.compile(r"^(\d+)-(\d+)$")
-_CHOICES = re.compile(r"^\{([\d,\s]+)\}$")
+_RANGE = re.compile(r"(\d+)-(\d+)")
+_CHOICES = re.compile(r"\{([\d,\s]+)\}")
 
 
 def address_matcher(pattern: str | None) -> Callable[[str], bool]:
@@ -117,12 +117,12 @@ def address_matcher(pattern: str | None) -> Callable[[str], bool]:
     allowed: Callable[[int], bool]
     if last == "*":
         allowed = range(256).__contains__
-    elif m := _RANGE.match(last):
+    elif m := _RANGE.fullmatch(last):
         lo, hi = int(m.group(1)), int(m.group(2))
         if not lo <= hi <= 255:
             raise ConfigError(f"remote address pattern {pattern!r}: bad range {last}")
         allowed = range(lo, hi + 1).__contains__
-    elif m := _CHOICES.match(last):
+    elif m := _CHOICES.fullmatch(last):
         allowed = frozenset(int(x) for x in m.group(1).split(",") if x.strip()).__contains__
     elif last.isdigit() and int(last) <= 255:
         allowed = frozenset({int(last)}).__contains__

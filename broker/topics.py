@@ -44,7 +44,7 @@ DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
 SYSTEM_TOPIC_PREFIX = "rmq_sys_"
 
 TOPIC_MAX_LENGTH = 127
-_VALID_NAME = re.compile(r"^[%|a-zA-Z0-9_-]+$")
+_VALID_NAME = re.compile(r"[%|a-zA-Z0-9_-]+")
 
 # Sending to these is refused with NO_PERMISSION (TopicValidator.NOT_ALLOWED_SEND_TOPIC_SET).
 NOT_ALLOWED_SEND_TOPICS = frozenset(
@@ -78,7 +78,7 @@ def check_topic_name(topic: str) -> str | None:
     """Why ``topic`` is not a valid name (TopicValidator.validateTopic), or None."""
     if not topic or not topic.strip():
         return "The specified topic is blank."
-    if not _VALID_NAME.match(topic):
+    if not _VALID_NAME.fullmatch(topic):
         return (
             f"The specified topic[{topic}] contains illegal characters, "
             "allowing only ^[%|a-zA-Z0-9_-]+$"

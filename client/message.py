@@ -75,7 +75,7 @@ TOPIC_MAX_LENGTH: Final = 127
 DEFAULT_MAX_MESSAGE_BYTES: Final = 4 * 1024 * 1024
 COMPRESS_OVER_BYTES: Final = 4096  # compressMsgBodyOverHowmuch
 MAX_DELAY_LEVEL: Final = 18
-_VALID_NAME = re.compile(r"^[%|a-zA-Z0-9_-]+$")
+_VALID_NAME = re.compile(r"[%|a-zA-Z0-9_-]+")
 _NOT_ALLOWED_SEND = frozenset(
     {
         "SCHEDULE_TOPIC_XXXX",
@@ -109,7 +109,7 @@ def check_topic(topic: str, error: type[InvalidArgumentError] = InvalidArgumentE
         return  # checked before: this runs once per message sent
     if not isinstance(topic, str) or not topic.strip():
         raise error("the specified topic is blank")
-    if not _VALID_NAME.match(topic):
+    if not _VALID_NAME.fullmatch(topic):
         raise error(
             f"the specified topic[{topic}] contains illegal characters, "
             "allowing only ^[%|a-zA-Z0-9_-]+$"
@@ -134,7 +134,7 @@ def check_group(group: str) -> None:
     """
     if not isinstance(group, str) or not group.strip():
         raise InvalidArgumentError("the specified group is blank")
-    if not _VALID_NAME.match(group):
+    if not _VALID_NAME.fullmatch(group):
         raise InvalidArgumentError(
             f"the specified group[{group}] contains illegal characters, "
             "allowing only ^[%|a-zA-Z0-9_-]+$"

@@ -15,7 +15,7 @@ from pathlib import Path
 DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
 # "ms" is ours (RocketMQ knows s, m, h, d): sub-second levels let tests retry in a blink.
 _DELAY_UNITS_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
-_DELAY_LEVEL = re.compile(r"^(\d+)(ms|[smhd])$")
+_DELAY_LEVEL = re.compile(r"(\d+)(ms|[smhd])")
 
 
 class FlushDiskType(StrEnum):
@@ -31,7 +31,7 @@ def parse_delay_levels(text: str) -> tuple[int, ...]:
     """
     levels = []
     for item in text.split():
-        m = _DELAY_LEVEL.match(item)
+        m = _DELAY_LEVEL.fullmatch(item)
         if m is None:
             raise ValueError(f"delay level {item!r} is not <number><ms|s|m|h|d>")
         levels.append(int(m.group(1)) * _DELAY_UNITS_MS[m.group(2)])

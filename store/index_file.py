@@ -98,7 +98,7 @@ MAX_MSGS_NUM_BATCH = 64  # maxMsgsNumBatch: the cap on one query's results
 KEY_SEPARATOR = " "  # MessageConst.KEY_SEPARATOR
 ALLOCATE_AHEAD_BYTES = 1 << 20  # entries allocated ahead of the newest: 52,428 of them
 
-_NAME = re.compile(r"^\d{17}$")
+_NAME = re.compile(r"\d{17}")
 CREATING_SUFFIX = ".creating"
 _NAME_TIME_FORMAT = "%Y%m%d%H%M%S"
 
@@ -276,7 +276,7 @@ class IndexFile:
         loaded in name order.
         """
         when = datetime.now()
-        if after_name is not None and _NAME.match(after_name):
+        if after_name is not None and _NAME.fullmatch(after_name):
             when = max(when, _name_time(after_name) + timedelta(milliseconds=1))
         while True:
             path = directory / index_file_name(when)
@@ -722,7 +722,7 @@ class IndexService:
         names = sorted(p.name for p in self.directory.iterdir() if p.is_file())
         with self._lock:
             for name in names:
-                if not _NAME.match(name):
+                if not _NAME.fullmatch(name):
                     log.warning("index_file_ignored", file=name, directory=str(self.directory))
                     continue
                 path = self.directory / name

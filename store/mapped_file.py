@@ -47,7 +47,7 @@ log = structlog.get_logger(__name__)
 OS_PAGE_BYTES = 4096
 _ZERO_CHUNK_BYTES = 1 << 20
 _ZERO_CHUNK = memoryview(bytes(_ZERO_CHUNK_BYTES))
-_SEGMENT_NAME = re.compile(r"^\d{20}$")
+_SEGMENT_NAME = re.compile(r"\d{20}")
 CREATING_SUFFIX = ".creating"
 # Flushed bytes older than this stay mapped in the process: consumers that keep up read them.
 RELEASE_KEEP_BYTES = 4 << 20
@@ -419,9 +419,9 @@ class MappedFileQueue:
             p.name for p in self.directory.iterdir() if p.is_file() and not p.name.startswith(".")
         )
         expected = None
-        segment_names = [n for n in names if _SEGMENT_NAME.match(n)]
+        segment_names = [n for n in names if _SEGMENT_NAME.fullmatch(n)]
         for name in names:
-            if not _SEGMENT_NAME.match(name):
+            if not _SEGMENT_NAME.fullmatch(name):
                 continue  # side files (truncated tails saved for forensics)
             start = int(name)
             if start % self.file_bytes:
@@ -452,7 +452,7 @@ class MappedFileQueue:
 
     def _orphan(self, names: list[str], expected: int) -> None:
         for name in names:
-            if not _SEGMENT_NAME.match(name):
+            if not _SEGMENT_NAME.fullmatch(name):
                 continue
             path = self.directory / name
             if self.set_aside_dir is None:
@@ -464,7 +464,7 @@ class MappedFileQueue:
             "segments_after_gap_set_aside",
             directory=str(self.directory),
             missing_segment=segment_name(expected),
-            set_aside=[n for n in names if _SEGMENT_NAME.match(n)],
+            set_aside=[n for n in names if _SEGMENT_NAME.fullmatch(n)],
         )
 
     @property

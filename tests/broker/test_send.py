@@ -289,8 +289,8 @@ async def assert_still_serves(client: RemotingClient, broker: Broker) -> None:
 
 @pytest.mark.parametrize(
     "topic",
-    ["has space", "T" * 128, "", "bad/slash", "Tópico"],
-    ids=["space", "128-chars", "empty", "slash", "non-ascii"],
+    ["has space", "T" * 128, "", "bad/slash", "Tópico", "Trailing\n"],
+    ids=["space", "128-chars", "empty", "slash", "non-ascii", "trailing-newline"],
 )
 async def test_illegal_topic_names_are_system_error(
     broker: Broker, client: RemotingClient, topic: str

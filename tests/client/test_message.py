@@ -41,6 +41,7 @@ INVALID: list[tuple[dict[str, Any], str]] = [
     ({"topic": "has space"}, "contains illegal characters"),
     ({"topic": "dot.topic"}, "contains illegal characters"),
     ({"topic": "ünïcode"}, "contains illegal characters"),
+    ({"topic": "TopicA\n"}, "contains illegal characters"),  # `$` matches before a \n
     ({"topic": "t" * (TOPIC_MAX_LENGTH + 1)}, "longer than topic max length 127"),
     ({"topic": "SCHEDULE_TOPIC_XXXX"}, "is forbidden"),
     ({"topic": "RMQ_SYS_TRANS_HALF_TOPIC"}, "is forbidden"),
@@ -104,7 +105,12 @@ def test_oversized_body_names_the_sizes() -> None:
 
 @pytest.mark.parametrize(
     ("group", "error"),
-    [("", "blank"), ("a b", "illegal characters"), ("g" * 256, "longer than group max length")],
+    [
+        ("", "blank"),
+        ("a b", "illegal characters"),
+        ("group\n", "illegal characters"),
+        ("g" * 256, "longer than group max length"),
+    ],
 )
 def test_group_validation(group: str, error: str) -> None:
     # a group is an argument, not a message
