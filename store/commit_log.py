@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import struct
 import time
 from collections import deque
 from collections.abc import Callable
@@ -44,6 +43,7 @@ from store.message_codec import (
     MAX_PROPERTIES_BYTES,
     MAX_TOPIC_BYTES,
     MESSAGE_MAGIC_CODE,
+    RECORD_HEAD,
     SCHEDULE_TOPIC,
     TRANSACTION_PREPARED_TYPE,
     TRANSACTION_ROLLBACK_TYPE,
@@ -74,7 +74,6 @@ from store.results import AppendResult, PutMessageStatus, PutResult
 log = structlog.get_logger(__name__)
 
 END_FILE_MIN_BLANK_BYTES = 8  # a blank record is TOTALSIZE + magic
-_SIZE_MAGIC = struct.Struct(">ii")  # TOTALSIZE, MAGICCODE: how every record starts
 _TORN_WINDOW_BYTES = 16 << 20  # how much of a cut tail is saved aside, per segment
 # Appends kept for dispatch (and commit-log bytes they may span); past that it reads back.
 MAX_PENDING_APPENDS = 4096
@@ -546,7 +545,7 @@ class CommitLog:
                 checked += 1
                 if progress is not None and not checked & 0x1FFF:
                     progress(mf.start_offset + pos)
-                total, magic = _SIZE_MAGIC.unpack_from(view, pos)
+                total, magic = RECORD_HEAD.unpack_from(view, pos)
                 if magic == BLANK_MAGIC_CODE and total == mf.file_bytes - pos:
                     pos = mf.file_bytes
                     break

@@ -49,6 +49,7 @@ from store.index_file import IndexService, index_key_hashes
 from store.message_codec import (
     BLANK_MAGIC_CODE,
     MESSAGE_MAGIC_CODE,
+    RECORD_HEAD,
     SCHEDULE_TOPIC,
     TRANSACTION_COMMIT_TYPE,
     TRANSACTION_NOT_TYPE,
@@ -59,7 +60,6 @@ from store.message_codec import (
     decode_properties,
     decode_record,
     property_value,
-    read_int,
     tags_code,
 )
 
@@ -272,11 +272,10 @@ class DispatchService:
                 while done < budget and pos + 8 <= len(view):
                     if reput + pos == stop:
                         break  # the rest comes from the append's own account
-                    magic = read_int(view, pos + 4)
+                    total, magic = RECORD_HEAD.unpack_from(view, pos)
                     if magic == BLANK_MAGIC_CODE:
                         pos = mf.file_bytes - (reput - mf.start_offset)
                         break
-                    total = read_int(view, pos)
                     if (
                         magic == MESSAGE_MAGIC_CODE
                         and pos + total > len(view)

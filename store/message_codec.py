@@ -101,10 +101,11 @@ assert _HEADER_V4.size == 88
 _INT = struct.Struct(">i")
 _LONG = struct.Struct(">q")
 _SHORT = struct.Struct(">h")
-_BLANK = struct.Struct(">ii")  # TOTALSIZE, BLANK_MAGIC_CODE
+# TOTALSIZE, MAGICCODE: how every record starts, a blank END-OF-FILE record included
+RECORD_HEAD = struct.Struct(">ii")
 _APPEND_FIELDS = struct.Struct(">qq")  # QUEUEOFFSET, PHYSICALOFFSET (adjacent at 20)
 assert _INT.size == 4 and _LONG.size == 8 and _SHORT.size == 2
-assert _BLANK.size == 8 and _APPEND_FIELDS.size == 16
+assert RECORD_HEAD.size == 8 and _APPEND_FIELDS.size == 16
 
 Host = tuple[bytes, int]  # (4- or 16-byte address, port)
 
@@ -432,7 +433,7 @@ def encode_record(
 
 def encode_blank(remaining: int) -> bytes:
     """The END-OF-FILE record filling the rest of a segment: size and BLANK magic."""
-    return _BLANK.pack(remaining, BLANK_MAGIC_CODE)
+    return RECORD_HEAD.pack(remaining, BLANK_MAGIC_CODE)
 
 
 def patch_append_fields(

@@ -256,8 +256,7 @@ class MessageStore:
         self.dispatch.reput_from_offset = max(self.commit_log.min_offset, start)
         self.commit_log.recovery_progress = None
         # Catch dispatch up now, so the store opens with consistent queues and index.
-        while self.dispatch.dispatch_available():
-            progress.dispatching(self.dispatch.reput_from_offset)
+        self.dispatch_all(progress.dispatching)
         self._rebuild_queue_offsets()
         log.info(
             "store_loaded",
@@ -646,10 +645,12 @@ class MessageStore:
         """Called for each message that becomes visible in a consume queue."""
         self.dispatch.listeners.append(listener)
 
-    def dispatch_all(self) -> None:
-        """Dispatch everything appended so far, now (queries see it at once)."""
+    def dispatch_all(self, progress: Callable[[int], None] | None = None) -> None:
+        """Dispatch everything appended so far, now (queries see it at once); ``progress``
+        is told the offset reached after each round."""
         while self.dispatch.dispatch_available():
-            pass
+            if progress is not None:
+                progress(self.dispatch.reput_from_offset)
 
     @property
     def dispatch_behind_bytes(self) -> int:
