@@ -300,6 +300,24 @@ def walk_commit_log(config: StoreConfig) -> Iterator[tuple[int, Record | None, i
 # ---------------------------------------------------------------------------------- store
 
 
+def commit_log_bytes(store: MessageStore, end: int, start: int | None = None) -> bytes:
+    """The commit log from ``start`` (its minimum) to ``end``, read as a master streams it."""
+    out = bytearray()
+    offset = store.commit_log.min_offset if start is None else start
+    while offset < end:
+        got = store.commit_log.data_from(offset)
+        assert got is not None, offset
+        view, mf = got
+        try:
+            chunk = bytes(view[: end - offset])
+        finally:
+            view.release()
+            mf.release()
+        out += chunk
+        offset += len(chunk)
+    return bytes(out)
+
+
 async def wait_dispatched(store: MessageStore, timeout_s: float = 5.0) -> None:
     """Wait until the store's dispatch service has entered everything appended."""
     for _ in range(int(timeout_s * 1000)):

@@ -14,7 +14,13 @@ import pytest
 
 from store.ha import HAClient, HAService
 from store.message_store import MessageStore
-from tests.store.conftest import drain, message, tiny_config, wait_dispatched
+from tests.store.conftest import (
+    commit_log_bytes,
+    drain,
+    message,
+    tiny_config,
+    wait_dispatched,
+)
 
 TIMEOUT_S = 10.0
 
@@ -26,23 +32,6 @@ async def until(predicate: Callable[[], bool], what: str, timeout_s: float = TIM
         if loop.time() > deadline:
             pytest.fail(f"timed out waiting for {what}")
         await asyncio.sleep(0.01)
-
-
-def commit_log_bytes(store: MessageStore, end: int, start: int | None = None) -> bytes:
-    out = bytearray()
-    offset = store.commit_log.min_offset if start is None else start
-    while offset < end:
-        got = store.commit_log.data_from(offset)
-        assert got is not None, offset
-        view, mf = got
-        try:
-            chunk = bytes(view[: end - offset])
-        finally:
-            view.release()
-            mf.release()
-        out += chunk
-        offset += len(chunk)
-    return bytes(out)
 
 
 class Pair:

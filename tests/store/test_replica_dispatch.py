@@ -21,40 +21,17 @@ from store.dispatch import RETRY_FIRST_S
 from store.message_codec import SCHEDULE_TOPIC
 from store.message_store import MessageStore
 from store.results import PutMessageStatus
-from tests.store.conftest import batch, drain, message, tiny_config, wait_dispatched
+from tests.store.conftest import (
+    batch,
+    commit_log_bytes,
+    drain,
+    message,
+    tiny_config,
+    wait_dispatched,
+    walk_commit_log,
+)
 
 TOPICS = ("TopicRA", "TopicRB")
-
-
-def log_bytes(store: MessageStore) -> bytes:
-    """The commit log from its minimum to its end, as a master streams it."""
-    out = bytearray()
-    offset = store.commit_log.min_offset
-    while offset < store.commit_log.max_offset:
-        got = store.commit_log.data_from(offset)
-        assert got is not None, offset
-        view, mf = got
-        try:
-            out += view
-            offset += len(view)
-        finally:
-            view.release()
-            mf.release()
-    return bytes(out)
-
-
-def record_starts(store: MessageStore) -> list[int]:
-    """Where each record of the commit log starts (blank records included)."""
-    starts: list[int] = []
-    for mf in store.commit_log.files.files:
-        pos = 0
-        while pos + 8 <= mf.wrote_position:
-            starts.append(mf.start_offset + pos)
-            size = int.from_bytes(mf.view[pos : pos + 4], "big", signed=True)
-            if size <= 0:
-                break
-            pos += size
-    return starts
 
 
 @pytest.fixture(scope="module")
@@ -82,7 +59,7 @@ def master_log(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[bytes
                     delayed = message(TOPICS[1], 0, b"later", props={"DELAY": "3"})
                     assert (await master.put_message(delayed)).status.stored
             await wait_dispatched(master)
-            return log_bytes(master)
+            return commit_log_bytes(master, master.commit_log.max_offset)
 
     yield asyncio.run(build()), root
 
@@ -144,12 +121,8 @@ async def test_cuts_next_to_every_record_start(
     """Whole records but for a few bytes, or a few bytes of the next one."""
     data, master_root = master_log
     slave = slave_store(tmp_path)
-    probe = MessageStore(tiny_config(master_root))
-    probe.load()
-    try:
-        cuts = sorted({s + shift for s in record_starts(probe) if 0 < s + shift < len(data)})
-    finally:
-        await probe.shutdown()
+    starts = [offset for offset, _record, _size in walk_commit_log(tiny_config(master_root))]
+    cuts = sorted({s + shift for s in starts if 0 < s + shift < len(data)})
     try:
         feed(slave, data, cuts)
         await assert_same_as_master(slave, master_root)
@@ -183,9 +156,10 @@ async def test_a_corrupt_record_is_reported_and_refuses_writes(
     complete) stops dispatch at that offset: logged once with the offset, counted, retried,
     writes refused with a remark naming it; when the bytes are cut away (as a master does to
     a slave that is ahead of it) dispatch recovers and says so."""
-    data, _master_root = master_log
+    data, master_root = master_log
     seg = 4096
-    bad_at = next(s for s in record_starts_of(data, seg) if s >= seg)  # second segment
+    records = walk_commit_log(tiny_config(master_root))
+    bad_at = next(offset for offset, record, _ in records if offset >= seg and record)
     broken = bytearray(data)
     broken[bad_at + 4 : bad_at + 8] = b"\x00\x00\x00\x01"
     with capture_logs() as logs:
@@ -214,14 +188,3 @@ async def test_a_corrupt_record_is_reported_and_refuses_writes(
     assert "dispatch_recovered" in events
     failed = next(e for e in logs if e["event"] == "dispatch_failed")
     assert failed["commit_log_offset"] == bad_at
-
-
-def record_starts_of(data: bytes, seg: int) -> Iterator[int]:
-    for start in range(0, len(data), seg):
-        pos = start
-        while pos + 8 <= min(len(data), start + seg):
-            yield pos
-            size = int.from_bytes(data[pos : pos + 4], "big", signed=True)
-            if size <= 0 or data[pos + 4 : pos + 8] == bytes.fromhex("cbd43194"):
-                break
-            pos += size
