@@ -11,8 +11,11 @@ A topic the broker creates or changes while serving is announced at once, not at
 round: RocketMQ's ``createTopicInSendMessageMethod`` calls ``registerBrokerAll`` (and
 UPDATE_AND_CREATE_TOPIC ``registerIncrementBrokerData``) before the request is answered, so a
 client asking the name server right after its first send finds the route. Here the request
-that created the topic awaits ``settled(topic)``: the announcement round has been answered by
-every name server, or has failed, or ``ANNOUNCE_TIMEOUT_S`` has passed. Java sends a oneway
+that created the topic is answered through ``reply_when_routed``: once the announcement round
+has been answered by every name server, or has failed, or ``ANNOUNCE_TIMEOUT_S`` has passed
+(dial included). The answer is sent from the round's completion, not by a handler waiting
+for it, so the lane worker is free meanwhile: a stalled name server never holds requests for
+topics that already exist. Java sends a oneway
 request and waits only for the write, which races the client's own query on its other
 connection (about 1 send in 13 finds no route on 4.9.7); awaiting the answer closes that race,
 and the short timeout keeps a stalled name server from holding sends for long.
@@ -37,6 +40,8 @@ from remoting.bodies import RegisterBrokerBody, TopicConfigWrapper
 from remoting.client import RemotingClient
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
+from remoting.connection import Connection
+from remoting.dispatch import send_response
 from remoting.errors import RocketMQError
 from remoting.headers import RegisterBrokerRequestHeader, UnregisterBrokerRequestHeader
 
@@ -62,7 +67,6 @@ class Registration:
         ha_server_addr: Callable[[], str],
         topics: Callable[[], TopicConfigWrapper],
         period_s: float,
-        announce_timeout_s: float = ANNOUNCE_TIMEOUT_S,
     ) -> None:
         self.client = client
         self.namesrv_addrs = namesrv_addrs
@@ -75,7 +79,6 @@ class Registration:
         self.period_s = period_s
         self.master_addr: str | None = None
         self.master_ha_addr: str | None = None
-        self.announce_timeout_s = announce_timeout_s
         self._wakeup = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._serving = False
@@ -91,7 +94,8 @@ class Registration:
         self._wakeup.set()
 
     def topic_changed(self, topic: str) -> None:
-        """Announce ``topic`` to every name server now; ``settled(topic)`` waits for that.
+        """Announce ``topic`` to every name server now; ``reply_when_routed`` answers
+        requests about it once that is over.
 
         Topics changed before the round starts share it, so concurrent first sends of one
         topic (or of many) cost one registration, not one each. Before ``start`` (nothing to
@@ -109,21 +113,33 @@ class Registration:
             task.add_done_callback(self._rounds.discard)
         self.unsettled[topic] = done
 
-    async def settled(self, *topics: str) -> None:
-        """Return once the announcement of each of ``topics`` is over (at once for a topic
-        with none under way). Never raises for a name server's failure."""
-        for topic in topics:
-            done = self.unsettled.get(topic)
-            if done is not None:
-                # shield: one waiter cancelled must not cancel the round's future for all
-                await asyncio.shield(done)
+    def reply_when_routed(
+        self,
+        conn: Connection,
+        request: RemotingCommand,
+        response: RemotingCommand,
+        *topics: str,
+    ) -> RemotingCommand | None:
+        """``response`` as it is when none of ``topics`` is being announced; otherwise None,
+        and ``response`` goes out once every announcement of them is over (the handler
+        returns at once: its lane worker serves other requests meanwhile)."""
+        rounds = {done for topic in topics if (done := self.unsettled.get(topic)) is not None}
+        if not rounds:
+            return response
+        over = rounds.pop() if len(rounds) == 1 else asyncio.gather(*rounds)
+        over.add_done_callback(lambda _over: send_response(conn, request, response))
+        return None
 
     async def _announce(self, done: asyncio.Future[None]) -> None:
         # The body is built now, in this task's first step: every topic that joined this
         # round before it started is in it.
         self._next_round = None
         try:
-            await self.register_all(timeout_s=self.announce_timeout_s)
+            # One deadline for the whole round: the dial to a name server is inside it.
+            async with asyncio.timeout(ANNOUNCE_TIMEOUT_S):
+                await self.register_all(timeout_s=ANNOUNCE_TIMEOUT_S)
+        except TimeoutError:
+            log.warning("announce_round_timed_out", timeout_s=ANNOUNCE_TIMEOUT_S)
         except Exception:
             log.exception("announce_round_failed")
         finally:
@@ -203,6 +219,9 @@ class Registration:
 
     async def start(self) -> None:
         """Register once now (so routes exist when start returns), then keep registering."""
+        # Serving from here: a topic created while the first round is under way is announced
+        # (and waited for) too; the port is bound by now.
+        self._serving = True
         if self.namesrv_addrs:
             accepted = await self.register_all()
             log.info(
@@ -211,7 +230,6 @@ class Registration:
                 accepted=accepted,
             )
         self._task = asyncio.create_task(self._run(), name="broker-registration")
-        self._serving = True
 
     async def shutdown(self) -> None:
         self._serving = False

@@ -69,7 +69,9 @@ class AdminProcessor:
 
     # ------------------------------------------------------------------------ topics
 
-    async def create_topic(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+    async def create_topic(
+        self, conn: Connection, request: RemotingCommand
+    ) -> RemotingCommand | None:
         h = CreateTopicRequestHeader.from_ext_fields(request.ext_fields)
         broker = self.broker
         why = check_topic_name(h.topic)
@@ -109,8 +111,7 @@ class AdminProcessor:
             )
         )
         # registerIncrementBrokerData: the route is on the name servers when admin hears back.
-        await broker.registration.settled(h.topic)
-        return _ok(request)
+        return broker.registration.reply_when_routed(conn, request, _ok(request), h.topic)
 
     async def delete_topic(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         h = TopicRequestHeader.from_ext_fields(request.ext_fields)

@@ -47,7 +47,7 @@ class ClientProcessor:
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
 
-    async def heartbeat(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+    async def heartbeat(self, conn: Connection, request: RemotingCommand) -> RemotingCommand | None:
         try:
             hb = HeartbeatData.decode(request.body_bytes or b"{}")
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
@@ -82,13 +82,17 @@ class ClientProcessor:
             )
         for group in hb.producer_data_set:
             broker.producers.register(group, conn, channel)
+        response = response_to(request, ResponseCode.SUCCESS)
         if broker.registration.unsettled:
             # A group's retry topic created by this heartbeat is routed before the consumer
             # hears back: a client that starts by asking for it must not get TOPIC_NOT_EXIST.
-            await broker.registration.settled(
-                *(retry_topic(data.group_name) for data in hb.consumer_data_set)
+            return broker.registration.reply_when_routed(
+                conn,
+                request,
+                response,
+                *(retry_topic(data.group_name) for data in hb.consumer_data_set),
             )
-        return response_to(request, ResponseCode.SUCCESS)
+        return response
 
     async def unregister(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         h = UnregisterClientRequestHeader.from_ext_fields(request.ext_fields)

@@ -228,13 +228,16 @@ class SendProcessor:
                     delay_level=delay_level,
                 )
             )
+        response = self._response(
+            request, put, queue_id, header.topic, time.perf_counter() - started
+        )
         registration = self.broker.registration
         if registration.unsettled:
             # A topic this send created, or one a concurrent send created a moment ago, is on
             # its way to the name servers: answer once it is there (msgCheck registers before
             # replying), so the client's next route query finds it.
-            await registration.settled(header.topic, topic)
-        return self._response(request, put, queue_id, header.topic, time.perf_counter() - started)
+            return registration.reply_when_routed(conn, request, response, header.topic, topic)
+        return response
 
     def _timer(
         self, request: RemotingCommand, props: dict[str, str], *, batch: bool

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 import structlog
 
 from broker.processors.send import DLQ_QUEUE_NUMS
-from broker.topics import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
+from broker.topics import DLQ_GROUP_TOPIC_PREFIX, retry_topic
 from remoting.bodies import PERM_READ, PERM_WRITE
 from remoting.codes import ResponseCode
 from remoting.command import RemotingCommand, response_to
@@ -52,7 +52,7 @@ class SendBackProcessor:
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
 
-    async def handle(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+    async def handle(self, conn: Connection, request: RemotingCommand) -> RemotingCommand | None:
         broker = self.broker
         header = ConsumerSendMsgBackRequestHeader.from_ext_fields(request.ext_fields)
         group = header.group
@@ -71,7 +71,7 @@ class SendBackProcessor:
             )
         if sgc.retry_queue_nums <= 0:
             return response_to(request, ResponseCode.SUCCESS)  # the group wants no retries
-        topic = RETRY_GROUP_TOPIC_PREFIX + group
+        topic = retry = retry_topic(group)
         queue_id = random.randrange(sgc.retry_queue_nums)  # noqa: S311 - load spread
         tc = broker.topics.create_internal(topic, sgc.retry_queue_nums, PERM_READ | PERM_WRITE)
         if not tc.perm & PERM_WRITE:
@@ -137,11 +137,12 @@ class SendBackProcessor:
                 f"send back failed: {put.status.name} {put.remark}".strip(),
             )
         broker.stats.on_put(1)
+        response = response_to(request, ResponseCode.SUCCESS)
         if broker.registration.unsettled:
             # A retry or dead-letter topic created here reaches the name servers before the
             # consumer hears back (createTopicInSendMessageBackMethod registers at once).
-            await broker.registration.settled(RETRY_GROUP_TOPIC_PREFIX + group, topic)
-        return response_to(request, ResponseCode.SUCCESS)
+            return broker.registration.reply_when_routed(conn, request, response, retry, topic)
+        return response
 
 
 def record_store_host(record: bytes, sys_flag: int) -> tuple[bytes, int]:

@@ -25,7 +25,13 @@ import pytest
 from broker.broker import Broker
 from broker.config import BrokerConfig, NamesrvConfig
 from broker.namesrv.server import NameServer
-from remoting.bodies import ConsumerData, HeartbeatData, SubscriptionData, parse_tag_expression
+from remoting.bodies import (
+    ConsumerData,
+    HeartbeatData,
+    KVTable,
+    SubscriptionData,
+    parse_tag_expression,
+)
 from remoting.client import ClientConfig, RemotingClient
 from remoting.codes import RequestCode, ResponseCode, SerializeType
 from remoting.command import RemotingCommand, decode_command, next_opaque
@@ -215,6 +221,8 @@ def send_header(
     flag: int = 0,
     batch: bool = False,
     born_timestamp: int = BORN_TIMESTAMP,
+    reconsume_times: int = 0,
+    max_reconsume_times: int | None = None,
 ) -> SendMessageRequestHeader:
     return SendMessageRequestHeader(
         producer_group=producer_group,
@@ -226,9 +234,10 @@ def send_header(
         born_timestamp=born_timestamp,
         flag=flag,
         properties=props,
-        reconsume_times=0,
+        reconsume_times=reconsume_times,
         unit_mode=False,
         batch=batch,
+        max_reconsume_times=max_reconsume_times,
     )
 
 
@@ -244,6 +253,7 @@ async def send(
     extra: Mapping[str, str] | None = None,
     code: int = RequestCode.SEND_MESSAGE_V2,
     serialize_type: int = SerializeType.JSON,
+    timeout_s: float = TIMEOUT_S,
     **header: Any,
 ) -> RemotingCommand:
     """SEND_MESSAGE_V2 (or code 10 with long names) of one message, as a Java producer
@@ -258,7 +268,16 @@ async def send(
     pairs.update(extra or {})
     h = send_header(topic, queue_id=queue_id, props=properties(**pairs), **header)
     ext = h.to_ext_fields() if code == RequestCode.SEND_MESSAGE else h.to_v2()
-    return await call(client, addr, code, ext, body, serialize_type=serialize_type)
+    return await call(
+        client, addr, code, ext, body, serialize_type=serialize_type, timeout_s=timeout_s
+    )
+
+
+async def runtime_info(client: RemotingClient, addr: str) -> dict[str, str]:
+    """GET_BROKER_RUNTIME_INFO's table, as ``mqadmin brokerStatus`` shows it."""
+    response = await call(client, addr, RequestCode.GET_BROKER_RUNTIME_INFO)
+    assert response.code == ResponseCode.SUCCESS, response
+    return KVTable.decode(response.body_bytes).table
 
 
 async def send_ok(

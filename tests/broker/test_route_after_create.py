@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import socket
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 
@@ -23,24 +24,22 @@ from broker.broker import Broker
 from broker.namesrv.server import NameServer
 from remoting.client import RemotingClient
 from remoting.codes import RequestCode, ResponseCode
-from remoting.command import RemotingCommand, next_opaque, response_to
+from remoting.command import RemotingCommand, response_to
 from remoting.connection import Connection
 from remoting.dispatch import Lane, ProcessorTable
 from remoting.headers import (
     ConsumerSendMsgBackRequestHeader,
     CreateTopicRequestHeader,
-    SendMessageRequestHeader,
 )
 from remoting.route import TopicRouteData
 from remoting.server import RemotingServer, ServerConfig
 from tests.broker.conftest import (
-    BORN_TIMESTAMP,
     LOOPBACK,
-    TIMEOUT_S,
     BrokerFactory,
     call,
     heartbeat,
-    properties,
+    send_ok,
+    wait_until,
 )
 
 FRESH = 20
@@ -51,41 +50,11 @@ PROMPT_S = 2.5
 
 
 async def send(
-    client: RemotingClient,
-    broker: Broker,
-    topic: str,
-    body: bytes = b"hello",
-    *,
-    reconsume_times: int = 0,
-    max_reconsume_times: int | None = None,
-    timeout_s: float = TIMEOUT_S,
+    client: RemotingClient, broker: Broker, topic: str, body: bytes = b"hello", **header: Any
 ) -> RemotingCommand:
-    """SEND_MESSAGE_V2 of one message through TBW102, as a Java producer sends it (a
-    consumer's own re-send carries reconsumeTimes and maxReconsumeTimes); must succeed."""
-    pairs = {"UNIQ_KEY": f"AC110001{next_opaque():024X}", "WAIT": "true"}
-    header = SendMessageRequestHeader(
-        producer_group="pg",
-        topic=topic,
-        default_topic="TBW102",
-        default_topic_queue_nums=4,
-        queue_id=0,
-        sys_flag=0,
-        born_timestamp=BORN_TIMESTAMP,
-        flag=0,
-        properties=properties(**pairs),
-        reconsume_times=reconsume_times,
-        max_reconsume_times=max_reconsume_times,
-    )
-    response = await call(
-        client,
-        broker.address,
-        RequestCode.SEND_MESSAGE_V2,
-        header.to_v2(),
-        body,
-        timeout_s=timeout_s,
-    )
-    assert response.code == ResponseCode.SUCCESS, f"{topic}: {response.code} {response.remark}"
-    return response
+    """``send_ok`` to ``broker`` through TBW102, as a Java producer sends it (a consumer's
+    own re-send carries reconsume_times and max_reconsume_times)."""
+    return await send_ok(client, broker.address, topic, body, **header)
 
 
 async def route(client: RemotingClient, namesrv: NameServer, topic: str) -> RemotingCommand:
@@ -312,4 +281,34 @@ async def test_silent_name_server_bounds_the_wait_of_a_first_send(
         await send(client, broker, topic, timeout_s=PROMPT_S)
         await assert_routed(client, namesrv, broker, topic)
     assert silent_namesrv.held >= 1  # the broker did try the silent one
+    silent_namesrv.answering.set()
+
+
+async def test_a_stalled_announcement_holds_no_lane_worker(
+    silent_namesrv: SilentNameServer, start_broker: BrokerFactory, client: RemotingClient
+) -> None:
+    """Requests about new topics that wait for a name server that never answers leave the
+    lanes free: a send to a topic that exists and a heartbeat of a group that exists are
+    answered while every one of those is still waiting. (Handlers that awaited the
+    announcement held a worker each: 80 first sends filled the send lane's 64 workers for
+    the whole bounded wait and the next send got SYSTEM_BUSY, and the heartbeat lane's one
+    worker served new groups' heartbeats one wait after another.)"""
+    broker = await start_broker(namesrv_addr=silent_namesrv.server.address)
+    await send(client, broker, "ExistingTopic")
+    await heartbeat(client, broker.address, "client-old", "cg-existing", {"ExistingTopic": "*"})
+    silent_namesrv.answering.clear()
+    waiting = [asyncio.create_task(send(client, broker, f"Stalled{i}")) for i in range(80)]
+    waiting += [
+        asyncio.create_task(
+            heartbeat(
+                client, broker.address, f"client-{i}", f"cg-stalled-{i}", {"ExistingTopic": "*"}
+            )
+        )
+        for i in range(3)
+    ]
+    await wait_until(lambda: silent_namesrv.held >= 1, "the first announcement to be held")
+    await send(client, broker, "ExistingTopic")
+    await heartbeat(client, broker.address, "client-old", "cg-existing", {"ExistingTopic": "*"})
+    assert not any(task.done() for task in waiting), "a request about a new topic was answered"
+    await asyncio.gather(*waiting)  # each answered once its bounded wait is over
     silent_namesrv.answering.set()
