@@ -19,10 +19,8 @@ from collections.abc import AsyncIterator
 import pytest
 
 from broker.config import BrokerRole
-from remoting.bodies import KVTable
 from remoting.client import RemotingClient
-from remoting.codes import RequestCode, ResponseCode
-from tests.broker.conftest import BrokerFactory, call, wait_until
+from tests.broker.conftest import BrokerFactory, runtime_info, wait_until
 from tests.broker.test_metrics import scrape, value
 
 GARBAGE = struct.pack(">ii", 64, 0x12345678) + bytes(56)  # a size, then no magic
@@ -76,9 +74,7 @@ async def test_a_slave_whose_dispatch_fails_is_reported_unhealthy(
         lambda: slave.store.dispatch.failures >= 2, "dispatch to fail and retry", timeout_s=10
     )
 
-    response = await call(client, slave.address, RequestCode.GET_BROKER_RUNTIME_INFO)
-    assert response.code == ResponseCode.SUCCESS
-    table = KVTable.decode(response.body_bytes).table
+    table = await runtime_info(client, slave.address)
     assert table["dispatchStatus"].startswith("FAILED at 0: CorruptRecordError")
     assert int(table["dispatchFailures"]) >= 2
 
@@ -96,8 +92,7 @@ async def test_a_healthy_broker_pings_ok(
     start_broker: BrokerFactory, client: RemotingClient
 ) -> None:
     broker = await start_broker()
-    response = await call(client, broker.address, RequestCode.GET_BROKER_RUNTIME_INFO)
-    table = KVTable.decode(response.body_bytes).table
+    table = await runtime_info(client, broker.address)
     assert table["dispatchStatus"] == "OK" and table["dispatchFailures"] == "0"
     samples = await scrape(broker.metrics_port)
     assert value(samples, "rocketmq_storage_dispatch_healthy") == 1

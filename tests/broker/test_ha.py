@@ -6,16 +6,15 @@ from __future__ import annotations
 
 from broker.broker import Broker
 from broker.config import BrokerRole
-from remoting.bodies import KVTable
 from remoting.client import RemotingClient
-from remoting.codes import RequestCode, ResponseCode
+from remoting.codes import ResponseCode
 from remoting.route import loads
 from tests.broker.conftest import (
     BrokerFactory,
-    call,
     pull,
     record_body,
     records,
+    runtime_info,
     send,
     send_ok,
     wait_until,
@@ -70,13 +69,12 @@ async def test_the_slave_replicates_and_serves_pulls(
         ),
         "the slave's ack of everything",
     )
-    info = await call(client, master.address, RequestCode.GET_BROKER_RUNTIME_INFO)
-    table = KVTable.decode(info.body_bytes).table
+    table = await runtime_info(client, master.address)
     assert table["haConnectionNum"] == "1"
     assert table["haSlaveAckOffset"] == table["commitLogMaxOffset"]
     assert table["haSlaveFallBehindBytes"] == "0"
-    info = await call(client, slave.address, RequestCode.GET_BROKER_RUNTIME_INFO)
-    assert KVTable.decode(info.body_bytes).table["haMasterAddress"] == master._ha_server_addr()
+    table = await runtime_info(client, slave.address)
+    assert table["haMasterAddress"] == master._ha_server_addr()
 
 
 async def test_consumer_offsets_reach_the_slave(
