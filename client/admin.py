@@ -692,7 +692,9 @@ class Admin(ClientService):
                 for k in range(offset, got.messages[0].queue_offset):
                     times.setdefault(k, -1)
             else:
-                for k in range(offset, offset + count):
+                # only what lies below the queue's minimum is gone; an offset at or above
+                # it that gave nothing is not known to be older
+                for k in range(offset, min(offset + count, got.min_offset)):
                     times.setdefault(k, -1)
             return got
 
@@ -704,6 +706,11 @@ class Admin(ClientService):
         async def older(offset: int) -> bool:
             if offset not in times:
                 await read(offset, 1)
+            if offset not in times:
+                raise ClientError(
+                    f"offset {offset} of {mq.topic} queue {mq.queue_id} on {mq.broker_name} "
+                    "could not be read to compare its store time"
+                )
             return times[offset] < ts
 
         async def first_not_older(lo: int, hi: int) -> int:

@@ -4,6 +4,7 @@ across a cluster of two brokers (real name server and brokers, nothing mocked)."
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 
 import pytest
@@ -137,3 +138,38 @@ async def test_offset_for_time_is_the_first_message_stored_at_or_after(
         assert await admin.offset_for_time(empty, now) == 0
         with pytest.raises(ValueError, match="side"):
             await admin.offset_for_time(mq, now, side="nearest")  # type: ignore[arg-type]
+
+
+async def test_offset_for_time_after_retention_starts_at_the_queues_minimum(
+    namesrv: NameServer, start_broker: BrokerFactory
+) -> None:
+    """Once retention removed a queue's head, a time before every message still stored gives
+    the queue's (moved) minimum, and each remaining store time gives its own message: the
+    entries below the minimum count as older, the minimum itself does not."""
+    broker = await start_broker(
+        "broker-r",
+        store={
+            "commit_log_file_bytes": 4096,
+            "max_message_bytes": 2048,
+            "consume_queue_file_bytes": 20 * 4,
+            "file_reserved_hours": 1,
+        },
+    )
+    topic = "TopicByTimeRetained"
+    await create_topic(broker, topic, queues=1)
+    async with Producer("pg-retained", namesrv.address, auto_batch=False) as producer:
+        for i in range(16):
+            await producer.send(Message(topic, f"old-{i}-".encode() + b"x" * 1000))
+    two_hours_ago = time.time() - 7200
+    for mf in broker.store.commit_log.files.files:
+        os.utime(mf.path, (two_hours_ago, two_hours_ago))
+    assert broker.store.delete_expired_files().commit_log_segments
+    low, high = broker.store.get_min_offset(topic, 0), broker.store.get_max_offset(topic, 0)
+    assert 0 < low < high
+    times = {k: broker.store.get_message_store_timestamp(topic, 0, k) for k in range(low, high)}
+    mq = MessageQueue(topic, "broker-r", 0)
+    async with Admin(namesrv.address) as admin:
+        assert await admin.offset_for_time(mq, 0) == low
+        for k, ts in times.items():
+            first = min(j for j, t in times.items() if t >= ts)
+            assert await admin.offset_for_time(mq, ts) == first, (k, ts)
