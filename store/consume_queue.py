@@ -173,8 +173,7 @@ class ConsumeQueue:
             pos = mf.wrote_position
             end = pos + n * UNIT_BYTES
             if mf.start_offset + pos == expected and end <= mf.file_bytes:
-                if end > mf.allocated_until:
-                    mf.allocate(end)  # before a byte goes into the mapping
+                mf.reserve(end)  # before a byte goes into the mapping
                 mm = mf.mm
                 pack = _UNIT.pack_into
                 for offset, size, code in zip(offsets, sizes, tags_codes, strict=True):

@@ -53,7 +53,7 @@ from store.mapped_file import (
     OS_PAGE_BYTES,
     RELEASE_CHUNK_BYTES,
     RELEASE_KEEP_BYTES,
-    allocate_range,
+    advance_allocation,
     allocation_end,
     map_file,
     writable_until,
@@ -231,9 +231,9 @@ class IndexFile:
         self._fd = fd
         self._closed = False
         # Bytes from the start known to be allocated, and how far entries may be written
-        # before the next window (-1 in a loaded file: not known until the first put).
+        # before the next window (0 in a loaded file: not known until the first put).
         self._allocated = allocated
-        self._allocated_until = writable_until(allocated, self.file_bytes) if create else -1
+        self._allocated_until = writable_until(allocated, self.file_bytes)
         if create:
             # RocketMQ carries only positive values over. It leaves indexCount 0 on disk until
             # the first put or flush; writing the whole header now gives the same bytes.
@@ -561,13 +561,15 @@ class IndexFile:
         Raises:
             DiskFullError: no room; nothing changed.
         """
-        target = allocation_end(end, ALLOCATE_AHEAD_BYTES, self.file_bytes)
-        # What is written is allocated: a loaded file starts from its newest entry.
-        written = self._entries_pos + self._index_count * ENTRY_BYTES
-        start = max(self._allocated, written - written % OS_PAGE_BYTES)
-        if target > start and not allocate_range(self._fd, self.path, start, target - start):
-            target = self.file_bytes
-        self._allocated = max(self._allocated, target)
+        self._allocated = advance_allocation(
+            self._fd,
+            self.path,
+            self._allocated,
+            self._entries_pos + self._index_count * ENTRY_BYTES,
+            end,
+            ALLOCATE_AHEAD_BYTES,
+            self.file_bytes,
+        )
         self._allocated_until = writable_until(self._allocated, self.file_bytes)
 
     def _time_diff_s(self, store_timestamp: int) -> int:

@@ -25,8 +25,9 @@ one integer comparison per append deciding whether the next window is due. The w
 covers ``ALLOCATE_GUARD_BYTES`` past the last byte written, because recovery reads the header
 after the last record, and on tmpfs even a read fault in a hole allocates a page. Recovery
 reads and zeroes what lies past the valid end with ``pread``/``pwrite`` for the same reason.
-``preallocate`` (``warmMapedFileEnable=true`` for the commit log) allocates a whole segment
-at creation instead.
+A window as large as the file (``warmMapedFileEnable=true`` for the commit log) allocates a
+whole segment at creation. ``advance_allocation`` is the one rule, for segments and index
+files alike.
 """
 
 from __future__ import annotations
@@ -136,6 +137,30 @@ def allocation_end(end: int, ahead_bytes: int, file_bytes: int) -> int:
     return min(file_bytes, (end + ALLOCATE_GUARD_BYTES) // ahead_bytes * ahead_bytes + ahead_bytes)
 
 
+def advance_allocation(  # noqa: PLR0917 - the state of one file's allocation
+    fd: int,
+    path: Path,
+    allocated: int,
+    written: int,
+    end: int,
+    ahead_bytes: int,
+    file_bytes: int,
+) -> int:
+    """Allocate the window that lets bytes up to ``end`` be written, in a file whose first
+    ``allocated`` bytes are known allocated and first ``written`` bytes hold data; returns
+    the new ``allocated``.
+
+    Raises:
+        DiskFullError: no room; nothing was allocated.
+    """
+    target = allocation_end(end, ahead_bytes, file_bytes)
+    # What is written is allocated: a loaded file starts from its write position.
+    start = max(allocated, written - written % OS_PAGE_BYTES)
+    if target > start and not allocate_range(fd, path, start, target - start):
+        target = file_bytes
+    return max(allocated, target)
+
+
 def writable_until(allocated: int, file_bytes: int) -> int:
     """How far writes may go without allocating, when ``allocated`` bytes are: the guard
     stays allocated past the last byte written (all of the file once it is allocated)."""
@@ -156,7 +181,6 @@ class MappedFile:
         *,
         create: bool,
         allocate_ahead_bytes: int = ALLOCATE_AHEAD_BYTES,
-        preallocate: bool = False,
     ) -> None:
         self.path = path
         self.file_bytes = file_bytes
@@ -170,13 +194,9 @@ class MappedFile:
             raise FileExistsError(f"segment {path} exists already")
         flags = os.O_RDWR | (os.O_CREAT | os.O_TRUNC if create else 0)
         fd = os.open(open_path, flags, 0o644)
-        first = (
-            file_bytes if preallocate else allocation_end(0, self.allocate_ahead_bytes, file_bytes)
-        )
+        first = allocation_end(0, self.allocate_ahead_bytes, file_bytes)
         try:
-            self.mm, allocated = map_file(
-                fd, path, file_bytes, create=create, allocate_bytes=min(first, file_bytes)
-            )
+            self.mm, allocated = map_file(fd, path, file_bytes, create=create, allocate_bytes=first)
             if create:
                 os.rename(open_path, path)
         except BaseException:
@@ -187,10 +207,10 @@ class MappedFile:
             raise
         self.fd = fd
         self.view = memoryview(self.mm)
-        # Bytes from the segment start known to have their disk blocks, and how far appends
-        # may write before the next window is due (-1 for a loaded segment: not known yet).
+        # Bytes from the segment start known to have their disk blocks (0 for a loaded
+        # segment: not known yet), and how far appends may write before the next window.
         self.allocated_position = allocated
-        self.allocated_until = writable_until(allocated, file_bytes) if create else -1
+        self.allocated_until = writable_until(allocated, file_bytes)
         self.wrote_position = 0
         self.flushed_position = 0
         self.released_position = 0  # bytes below it were dropped from the page tables
@@ -296,14 +316,15 @@ class MappedFile:
         Raises:
             DiskFullError: no room; ``allocated_position`` is unchanged.
         """
-        target = allocation_end(end, self.allocate_ahead_bytes, self.file_bytes)
-        # What is written is allocated: a loaded segment starts from its write position.
-        start = max(
-            self.allocated_position, self.wrote_position - self.wrote_position % OS_PAGE_BYTES
+        self.allocated_position = advance_allocation(
+            self.fd,
+            self.path,
+            self.allocated_position,
+            self.wrote_position,
+            end,
+            self.allocate_ahead_bytes,
+            self.file_bytes,
         )
-        if target > start and not allocate_range(self.fd, self.path, start, target - start):
-            target = self.file_bytes
-        self.allocated_position = max(target, self.allocated_position)
         self.allocated_until = writable_until(self.allocated_position, self.file_bytes)
 
     def dirty_pages(self) -> int:
@@ -391,13 +412,12 @@ class MappedFileQueue:
         *,
         set_aside_dir: Path | None = None,
         allocate_ahead_bytes: int = ALLOCATE_AHEAD_BYTES,
-        preallocate: bool = False,
     ) -> None:
         self.directory = directory
         self.file_bytes = file_bytes
-        # Disk blocks: allocated this far ahead of writes, or whole segments at creation.
+        # Disk blocks: allocated this far ahead of writes (whole segments when it is
+        # file_bytes).
         self.allocate_ahead_bytes = allocate_ahead_bytes
-        self.preallocate = preallocate
         # Where unusable segments found at load are kept for forensics; None deletes them
         # (consume queues are rebuilt from the commit log, the commit log is not).
         self.set_aside_dir = set_aside_dir
@@ -497,7 +517,6 @@ class MappedFileQueue:
             self.file_bytes,
             create=True,
             allocate_ahead_bytes=self.allocate_ahead_bytes,
-            preallocate=self.preallocate,
         )
         self.files.append(mf)
         log.debug("segment_created", segment=mf.path.name, directory=str(self.directory))
