@@ -32,6 +32,8 @@ from typing import TYPE_CHECKING
 
 import structlog
 
+from store.errors import DiskFullError
+
 if TYPE_CHECKING:
     from store.message_store import MessageStore
 
@@ -43,6 +45,7 @@ TRANSFER_BATCH_BYTES = 32 * 1024  # haTransferBatchSize
 HEARTBEAT_S = 5.0  # haSendHeartbeatInterval
 HOUSEKEEPING_S = 20.0  # haHousekeepingInterval
 RECONNECT_S = 1.0
+DISK_FULL_RETRY_S = 10.0  # a slave whose disk is full tries the stream again this often
 
 
 @dataclass(eq=False)
@@ -248,18 +251,27 @@ class HAClient:
                 await task
 
     async def _run(self) -> None:
+        disk_full = False
         while True:
             address = self.master_address()
+            wait_s = RECONNECT_S
             if address:
                 try:
                     await self._replicate(address)
+                except DiskFullError as exc:
+                    # Not a lost connection: this slave's disk has no room for the stream.
+                    # Logged once per spell, retried less often (the master resends).
+                    if not disk_full:  # the message says it all: no traceback
+                        log.error("ha_slave_disk_full", master=address, error=str(exc))  # noqa: TRY400
+                    wait_s = DISK_FULL_RETRY_S
                 except (OSError, asyncio.IncompleteReadError, TimeoutError) as exc:
                     log.info("ha_master_connection_lost", master=address, error=str(exc))
                 except ValueError as exc:
                     log.warning("ha_stream_refused", master=address, error=str(exc))
                 finally:
                     self.connected_to = None
-            await asyncio.sleep(RECONNECT_S)
+                disk_full = wait_s == DISK_FULL_RETRY_S
+            await asyncio.sleep(wait_s)
 
     async def _replicate(self, address: str) -> None:
         host, _, port = address.rpartition(":")

@@ -610,6 +610,8 @@ class MessageStore:
 
         Raises:
             ValueError: ``offset`` is not where this store's commit log ends.
+            DiskFullError: no room for the bytes; what was appended stays (the stream
+                resumes from the commit log's end).
         """
         cl = self.commit_log
         if cl.files.files and offset != cl.max_offset:
