@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import errno
 import os
 import shutil
 import subprocess
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -37,14 +37,7 @@ from tests.standalone import StandaloneBroker, start_standalone
 from tests.store.conftest import drain, message
 
 MiB = 1 << 20
-INDEX_FILE_BYTES = 40 + 5_000_000 * 4 + 20_000_000 * 20
-DEFAULT_SIZES: dict[str, Any] = {
-    "commit_log_file_bytes": 1 << 30,
-    "consume_queue_file_bytes": 300_000 * 20,
-    "max_message_bytes": 4 * MiB,
-    "max_hash_slot_num": 5_000_000,
-    "max_index_num": 20_000_000,
-}
+INDEX_FILE_BYTES = 40 + 5_000_000 * 4 + 20_000_000 * 20  # RocketMQ's defaults, as the store's
 
 
 def disk_bytes(root: Path) -> int:
@@ -64,7 +57,7 @@ def only_file(directory: Path) -> Path:
 async def test_a_default_store_with_twenty_messages_takes_little_disk(tmp_path: Path) -> None:
     ns_cfg = NamesrvConfig(bind_address="127.0.0.1", listen_port=0, metrics_port=0)
     async with NameServer(ns_cfg) as namesrv:
-        store = StoreConfig(root_dir=tmp_path / "store", **DEFAULT_SIZES)
+        store = StoreConfig(root_dir=tmp_path / "store")  # RocketMQ's default sizes
         cfg = BrokerConfig(
             bind_address="127.0.0.1",
             listen_port=0,
@@ -209,18 +202,45 @@ async def standalone(root: Path, settings: dict[str, str]) -> AsyncIterator[Stan
 Acked = dict[tuple[str, int], list[int]]
 
 
+@contextlib.asynccontextmanager
+async def broker_with_client(
+    run: Path, settings: dict[str, str]
+) -> AsyncIterator[tuple[StandaloneBroker, RemotingClient]]:
+    """A standalone broker under ``run`` and a client; when the block ends normally the
+    broker is stopped (SIGTERM) and must have exited 0, full disk or not."""
+    async with standalone(run, settings) as broker, RemotingClient(CLIENT_CONFIG) as client:
+        yield broker, client
+        await asyncio.to_thread(broker.stop)
+        assert broker.proc.returncode == 0, broker_log(broker)
+
+
+async def send_next(
+    client: RemotingClient,
+    broker: StandaloneBroker,
+    topic: str,
+    acked: list[int],
+    *,
+    queue_id: int = 0,
+    size: int = BODY_BYTES,
+) -> RemotingCommand:
+    """Send the message numbered one past ``acked``; its number joins ``acked`` if stored."""
+    seq = max(acked, default=0) + 1
+    response = await send_to(client, broker, topic, body_for(seq, size), queue_id)
+    if response.code == ResponseCode.SUCCESS:
+        acked.append(seq)
+    return response
+
+
 async def send_until_refused(
     client: RemotingClient, broker: StandaloneBroker, topic: str, acked: list[int], limit: int
 ) -> RemotingCommand:
     """Send numbered messages to queue 0 until one is refused; the acknowledged numbers go
     to ``acked``."""
     for _ in range(limit):
-        seq = max(acked, default=0) + 1
-        response = await send_to(client, broker, topic, body_for(seq))
+        response = await send_next(client, broker, topic, acked)
         if response.code != ResponseCode.SUCCESS:
             assert_alive(broker)
             return response
-        acked.append(seq)
     pytest.fail(f"{limit} sends to {topic} and none refused")
 
 
@@ -262,12 +282,14 @@ async def pulled(
     pytest.fail("the queue did not end")
 
 
-async def read_back(store_dir: Path, copy_dir: Path, sizes: dict[str, Any]) -> Acked:
-    """Copy the store off the small file system, recover it there and read every queue of
-    the test's topics back; the recovery must find a clean end."""
+async def read_back(store_dir: Path, copy_dir: Path, settings: dict[str, str]) -> Acked:
+    """Copy the store off the small file system, recover it there (with the broker's store
+    settings) and read every queue of the test's topics back; the recovery must find a
+    clean end."""
     shutil.copytree(store_dir, copy_dir, ignore=shutil.ignore_patterns("fill*"))
     out: Acked = {}
-    async with MessageStore(StoreConfig(root_dir=copy_dir, **sizes)) as store:
+    config = dataclasses.replace(load_config(BrokerConfig, None, settings).store, root_dir=copy_dir)
+    async with MessageStore(config) as store:
         assert store.last_exit_ok
         for cq in store.queues:
             if cq.topic.startswith(("Full", "Dispatch")):
@@ -293,11 +315,6 @@ async def wait_for(what: str, timeout_s: float, check: Callable[[], Awaitable[bo
 
 # The commit log's segments are 8 MiB, allocated 4 MiB at a time: on this file system the
 # second window of the first segment, and later the second segment, find no room.
-FULL_SIZES: dict[str, Any] = {
-    "commit_log_file_bytes": 8 * MiB,
-    "max_hash_slot_num": 64,
-    "max_index_num": 1024,
-}
 FULL_SETTINGS = {
     "mappedFileSizeCommitLog": str(8 * MiB),
     "maxHashSlotNum": "64",
@@ -310,10 +327,7 @@ FULL_SETTINGS = {
 async def test_a_full_disk_refuses_writes_and_loses_nothing(tmp_path: Path) -> None:
     run = tmp_path / "run"
     with small_tmpfs(run / "store", 20 * MiB) as fs:
-        async with (
-            standalone(run, FULL_SETTINGS) as broker,
-            RemotingClient(CLIENT_CONFIG) as client,
-        ):
+        async with broker_with_client(run, FULL_SETTINGS) as (broker, client):
             acked: list[int] = []
             response = await send_to(client, broker, "Full", body_for(1))
             assert response.code == ResponseCode.SUCCESS, response
@@ -355,30 +369,20 @@ async def test_a_full_disk_refuses_writes_and_loses_nothing(tmp_path: Path) -> N
                 filler.unlink()
 
             async def taken() -> bool:
-                seq = max(acked) + 1
-                response = await send_to(client, broker, "Full", body_for(seq))
-                if response.code == ResponseCode.SUCCESS:
-                    acked.append(seq)
+                response = await send_next(client, broker, "Full", acked)
                 return response.code == ResponseCode.SUCCESS
 
             await wait_for("writes to be taken again", 15, taken)
             assert await pulled(client, broker, "Full") == acked
-            broker.proc.terminate()
-            assert await asyncio.to_thread(broker.proc.wait, 60) == 0, broker_log(broker)
-        got = await read_back(fs, tmp_path / "copy", FULL_SIZES)
+        got = await read_back(fs, tmp_path / "copy", FULL_SETTINGS)
     assert got == {("Full", 0): acked}
 
 
-DISPATCH_SIZES: dict[str, Any] = {
-    "commit_log_file_bytes": 4 * MiB,
-    "max_hash_slot_num": 16,
-    "max_index_num": 8,  # a new index file every 7 keys
-}
 DISPATCH_SETTINGS = {
     "warmMapedFileEnable": "true",  # the commit log has its room; queues and index do not
     "mappedFileSizeCommitLog": str(4 * MiB),
     "maxHashSlotNum": "16",
-    "maxIndexNum": "8",
+    "maxIndexNum": "8",  # a new index file every 7 keys
     "cleanResourceInterval": "3600000",  # no usage check: dispatch meets the full disk
 }
 
@@ -386,24 +390,19 @@ DISPATCH_SETTINGS = {
 async def test_a_disk_full_during_dispatch_is_retried_without_a_crash(tmp_path: Path) -> None:
     run = tmp_path / "run"
     with small_tmpfs(run / "store", 12 * MiB) as fs:
-        async with (
-            standalone(run, DISPATCH_SETTINGS) as broker,
-            RemotingClient(CLIENT_CONFIG) as client,
-        ):
+        async with broker_with_client(run, DISPATCH_SETTINGS) as (broker, client):
             acked: Acked = {("DispatchA", 0): [], ("DispatchB", 0): [], ("DispatchB", 1): []}
 
             async def send_some(topic: str, queue_id: int, count: int) -> None:
-                done = acked[topic, queue_id]
                 for _ in range(count):
-                    seq = max(done, default=0) + 1
-                    response = await send_to(client, broker, topic, body_for(seq, 512), queue_id)
+                    response = await send_next(
+                        client, broker, topic, acked[topic, queue_id], queue_id=queue_id, size=512
+                    )
                     # stored, or refused while dispatch is stuck: never a dropped connection
                     assert response.code in (
                         ResponseCode.SUCCESS,
                         ResponseCode.SERVICE_NOT_AVAILABLE,
                     ), response
-                    if response.code == ResponseCode.SUCCESS:
-                        done.append(seq)
                     assert_alive(broker)
 
             # Topics exist before the disk fills (their config is written then).
@@ -433,19 +432,17 @@ async def test_a_disk_full_during_dispatch_is_retried_without_a_crash(tmp_path: 
                     # Writes are refused until dispatch got past the failure; then every
                     # acknowledged message is readable.
                     done = acked[topic, queue_id]
-                    seq = max(done) + 1
-                    response = await send_to(client, broker, topic, body_for(seq, 512), queue_id)
+                    response = await send_next(
+                        client, broker, topic, done, queue_id=queue_id, size=512
+                    )
                     if response.code != ResponseCode.SUCCESS:
                         return False
-                    done.append(seq)
                     return await pulled(client, broker, topic, queue_id) == done
 
                 await wait_for("dispatch to catch up once there is room", 30, caught_up)
             await send_some("DispatchB", 1, 2)
             assert await pulled(client, broker, "DispatchB", 1) == acked["DispatchB", 1]
-            broker.proc.terminate()
-            assert await asyncio.to_thread(broker.proc.wait, 60) == 0, broker_log(broker)
-        got = await read_back(fs, tmp_path / "copy", DISPATCH_SIZES)
+        got = await read_back(fs, tmp_path / "copy", DISPATCH_SETTINGS)
     assert got == acked
 
 
@@ -462,10 +459,7 @@ TIMER_SETTINGS = {
 async def test_a_full_disk_holds_timers_back_and_loses_none(tmp_path: Path) -> None:
     run = tmp_path / "run"
     with small_tmpfs(run / "store", 8 * MiB) as fs:
-        async with (
-            standalone(run, TIMER_SETTINGS) as broker,
-            RemotingClient(CLIENT_CONFIG) as client,
-        ):
+        async with broker_with_client(run, TIMER_SETTINGS) as (broker, client):
             sent: list[int] = []
 
             async def send_timer(seq: int) -> None:
@@ -501,5 +495,3 @@ async def test_a_full_disk_holds_timers_back_and_loses_none(tmp_path: Path) -> N
             await wait_for("every timer once there is room", 30, delivered)
             log_text = broker_log(broker)
             assert "timer_log_disk_full" in log_text and "timer_log_writable_again" in log_text
-            broker.proc.terminate()
-            assert await asyncio.to_thread(broker.proc.wait, 60) == 0, broker_log(broker)
