@@ -28,9 +28,9 @@ import time
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
-from client.errors import ClientError, InvalidMessageError, NoRouteError
+from client.errors import ClientError, InvalidMessageError, MessageDecodeError, NoRouteError
 from client.instance import ClientInstance, TlsOption, namesrv_from_env
-from client.message import MessageDecodeError, MessageView, check_topic, decode_messages
+from client.message import MessageView, check_topic, decode_messages
 from client.service import ClientService
 from remoting.acl import SessionCredentials
 from remoting.bodies import (
@@ -223,7 +223,13 @@ class Admin(ClientService):
             if response.code == ResponseCode.QUERY_NOT_FOUND:
                 return []
             if response.code != ResponseCode.SUCCESS:
-                raise BrokerError.for_code(response.code, response.remark)
+                raise BrokerError.for_code(
+                    response.code,
+                    response.remark,
+                    request_code=RequestCode.QUERY_MESSAGE,
+                    addr=addr,
+                    topic=topic,
+                )
             try:
                 return decode_messages(response.body_bytes, broker_name)
             except MessageDecodeError as exc:
@@ -579,41 +585,25 @@ class Admin(ClientService):
         queue now is.
 
         -1 is mqadmin's ``-s now`` as RocketMQ 4.9's tool sends it: the brokers take their
-        max offsets. For a time, each queue's offset is found here (``offset_for_time``:
-        the brokers' own search answers the nearest message) and set queue by queue with
-        RocketMQ 5's ``queueId``/``offset`` fields; a broker without them (4.9) resets the
-        whole topic by the time itself, and its answer is what is returned."""
+        max offsets. A time goes to each broker once, which resets every queue of the topic
+        and tells the group's online consumers once: an Aerolite broker (and RocketMQ 5)
+        to the first message at or after it, a RocketMQ 4.9 broker to the nearest message.
+        What each broker answers is what is returned."""
         route = await self.topic_route(topic)
         out: dict[MessageQueue, int] = {}
+        header = ResetOffsetRequestHeader(
+            topic=topic, group=group, timestamp=timestamp_ms, is_force=force
+        )
         for bd in route.broker_datas:
             if not bd.master_addr:
                 continue
-            if timestamp_ms < 0:
-                plan: list[tuple[int, int | None]] = [(-1, None)]
-            else:
-                plan = []
-                for qd in route.queue_datas:
-                    if qd.broker_name != bd.broker_name:
-                        continue
-                    for qid in range(qd.write_queue_nums):
-                        mq = MessageQueue(topic, bd.broker_name, qid)
-                        plan.append((qid, await self.offset_for_time(mq, timestamp_ms)))
-            for qid, offset in plan:
-                header = ResetOffsetRequestHeader(
-                    topic=topic,
-                    group=group,
-                    timestamp=timestamp_ms,
-                    is_force=force,
-                    queue_id=qid,
-                    offset=offset,
-                )
-                response = await self._call(
-                    bd.master_addr,
-                    RequestCode.INVOKE_BROKER_TO_RESET_OFFSET,
-                    header.to_ext_fields(),
-                    what=f"reset offsets of {group} on {topic}",
-                )
-                out.update(decode_reset_offset_body(response.body_bytes))
+            response = await self._call(
+                bd.master_addr,
+                RequestCode.INVOKE_BROKER_TO_RESET_OFFSET,
+                header.to_ext_fields(),
+                what=f"reset offsets of {group} on {topic}",
+            )
+            out.update(decode_reset_offset_body(response.body_bytes))
         return dict(sorted(out.items()))
 
     async def clone_group_offset(self, src: str, dest: str, topic: str) -> list[str]:
@@ -656,9 +646,10 @@ class Admin(ClientService):
         (``side="first_after"``: stored strictly after it), or the queue's max offset when
         no message is; so a time later than every message gives the end of the queue.
 
-        Used for every search by time of the SDK: ``reset_offset_by_time``, mqadmin's
-        printMsg (begin: first at or after; end: first after, so the end is inclusive) and
-        the Spark connector's ``startingTimestamp`` / ``endingTimestamp``.
+        Used by mqadmin's printMsg (begin: first at or after; end: first after, so the end
+        is inclusive) and the Spark connector's ``startingTimestamp`` /
+        ``endingTimestamp``. (A PushConsumer's CONSUME_FROM_TIMESTAMP takes the broker's
+        answer as it is, as RocketMQ's Java client does.)
 
         The broker's SEARCH_OFFSET_BY_TIMESTAMP is only a hint. RocketMQ 4.9's
         ``ConsumeQueue.getOffsetInQueueByTime`` (and our broker, which answers as it does)

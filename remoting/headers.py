@@ -516,16 +516,12 @@ class ProducerGroupRequestHeader(CommandHeader):
 
 @dataclass(slots=True, kw_only=True)
 class ResetOffsetRequestHeader(CommandHeader):
-    """INVOKE_BROKER_TO_RESET_OFFSET (222) and RESET_CONSUMER_CLIENT_OFFSET (220).
-
-    ``queue_id`` and ``offset`` are RocketMQ 5's: one queue moved to an explicit offset."""
+    """INVOKE_BROKER_TO_RESET_OFFSET (222) and RESET_CONSUMER_CLIENT_OFFSET (220)."""
 
     topic: str = wire("topic")
     group: str = wire("group")
     timestamp: int = wire("timestamp")
     is_force: bool = wire("isForce", False)
-    queue_id: int = wire("queueId", -1)
-    offset: int | None = wire("offset", None)
 
 
 @dataclass(slots=True, kw_only=True)

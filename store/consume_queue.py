@@ -221,16 +221,20 @@ class ConsumeQueue:
             if pos < mf.file_bytes and pos >= mf.wrote_position:
                 return
 
-    def offset_by_time(self, timestamp_ms: int, store_time: Callable[[int, int], int]) -> int:
+    def offset_by_time(
+        self, timestamp_ms: int, store_time: Callable[[int, int], int], *, nearest: bool = True
+    ) -> int:
         """The logical offset of the message stored at ``timestamp_ms``, by binary search.
 
         An exact hit gives the first such message; otherwise the neighbour closer in time
-        (RocketMQ ``getOffsetInQueueByTime``). ``store_time(offset, size)`` reads a record's
-        store timestamp from the commit log (-1 if the record is gone). 0 for an empty queue.
+        (RocketMQ 4.9's ``getOffsetInQueueByTime``, 0 for an empty queue). With ``nearest``
+        False, the first message stored at or after the time, or the queue's end where none
+        is (RocketMQ 5's ``BoundaryType.LOWER``). ``store_time(offset, size)`` reads a
+        record's store timestamp from the commit log (-1 if the record is gone).
         """
         low, high = self.min_offset, self.max_offset - 1
         if high < low:
-            return 0
+            return 0 if nearest else self.max_offset
 
         def time_at(k: int) -> int:
             e = self.entry(k)
@@ -245,6 +249,8 @@ class ConsumeQueue:
             else:
                 right = mid
         t = time_at(left)
+        if not nearest:
+            return left if t >= timestamp_ms else self.max_offset
         if t == timestamp_ms or left == low:
             return left
         if t < timestamp_ms:

@@ -436,11 +436,15 @@ class MessageStore:
         entry = cq.entry(queue_offset) if cq is not None else None
         return entry[0] if entry is not None else 0
 
-    def get_offset_by_time(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
+    def get_offset_by_time(
+        self, topic: str, queue_id: int, timestamp_ms: int, *, nearest: bool = True
+    ) -> int:
+        """``ConsumeQueue.offset_by_time``: the nearest message (SEARCH_OFFSET_BY_TIMESTAMP,
+        as RocketMQ 4.9), or with ``nearest`` False the first stored at or after the time."""
         cq = self.queues.get(topic, queue_id)
         if cq is None:
             return 0
-        return cq.offset_by_time(timestamp_ms, self.commit_log.store_timestamp)
+        return cq.offset_by_time(timestamp_ms, self.commit_log.store_timestamp, nearest=nearest)
 
     def get_earliest_message_time(self, topic: str, queue_id: int) -> int:
         """Store time of the oldest message of the queue still present; -1 if none."""

@@ -178,11 +178,11 @@ class OpsProcessor:
     # ------------------------------------------------------------------------ offsets
 
     async def reset_offset(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
-        """Offsets of ``group`` on ``topic`` moved to the message the store finds for
-        ``timestamp`` (-1: the end), or, with RocketMQ 5's ``queueId`` and ``offset``, one
-        queue moved to that offset (the SDK's Admin computes exact offsets by time so).
-        Without ``isForce`` a queue is only moved back, never forward past what the group
-        has consumed, as RocketMQ does."""
+        """Offsets of ``group`` on ``topic`` moved to the first message stored at or after
+        ``timestamp`` (the end where none is; -1: the end), as RocketMQ 5 resets
+        (``BoundaryType.LOWER``; 4.9 took the nearest message, so a time after the last
+        message moved a queue back over it). Without ``isForce`` a queue is only moved back,
+        never forward past what the group has consumed, as RocketMQ does."""
         h = ResetOffsetRequestHeader.from_ext_fields(request.ext_fields)
         broker = self.broker
         tc = broker.topics.get(h.topic)
@@ -193,28 +193,14 @@ class OpsProcessor:
                 f"[reset-offset] topic does not exist: {h.topic}",
             )
         store = broker.store
-        # RocketMQ 5 sends offset -1 to mean "by the timestamp"
-        explicit = h.offset if h.queue_id >= 0 and h.offset is not None and h.offset >= 0 else None
-        if explicit is not None:
-            low = store.get_min_offset(h.topic, h.queue_id)
-            high = store.get_max_offset(h.topic, h.queue_id)
-            if h.queue_id >= tc.write_queue_nums or not low <= explicit <= high:
-                return response_to(
-                    request,
-                    ResponseCode.SYSTEM_ERROR,
-                    f"[reset-offset] offset {explicit} is not in queue {h.queue_id} of "
-                    f"{h.topic} (offsets {low}..{high}, {tc.write_queue_nums} queues)",
-                )
         table: dict[MessageQueue, int] = {}
-        for qid in range(tc.write_queue_nums) if explicit is None else [h.queue_id]:
+        for qid in range(tc.write_queue_nums):
             mq = MessageQueue(h.topic, broker.config.broker_name, qid)
             current = broker.offsets.query(h.group, h.topic, qid)
-            if explicit is not None:
-                target = explicit
-            elif h.timestamp < 0:
+            if h.timestamp < 0:
                 target = store.get_max_offset(h.topic, qid)
             else:
-                target = store.get_offset_by_time(h.topic, qid, h.timestamp)
+                target = store.get_offset_by_time(h.topic, qid, h.timestamp, nearest=False)
             if not h.is_force and current >= 0 and target > current:
                 target = current
             table[mq] = target
