@@ -24,10 +24,16 @@ try:
 except ImportError as exc:
     from pyspark.sql.datasource import DataSource
 
-    _MISSING = getattr(exc, "name", None) or str(exc)
+    # "No module named 'x'" names the missing module; "cannot import name ..." (another
+    # version installed) says what is wrong in its own words.
+    _WHY = (
+        f"has no module named {exc.name!r}"
+        if isinstance(exc, ModuleNotFoundError) and exc.name
+        else f"cannot import it ({exc})"
+    )
     _PROBLEM = (
         f"Aerolite's rocketmq data source cannot be loaded by Spark's Python workers: "
-        f"{sys.executable} has no module named {_MISSING!r}. Spark starts the workers that "
+        f"{sys.executable} {_WHY}. Spark starts the workers that "
         "load data sources with $PYSPARK_PYTHON, else with 'python3' on PATH (the "
         "spark.pyspark.python setting does not reach them). Set PYSPARK_PYTHON to the "
         "interpreter that has the aerolite package and its spark extra before the "

@@ -31,40 +31,8 @@ at work::
 
 import logging
 
-from client.errors import (
-    BrokerError,
-    BrokerSystemError,
-    ClientError,
-    ClientStateError,
-    ConfigError,
-    ConnectError,
-    ConsumerNotOnlineError,
-    FrameError,
-    HeaderError,
-    InvalidArgumentError,
-    InvalidMessageError,
-    MessageDecodeError,
-    MessageIllegalError,
-    NoBuyerIdError,
-    NoPermissionError,
-    NoRouteError,
-    NotInCurrentUnitError,
-    QueryNotFoundError,
-    RemotingError,
-    RemotingTimeoutError,
-    RequestCodeNotSupportedError,
-    RocketMQError,
-    ServiceNotAvailableError,
-    SubscriptionGroupNotExistError,
-    SubscriptionNotExistError,
-    SubscriptionNotLatestError,
-    SubscriptionParseFailedError,
-    SystemBusyError,
-    TooManyRequestsError,
-    TopicExistAlreadyError,
-    TopicNotExistError,
-    VersionNotSupportedError,
-)
+from client import errors as _errors
+from client.errors import *  # noqa: F403 - the error tree, listed once in client.errors
 from client.message import ConsumeResult, Message, MessageView, SendResult, SendStatus
 from client.producer import Producer
 from client.pull_consumer import PullConsumer
@@ -80,56 +48,25 @@ from remoting.bodies import ConsumeFromWhere, MessageModel
 from remoting.route import MessageQueue
 
 __all__ = [
-    "BrokerError",
-    "BrokerSystemError",
-    "ClientError",
-    "ClientStateError",
-    "ConfigError",
-    "ConnectError",
     "ConsumeFromWhere",
     "ConsumeResult",
-    "ConsumerNotOnlineError",
-    "FrameError",
-    "HeaderError",
-    "InvalidArgumentError",
-    "InvalidMessageError",
     "LocalTransactionState",
     "Message",
-    "MessageDecodeError",
-    "MessageIllegalError",
     "MessageModel",
     "MessageQueue",
     "MessageView",
-    "NoBuyerIdError",
-    "NoPermissionError",
-    "NoRouteError",
-    "NotInCurrentUnitError",
     "Producer",
     "PullConsumer",
     "PushConsumer",
-    "QueryNotFoundError",
     "ReceivedMessage",
-    "RemotingError",
-    "RemotingTimeoutError",
-    "RequestCodeNotSupportedError",
-    "RocketMQError",
     "SendResult",
     "SendStatus",
-    "ServiceNotAvailableError",
     "SessionCredentials",
     "SimpleConsumer",
-    "SubscriptionGroupNotExistError",
-    "SubscriptionNotExistError",
-    "SubscriptionNotLatestError",
-    "SubscriptionParseFailedError",
-    "SystemBusyError",
-    "TooManyRequestsError",
-    "TopicExistAlreadyError",
-    "TopicNotExistError",
     "TransactionProducer",
     "TransactionSendResult",
-    "VersionNotSupportedError",
 ]
+__all__ += _errors.__all__
 
 # A library adds no handler but this one (the logging HOWTO, "Configuring Logging for a
 # Library"): without it, Python's last-resort handler would print the SDK's warnings to the

@@ -21,8 +21,8 @@ import weakref
 from collections.abc import Awaitable, Callable
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
-from client.errors import ClientError, NoRouteError
-from client.message import MessageDecodeError, MessageView, decode_messages
+from client.errors import ClientError, MessageDecodeError, NoRouteError
+from client.message import MessageView, decode_messages
 from remoting.acl import AclClientHook, SessionCredentials
 from remoting.bodies import (
     ConsumerData,

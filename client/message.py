@@ -24,7 +24,8 @@ from typing import Final
 
 from client.errors import InvalidArgumentError, InvalidMessageError
 
-# re-exported: it lived here before client.errors held the whole tree (the alias tells mypy)
+# Defined here before client.errors held the whole tree: ``from client.message import
+# MessageDecodeError`` keeps working (the alias marks it re-exported for mypy).
 from client.errors import MessageDecodeError as MessageDecodeError  # noqa: PLC0414
 from remoting.route import MessageQueue
 

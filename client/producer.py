@@ -34,7 +34,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from client.errors import ClientError, InvalidMessageError, NoRouteError
+from client.errors import ClientError, InvalidArgumentError, InvalidMessageError, NoRouteError
 from client.fault import FaultStrategy, TopicPublishInfo
 from client.instance import DEFAULT_TOPIC, ClientInstance, TlsOption, namesrv_from_env
 from client.message import (
@@ -170,9 +170,11 @@ class Producer(ClientService):
     ) -> None:
         check_group(group)
         if send_timeout_s <= 0 or retry_times_when_send_failed < 0:
-            raise InvalidMessageError("send_timeout_s must be > 0, retries >= 0")
+            raise InvalidArgumentError("send_timeout_s must be > 0, retries >= 0")
         if max_in_flight_per_topic < 1 or max_batch_messages < 1:
-            raise InvalidMessageError("max_in_flight_per_topic and max_batch_messages must be >= 1")
+            raise InvalidArgumentError(
+                "max_in_flight_per_topic and max_batch_messages must be >= 1"
+            )
         self.group = group
         self.namesrv = namesrv_from_env(namesrv)
         self.send_timeout_s = send_timeout_s

@@ -42,7 +42,6 @@ from client.message import (
     PROPERTY_MIN_OFFSET,
     PROPERTY_RETRY_TOPIC,
     ConsumeResult,
-    MessageDecodeError,
     MessageView,
     check_group,
     check_topic,
@@ -759,7 +758,7 @@ class PushConsumer(ClientService):
                 await self._pull_once(pq, sub)
             except asyncio.CancelledError:
                 raise
-            except (RemotingError, ClientError, MessageDecodeError) as exc:
+            except (RemotingError, ClientError) as exc:  # a MessageDecodeError is a ClientError
                 log.info("pull_failed queue=%s error=%s", mq, exc)
                 pq.pull_from_broker_id = 0  # a suggested slave that fails: back to the master
                 await asyncio.sleep(self._pull_error_delay())

@@ -335,8 +335,8 @@ class ProcessorTable:
             log.info("bad_request_header code=%s peer=%s error=%s", request.code, conn.peer, exc)
             response = response_to(request, ResponseCode.SYSTEM_ERROR, str(exc))
         except Exception as exc:
-            # Binding code/opaque/peer here, not per request, keeps the hot path free of
-            # contextvar work; the failing request is fully identified in this one line.
+            # The failing request is identified in this one line (code, opaque, peer), so the
+            # hot path carries no per-request logging context.
             log.exception(
                 "processor_failed code=%s opaque=%s peer=%s",
                 request.code,

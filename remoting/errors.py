@@ -146,10 +146,14 @@ class BrokerError(RocketMQError):
         self.remark = remark
         if response_code is not None:
             self.code = response_code
-        self.response_code = self.code
         self.request_code = request_code
         self.addr = addr
         self.topic = topic
+
+    @property
+    def response_code(self) -> int:
+        """``code`` (always set here), by the name the broker's dispatch reads."""
+        return self.code
 
     def __init_subclass__(cls, **kwargs: object) -> None:
         super().__init_subclass__(**kwargs)
