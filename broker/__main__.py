@@ -200,13 +200,16 @@ def _metrics_part(address: str, metrics_port: int) -> list[str]:
     return [f"metrics={address.rpartition(':')[0]}:{metrics_port}"]
 
 
-async def _serve(args: argparse.Namespace) -> int:
-    if args.command != "namesrv":
+async def _serve(args: argparse.Namespace, config: BrokerConfig | NamesrvConfig) -> int:
+    """Run the command's servers with ``config`` (the broker's for standalone) until a
+    signal; print the ready line once every listener accepts."""
+    if isinstance(config, BrokerConfig):
         # Every line this process logs names its broker: one grep over a fleet's logs.
         # Bound before anything else runs, so callbacks (signals too) inherit it.
-        cfg = _broker_config(args)
         structlog.contextvars.bind_contextvars(
-            cluster=cfg.broker_cluster_name, broker=cfg.broker_name, broker_id=cfg.broker_id
+            cluster=config.broker_cluster_name,
+            broker=config.broker_name,
+            broker_id=config.broker_id,
         )
     else:
         structlog.contextvars.bind_contextvars(role="namesrv")
@@ -214,7 +217,8 @@ async def _serve(args: argparse.Namespace) -> int:
     async with AsyncExitStack() as stack:
         parts: list[str] = []
         if args.command == "standalone":
-            broker_config = _broker_config(args)
+            assert isinstance(config, BrokerConfig)
+            broker_config = config
             namesrv_config = NamesrvConfig(
                 bind_address=broker_config.bind_address,
                 listen_port=args.namesrv_port,
@@ -229,12 +233,12 @@ async def _serve(args: argparse.Namespace) -> int:
             namesrv.metrics_port = broker.metrics_port  # its families are on that endpoint
             parts = [f"namesrv={namesrv.address}", f"broker={broker.address}"]
             parts += _metrics_part(broker.address, broker.metrics_port)
-        elif args.command == "namesrv":
-            namesrv = await stack.enter_async_context(NameServer(_namesrv_config(args)))
+        elif isinstance(config, NamesrvConfig):
+            namesrv = await stack.enter_async_context(NameServer(config))
             parts = [f"namesrv={namesrv.address}"]
             parts += _metrics_part(namesrv.address, namesrv.metrics_port)
         else:
-            broker = await stack.enter_async_context(Broker(_broker_config(args)))
+            broker = await stack.enter_async_context(Broker(config))
             parts = [f"broker={broker.address}"]
             parts += _metrics_part(broker.address, broker.metrics_port)
         sys.stdout.write("ready " + " ".join(parts) + "\n")
@@ -338,27 +342,29 @@ def main(argv: Sequence[str] | None = None) -> int:
         except ComposeError as exc:
             print(f"aerolite cluster: {exc}", file=sys.stderr)
             return 1
+    config: BrokerConfig | NamesrvConfig
     try:
-        # Validate the whole configuration before any port opens.
+        # The whole configuration, loaded once and checked before any port opens.
         if args.command in ("standalone", "broker"):
-            server_ssl_context(_broker_config(args))  # certificates are read before binding
+            config = _broker_config(args)
         else:
-            server_ssl_context(_namesrv_config(args))
+            config = _namesrv_config(args)
+        server_ssl_context(config)  # certificates are read before binding
     except ConfigError as exc:
         print(f"aerolite {args.command}: {exc}", file=sys.stderr)
         return EXIT_START
     try:
-        return _run(_serve(args))
+        return _run(_serve(args, config))
     except OSError as exc:
         # A listener that cannot bind: the message names the address (and the key, where
         # the server knows it).
         print(f"aerolite {args.command}: {exc.strerror or exc}", file=sys.stderr)
         return EXIT_START
     except StoreLockedError:
-        store = _broker_config(args).store.root_dir
+        assert isinstance(config, BrokerConfig)  # only a broker has a store
         print(
-            f"aerolite {args.command}: store {store} is locked: another process holds it "
-            "(a broker already running on it?)",
+            f"aerolite {args.command}: store {config.store.root_dir} is locked: another "
+            "process holds it (a broker already running on it?)",
             file=sys.stderr,
         )
         return EXIT_START

@@ -353,9 +353,6 @@ LOCATION_KEYS: dict[str, str] = {"storePathCommitLog": "commitlog"}
 _CLIENT_AUTH_KEY = "tls.server.need.client.auth"
 _CLIENT_AUTH_MODES = ("none", "optional", "require")
 
-# Keys reported by config_keys_without_effect so far: the CLI loads its config more than once.
-_reported_without_effect: set[str] = set()
-
 
 def _parse_bool(text: str) -> bool:
     lowered = text.strip().lower()
@@ -581,18 +578,25 @@ def _client_auth(values: dict[str, tuple[str, str]]) -> list[str]:
 
 def applied_keys(cls: type[BrokerConfig] | type[NamesrvConfig]) -> frozenset[str]:
     """The keys whose values are read here (the rest of ``rocketmq_keys`` only accepted)."""
-    if cls is BrokerConfig:
-        return frozenset(
-            [*BROKER_KEYS, *BROKER_SYNONYMS, *_PERCENT_KEYS, *LOCATION_KEYS, _CLIENT_AUTH_KEY]
-        )
-    return frozenset([*NAMESRV_KEYS, *NAMESRV_SYNONYMS, _CLIENT_AUTH_KEY])
+    return _APPLIED_KEYS[cls]
 
 
 def _accepted(cls: type[BrokerConfig] | type[NamesrvConfig]) -> frozenset[str]:
     """The RocketMQ keys accepted without effect, and ours, for one kind of server."""
-    if cls is BrokerConfig:
-        return rocketmq_keys.BROKER_KEYS | BROKER_KEYS.keys() | BROKER_SYNONYMS.keys()
-    return rocketmq_keys.NAMESRV_KEYS | NAMESRV_KEYS.keys() | NAMESRV_SYNONYMS.keys()
+    return _ACCEPTED_KEYS[cls]
+
+
+# Built once: both are asked for every key while a file loads.
+_APPLIED_KEYS: dict[type, frozenset[str]] = {
+    BrokerConfig: frozenset(
+        [*BROKER_KEYS, *BROKER_SYNONYMS, *_PERCENT_KEYS, *LOCATION_KEYS, _CLIENT_AUTH_KEY]
+    ),
+    NamesrvConfig: frozenset([*NAMESRV_KEYS, *NAMESRV_SYNONYMS, _CLIENT_AUTH_KEY]),
+}
+_ACCEPTED_KEYS: dict[type, frozenset[str]] = {
+    BrokerConfig: rocketmq_keys.BROKER_KEYS | BROKER_KEYS.keys() | BROKER_SYNONYMS.keys(),
+    NamesrvConfig: rocketmq_keys.NAMESRV_KEYS | NAMESRV_KEYS.keys() | NAMESRV_SYNONYMS.keys(),
+}
 
 
 def _unknown_key_message(key: str, cls: type[BrokerConfig] | type[NamesrvConfig]) -> str:
@@ -646,13 +650,12 @@ def _check_locations(store: StoreConfig, locations: Mapping[str, str]) -> None:
 
 
 def _report_without_effect(keys: list[str]) -> None:
-    """One log line naming the accepted keys that change nothing here, once per process."""
-    new = sorted(set(keys) - _reported_without_effect)
-    if new:
-        _reported_without_effect.update(new)
+    """One log line naming the accepted keys that change nothing here (the CLI loads its
+    configuration once; a live update carries only keys that apply)."""
+    if keys:
         log.warning(
             "config_keys_without_effect",
-            keys=new,
+            keys=sorted(set(keys)),
             reason="Apache RocketMQ keys accepted for compatibility; Aerolite has no such setting",
         )
 
