@@ -145,7 +145,9 @@ def main(argv: list[str]) -> int:
         "from __future__ import annotations",
         "",
     ]
-    emitted: set[str] = set()
+    # Each class's keys per line; a 5.x set is written as its 4.9 set plus and minus what
+    # changed (most of it did not), so the module lists every key once.
+    sets: dict[str, set[str]] = {}
     for line, tags in LINES.items():
         suffix = line.replace(".", "")
         for name, path in CLASSES.items():
@@ -153,21 +155,36 @@ def main(argv: list[str]) -> int:
             for tag in tags:
                 keys |= _setter_keys(git_dir, tag, path)
             if keys:  # 4.9 has no AuthConfig, controller, tiered store or container
-                out.append(f"{name}_{suffix}: frozenset[str] = frozenset({sorted(keys)!r})")
-                emitted.add(f"{name}_{suffix}")
+                sets[f"{name}_{suffix}"] = keys
         tls: set[str] = set()
         for tag in tags:
             tls |= set(_TLS_KEY.findall(_show(git_dir, tag, TLS_SOURCE) or ""))
-        out.append(f"TLS_SYSTEM_CONFIG_{suffix}: frozenset[str] = frozenset({sorted(tls)!r})")
-        out.append("")
+        sets[f"TLS_SYSTEM_CONFIG_{suffix}"] = tls
+    for name, keys in sets.items():
+        base_name = name.removesuffix("_5") + "_49" if name.endswith("_5") else None
+        base = sets.get(base_name) if base_name else None
+        if base is None:
+            out.append(f"{name}: frozenset[str] = frozenset({sorted(keys)!r})")
+            continue
+        expr = base_name or ""
+        if base - keys:
+            expr += f" - frozenset({sorted(base - keys)!r})"
+        if keys - base:
+            expr += f" | frozenset({sorted(keys - base)!r})"
+        out.append(f"{name}: frozenset[str] = {expr}")
+    out.append("")
     for role, lines in ROLES.items():
-        parts = []
+        per_line = []
         for line, names in lines.items():
             suffix = line.replace(".", "")
-            parts += [f"{n}_{suffix}" for n in names if f"{n}_{suffix}" in emitted]
+            parts = [f"{n}_{suffix}" for n in names if f"{n}_{suffix}" in sets]
             parts.append(f"TLS_SYSTEM_CONFIG_{suffix}")
-        out.append(f"# Every key RocketMQ's {role.lower()} startup reads, in any release above.")
-        out.append(f"{role}_KEYS: frozenset[str] = frozenset().union({', '.join(parts)})")
+            per_line.append(f"{role}_KEYS_{suffix}")
+            out.append(f"# Every key RocketMQ {line}'s {role.lower()} startup reads.")
+            out.append(
+                f"{role}_KEYS_{suffix}: frozenset[str] = frozenset().union({', '.join(parts)})"
+            )
+        out.append(f"{role}_KEYS: frozenset[str] = {' | '.join(per_line)}")
     out.append("")
     sys.stdout.write("\n".join(out))
     return 0

@@ -4,10 +4,30 @@ github.com/apache/rocketmq ``distribution/conf/``, tags rocketmq-all-4.9.8 and
 rocketmq-all-5.3.3; 4.9.7's files are 4.9.8's). Only the settings, none of the comments: the
 XML licence block at the top of 5.x's ``controller/cluster-3n-namesrv-plugin/namesrv-n*.conf``
 is left out. The controller's own files (``controller-n*.conf``, ``controller-standalone.conf``)
-are for ``mqcontroller`` and are not here.
+are for ``mqcontroller`` and are not here. A 5.3.3 file with the same settings as 4.9.8's is
+listed once, under 4.9.8 (``UNCHANGED_IN_5``); ``broker_conf`` finds either.
 """
 
 from __future__ import annotations
+
+# 5.3.3's broker files whose settings are 4.9.8's.
+UNCHANGED_IN_5: tuple[str, ...] = (
+    "2m-2s-async/broker-a-s.properties",
+    "2m-2s-async/broker-a.properties",
+    "2m-2s-async/broker-b-s.properties",
+    "2m-2s-async/broker-b.properties",
+    "2m-2s-sync/broker-a-s.properties",
+    "2m-2s-sync/broker-a.properties",
+    "2m-2s-sync/broker-b-s.properties",
+    "2m-2s-sync/broker-b.properties",
+    "2m-noslave/broker-a.properties",
+    "2m-noslave/broker-b.properties",
+    "2m-noslave/broker-trace.properties",
+    "broker.conf",
+    "dledger/broker-n0.conf",
+    "dledger/broker-n1.conf",
+    "dledger/broker-n2.conf",
+)
 
 BROKER_CONFS: dict[str, dict[str, str]] = {
     "4.9.8:2m-2s-async/broker-a-s.properties": {
@@ -157,114 +177,6 @@ BROKER_CONFS: dict[str, dict[str, str]] = {
         "dLegerSelfId": "n2",
         "sendMessageThreadPoolNums": "16",
     },
-    "5.3.3:2m-2s-async/broker-a-s.properties": {
-        "brokerClusterName": "DefaultCluster",
-        "brokerName": "broker-a",
-        "brokerId": "1",
-        "deleteWhen": "04",
-        "fileReservedTime": "48",
-        "brokerRole": "SLAVE",
-        "flushDiskType": "ASYNC_FLUSH",
-    },
-    "5.3.3:2m-2s-async/broker-a.properties": {
-        "brokerClusterName": "DefaultCluster",
-        "brokerName": "broker-a",
-        "brokerId": "0",
-        "deleteWhen": "04",
-        "fileReservedTime": "48",
-        "brokerRole": "ASYNC_MASTER",
-        "flushDiskType": "ASYNC_FLUSH",
-    },
-    "5.3.3:2m-2s-async/broker-b-s.properties": {
-        "brokerClusterName": "DefaultCluster",
-        "brokerName": "broker-b",
-        "brokerId": "1",
-        "deleteWhen": "04",
-        "fileReservedTime": "48",
-        "brokerRole": "SLAVE",
-        "flushDiskType": "ASYNC_FLUSH",
-    },
-    "5.3.3:2m-2s-async/broker-b.properties": {
-        "brokerClusterName": "DefaultCluster",
-        "brokerName": "broker-b",
-        "brokerId": "0",
-        "deleteWhen": "04",
-        "fileReservedTime": "48",
-        "brokerRole": "ASYNC_MASTER",
-        "flushDiskType": "ASYNC_FLUSH",
-    },
-    "5.3.3:2m-2s-sync/broker-a-s.properties": {
-        "brokerClusterName": "DefaultCluster",
-        "brokerName": "broker-a",
-        "brokerId": "1",
-        "deleteWhen": "04",
-        "fileReservedTime": "48",
-        "brokerRole": "SLAVE",
-        "flushDiskType": "ASYNC_FLUSH",
-    },
-    "5.3.3:2m-2s-sync/broker-a.properties": {
-        "brokerClusterName": "DefaultCluster",
-        "brokerName": "broker-a",
-        "brokerId": "0",
-        "deleteWhen": "04",
-        "fileReservedTime": "48",
-        "brokerRole": "SYNC_MASTER",
-        "flushDiskType": "ASYNC_FLUSH",
-    },
-    "5.3.3:2m-2s-sync/broker-b-s.properties": {
-        "brokerClusterName": "DefaultCluster",
-        "brokerName": "broker-b",
-        "brokerId": "1",
-        "deleteWhen": "04",
-        "fileReservedTime": "48",
-        "brokerRole": "SLAVE",
-        "flushDiskType": "ASYNC_FLUSH",
-    },
-    "5.3.3:2m-2s-sync/broker-b.properties": {
-        "brokerClusterName": "DefaultCluster",
-        "brokerName": "broker-b",
-        "brokerId": "0",
-        "deleteWhen": "04",
-        "fileReservedTime": "48",
-        "brokerRole": "SYNC_MASTER",
-        "flushDiskType": "ASYNC_FLUSH",
-    },
-    "5.3.3:2m-noslave/broker-a.properties": {
-        "brokerClusterName": "DefaultCluster",
-        "brokerName": "broker-a",
-        "brokerId": "0",
-        "deleteWhen": "04",
-        "fileReservedTime": "48",
-        "brokerRole": "ASYNC_MASTER",
-        "flushDiskType": "ASYNC_FLUSH",
-    },
-    "5.3.3:2m-noslave/broker-b.properties": {
-        "brokerClusterName": "DefaultCluster",
-        "brokerName": "broker-b",
-        "brokerId": "0",
-        "deleteWhen": "04",
-        "fileReservedTime": "48",
-        "brokerRole": "ASYNC_MASTER",
-        "flushDiskType": "ASYNC_FLUSH",
-    },
-    "5.3.3:2m-noslave/broker-trace.properties": {
-        "brokerClusterName": "DefaultCluster",
-        "brokerName": "broker-trace",
-        "brokerId": "0",
-        "deleteWhen": "04",
-        "fileReservedTime": "48",
-        "brokerRole": "ASYNC_MASTER",
-        "flushDiskType": "ASYNC_FLUSH",
-    },
-    "5.3.3:broker.conf": {
-        "brokerClusterName": "DefaultCluster",
-        "brokerName": "broker-a",
-        "brokerId": "0",
-        "deleteWhen": "04",
-        "fileReservedTime": "48",
-        "brokerRole": "ASYNC_MASTER",
-        "flushDiskType": "ASYNC_FLUSH",
-    },
     "5.3.3:container/2container-2m-2s/broker-a-in-container1.conf": {
         "brokerClusterName": "DefaultCluster",
         "brokerName": "broker-a",
@@ -387,45 +299,6 @@ BROKER_CONFS: dict[str, dict[str, str]] = {
         "storePathRootDir": "/tmp/rmqstore/node01",
         "storePathCommitLog": "/tmp/rmqstore/node01/commitlog",
     },
-    "5.3.3:dledger/broker-n0.conf": {
-        "brokerClusterName": "RaftCluster",
-        "brokerName": "RaftNode00",
-        "listenPort": "30911",
-        "namesrvAddr": "127.0.0.1:9876",
-        "storePathRootDir": "/tmp/rmqstore/node00",
-        "storePathCommitLog": "/tmp/rmqstore/node00/commitlog",
-        "enableDLegerCommitLog": "true",
-        "dLegerGroup": "RaftNode00",
-        "dLegerPeers": "n0-127.0.0.1:40911;n1-127.0.0.1:40912;n2-127.0.0.1:40913",
-        "dLegerSelfId": "n0",
-        "sendMessageThreadPoolNums": "16",
-    },
-    "5.3.3:dledger/broker-n1.conf": {
-        "brokerClusterName": "RaftCluster",
-        "brokerName": "RaftNode00",
-        "listenPort": "30921",
-        "namesrvAddr": "127.0.0.1:9876",
-        "storePathRootDir": "/tmp/rmqstore/node01",
-        "storePathCommitLog": "/tmp/rmqstore/node01/commitlog",
-        "enableDLegerCommitLog": "true",
-        "dLegerGroup": "RaftNode00",
-        "dLegerPeers": "n0-127.0.0.1:40911;n1-127.0.0.1:40912;n2-127.0.0.1:40913",
-        "dLegerSelfId": "n1",
-        "sendMessageThreadPoolNums": "16",
-    },
-    "5.3.3:dledger/broker-n2.conf": {
-        "brokerClusterName": "RaftCluster",
-        "brokerName": "RaftNode00",
-        "listenPort": "30931",
-        "namesrvAddr": "127.0.0.1:9876",
-        "storePathRootDir": "/tmp/rmqstore/node02",
-        "storePathCommitLog": "/tmp/rmqstore/node02/commitlog",
-        "enableDLegerCommitLog": "true",
-        "dLegerGroup": "RaftNode00",
-        "dLegerPeers": "n0-127.0.0.1:40911;n1-127.0.0.1:40912;n2-127.0.0.1:40913",
-        "dLegerSelfId": "n2",
-        "sendMessageThreadPoolNums": "16",
-    },
 }
 
 NAMESRV_CONFS: dict[str, dict[str, str]] = {
@@ -458,3 +331,10 @@ NAMESRV_CONFS: dict[str, dict[str, str]] = {
         "controllerDLegerSelfId": "n0",
     },
 }
+
+
+def broker_conf(version: str, name: str) -> dict[str, str]:
+    """The settings of RocketMQ ``version``'s ``distribution/conf/`` file ``name``."""
+    if version.startswith("5") and name in UNCHANGED_IN_5:
+        version = "4.9.8"
+    return BROKER_CONFS[f"{version}:{name}"]

@@ -157,12 +157,9 @@ def _broker_keys(version: str) -> frozenset[str]:
     """The keys RocketMQ ``version``'s BrokerStartup reads (see broker/rocketmq_keys.py)."""
     from broker import rocketmq_keys
 
-    line = "49" if version.startswith("4.9") else "5"
-    classes = ["BROKER_CONFIG", "MESSAGE_STORE_CONFIG", "NETTY_SERVER_CONFIG"]
-    classes += ["NETTY_CLIENT_CONFIG", "TLS_SYSTEM_CONFIG"]
-    if line == "5":
-        classes += ["AUTH_CONFIG", "TIERED_STORE_CONFIG", "BROKER_CONTAINER_CONFIG"]
-    return frozenset().union(*(getattr(rocketmq_keys, f"{c}_{line}") for c in classes))
+    if version.startswith("4.9"):
+        return rocketmq_keys.BROKER_KEYS_49
+    return rocketmq_keys.BROKER_KEYS_5
 
 
 def _without_effect_fillers(keys: frozenset[str], cls: type[Any] = BrokerConfig) -> dict[str, str]:
@@ -424,7 +421,7 @@ def _run_stock_cluster(
         ns_addr = namesrv.ready()["namesrv"]
         for name in names:
             settings = {
-                **_rewritten(STOCK.BROKER_CONFS[f"{version}:{name}"], tmp_path / name),
+                **_rewritten(STOCK.broker_conf(version, name), tmp_path / name),
                 **extra.get(name, {}),
             }
             settings["namesrvAddr"] = ns_addr
