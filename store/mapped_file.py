@@ -133,7 +133,8 @@ def map_file(
 
 def allocation_end(end: int, ahead_bytes: int, file_bytes: int) -> int:
     """Where to allocate up to so that bytes up to ``end`` can be written: the end of the
-    ``ahead_bytes`` window holding ``end`` plus the guard, and one more window."""
+    ``ahead_bytes`` window that holds ``end`` plus the guard (so between the guard and one
+    window past ``end``), never past the file."""
     return min(file_bytes, (end + ALLOCATE_GUARD_BYTES) // ahead_bytes * ahead_bytes + ahead_bytes)
 
 

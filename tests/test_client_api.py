@@ -103,7 +103,12 @@ def test_every_error_the_sdk_raises_is_importable_from_client() -> None:
         assert getattr(client, cls.__name__) is cls, cls
         assert getattr(client.errors, cls.__name__) is cls, cls
         assert cls.__name__ in client.__all__ and cls.__name__ in client.errors.__all__
-        assert isinstance(cls.retriable, bool), cls
+    # retriable says whether the same call may succeed later: the transport and a busy
+    # broker, yes; a refused argument or message, no.
+    for transient in (client.ConnectError, client.RemotingTimeoutError, client.SystemBusyError):
+        assert transient.retriable, transient
+    for final in (client.InvalidArgumentError, client.MessageIllegalError):
+        assert not final.retriable, final
     assert issubclass(client.InvalidMessageError, client.InvalidArgumentError)
     assert issubclass(client.InvalidArgumentError, client.ClientError)
     assert issubclass(client.InvalidArgumentError, ValueError)

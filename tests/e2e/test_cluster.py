@@ -37,6 +37,7 @@ from pathlib import Path
 import pytest
 
 from client import ConsumeFromWhere, Message, Producer, PushConsumer, SendStatus
+from client.admin import Admin
 from client.errors import ClientError
 from client.message import MessageView
 from remoting.client import RemotingClient
@@ -296,14 +297,6 @@ async def test_killing_the_sync_master_under_load_loses_nothing(
         assert not again, f"{len(again)} messages consumed before came again"
 
 
-async def runtime_info(rc: RemotingClient, addr: str) -> dict[str, str]:
-    request = RemotingCommand.request(RequestCode.GET_BROKER_RUNTIME_INFO, {})
-    response = await rc.invoke(addr, request, TIMEOUT_S)
-    assert response.code == ResponseCode.SUCCESS, response
-    table: dict[str, str] = loads(response.body_bytes)["table"]
-    return table
-
-
 async def test_a_burst_acknowledged_by_the_sync_master_is_read_back_from_its_slave(
     compose: ComposeCluster,
 ) -> None:
@@ -313,7 +306,7 @@ async def test_a_burst_acknowledged_by_the_sync_master_is_read_back_from_its_sla
     record as corrupt and stop, silently); then kill -9 broker-a's master, and a new group
     reading from the first offset gets every message broker-a acknowledged, from the slave."""
     topic = unique("ClusterBurst")
-    async with RemotingClient() as rc:
+    async with RemotingClient() as rc, Admin(compose.namesrv) as admin:
         await create_on_both_groups(rc, compose, topic)
         acked: dict[str, str] = {}  # body -> broker group, SEND_OK only
         async with Producer(unique("pg_burst"), compose.namesrv, send_timeout_s=15) as producer:
@@ -329,11 +322,11 @@ async def test_a_burst_acknowledged_by_the_sync_master_is_read_back_from_its_sla
         on_a = {b for b, g in acked.items() if g == "broker-a"}
         assert len(acked) >= 500 and len(on_a) >= 100, (len(acked), len(on_a))
         master, slave = compose.address("broker-a-0"), compose.address("broker-a-1")
-        master_end = int((await runtime_info(rc, master))["commitLogMaxOffset"])
+        master_end = int((await admin.runtime_info(master))["commitLogMaxOffset"])
         seen: dict[str, str] = {}
 
         async def slave_dispatched() -> bool:
-            seen.update(await runtime_info(rc, slave))
+            seen.update(await admin.runtime_info(slave))
             return (
                 int(seen["commitLogMaxOffset"]) >= master_end and seen["dispatchBehindBytes"] == "0"
             )
