@@ -10,6 +10,7 @@ application catches everything from one place)::
     │   ├── RemotingTimeoutError        no response in time: names request, address and wait
     │   ├── TooManyRequestsError        no in-flight permit within the timeout
     │   └── FrameError                  the peer sent an undecodable frame
+    │       └── HeaderTooLargeError     …with a header over the limit
     ├── BrokerError                     the broker or name server answered with an error code
     │   └── SystemBusyError 2, MessageIllegalError 13, NoPermissionError 16,
     │       TopicNotExistError 17, SubscriptionGroupNotExistError 26, …  (one per code)
@@ -39,6 +40,7 @@ from remoting.errors import (
     ConsumerNotOnlineError,
     FrameError,
     HeaderError,
+    HeaderTooLargeError,
     MessageIllegalError,
     NoBuyerIdError,
     NoPermissionError,
@@ -70,6 +72,7 @@ __all__ = [
     "ConsumerNotOnlineError",
     "FrameError",
     "HeaderError",
+    "HeaderTooLargeError",
     "InvalidArgumentError",
     "InvalidMessageError",
     "MessageDecodeError",

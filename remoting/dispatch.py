@@ -7,7 +7,11 @@ answers SYSTEM_BUSY.
 
 A ``Lane`` is our executor: a bounded queue and N workers. A full queue answers SYSTEM_BUSY at
 once instead of letting latency grow without limit, as Java's bounded
-``LinkedBlockingQueue`` + ``RejectedExecutionException`` path does. A lane runs its handlers
+``LinkedBlockingQueue`` + ``RejectedExecutionException`` path does. Unlike Java's queue, a
+lane takes its connections in turn (one request of each connection that has some waiting,
+round and round), and a full lane still admits a connection that has nothing waiting in it:
+a client pipelining thousands of requests delays another client's request by one of its
+own, not by all of them. A lane runs its handlers
 either on the event loop (``async def`` handlers; the right choice for anything that mostly
 touches memory) or on a thread pool of its own (plain ``def`` handlers; for work that blocks
 in the kernel, such as fsync or a read from a cold page, where the GIL is released).
@@ -35,6 +39,11 @@ from remoting.connection import Connection
 from remoting.errors import BrokerError, FrameError, HeaderError
 
 log = logging.getLogger(__name__)
+
+# A lane's workers run handlers that do not suspend (most of them) back to back, without
+# giving the event loop back: 10,000 queued sends would keep every connection unread for
+# half a second. After this long the worker lets the loop read and write once.
+LANE_SLICE_S = 0.002
 
 AsyncHandler = Callable[[Connection, RemotingCommand], Awaitable[RemotingCommand | None]]
 SyncHandler = Callable[[Connection, RemotingCommand], RemotingCommand | None]
@@ -73,6 +82,9 @@ class _Entry:
         self.threaded = lane.threads > 0
 
 
+_Queued = tuple["ProcessorTable", Connection, RemotingCommand, _Entry, float]
+
+
 class Lane:
     """A bounded queue of requests and the workers that run them.
 
@@ -107,10 +119,18 @@ class Lane:
         self.max_wait_s = max_wait_ms / 1000 if max_wait_ms is not None else None
         self.expired = 0  # requests answered SYSTEM_BUSY for waiting too long
         self._now = time.monotonic
-        self._queue: deque[tuple[ProcessorTable, Connection, RemotingCommand, _Entry, float]] = (
-            deque()
-        )
+        # Waiting requests by connection, and the connections with some, in turn order.
+        self._queues: dict[Connection, deque[_Queued]] = {}
+        self._turns: deque[Connection] = deque()
+        self._depth = 0
+        self._slice_end = 0.0  # when the running workers give the loop back
+        self._slice_pending = False  # a new slice opens at the next loop turn
         self._idle: deque[asyncio.Future[None]] = deque()
+        # Workers awake and not inside a handler (those woken but not yet running count).
+        # Only when none is does a new request wake another: a worker whose handler does not
+        # suspend takes request after request, and 64 woken workers would each spend a task
+        # step per loop turn on finding the slice over.
+        self._free = 0
         self._tasks: list[asyncio.Task[None]] = []
         self._pool: ThreadPoolExecutor | None = None
         self._closing = False
@@ -118,7 +138,7 @@ class Lane:
     @property
     def depth(self) -> int:
         """Requests waiting for a worker."""
-        return len(self._queue)
+        return self._depth
 
     def start(self) -> None:
         if self._tasks:
@@ -126,6 +146,7 @@ class Lane:
         self._closing = False
         if self.threads:
             self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix=f"lane-{self.name}")
+        self._free = self.workers  # each goes idle (and uncounts itself) when it finds none
         self._tasks = [
             asyncio.create_task(self._work(), name=f"lane-{self.name}-{i}")
             for i in range(self.workers)
@@ -134,24 +155,53 @@ class Lane:
     def submit(
         self, table: ProcessorTable, conn: Connection, request: RemotingCommand, entry: _Entry
     ) -> bool:
-        """Queue a request; False (and nothing queued) when the lane is full or closing."""
-        if self._closing or len(self._queue) >= self.capacity:
+        """Queue a request; False (and nothing queued) when the lane is closing, or full and
+        ``conn`` has requests waiting in it already (so the lane overshoots its capacity by
+        at most one request per connection)."""
+        waiting = self._queues.get(conn)
+        if self._closing or (self._depth >= self.capacity and waiting is not None):
             self.rejected += 1
             return False
-        self._queue.append((table, conn, request, entry, self._now()))
+        if waiting is None:
+            waiting = self._queues[conn] = deque()
+            self._turns.append(conn)
+        waiting.append((table, conn, request, entry, self._now()))
+        self._depth += 1
+        if not self._free:
+            self._wake_one()
+        return True
+
+    def _wake_one(self) -> None:
         while self._idle:
             waiter = self._idle.popleft()
             if not waiter.done():
                 waiter.set_result(None)
-                break
-        return True
+                self._free += 1
+                return
+
+    def _open_slice(self) -> None:
+        # Scheduled before the waiting workers' wake-ups, so they share this one slice: the
+        # lane as a whole runs LANE_SLICE_S per loop turn, however many workers it has.
+        self._slice_pending = False
+        self._slice_end = self._now() + LANE_SLICE_S
+
+    def _next(self) -> _Queued:
+        """The oldest request of the connection whose turn it is (the lane is not empty)."""
+        conn = self._turns.popleft()
+        waiting = self._queues[conn]
+        item = waiting.popleft()
+        if waiting:
+            self._turns.append(conn)
+        else:
+            del self._queues[conn]
+        self._depth -= 1
+        return item
 
     async def _work(self) -> None:
         loop = asyncio.get_running_loop()
-        queue = self._queue
         answered: list[Connection] = []
         while True:
-            if not queue:
+            if not self._depth:
                 # Nothing else to batch with: write the corked answers now rather than a
                 # loop turn later (saves that turn on every unpipelined round trip).
                 for conn in answered:
@@ -161,9 +211,20 @@ class Lane:
                     return
                 waiter: asyncio.Future[None] = loop.create_future()
                 self._idle.append(waiter)
-                await waiter
+                self._free -= 1
+                await waiter  # _wake_one counts us free again
+                if not self._slice_pending and self._now() >= self._slice_end:
+                    self._slice_end = self._now() + LANE_SLICE_S  # idle until now
                 continue
-            table, conn, request, entry, queued_at = queue.popleft()
+            if self._now() >= self._slice_end:
+                # Other connections' reads and our writes, then on. Every worker that finds
+                # the slice over this turn waits; the next turn opens one slice for them all.
+                if not self._slice_pending:
+                    self._slice_pending = True
+                    loop.call_soon(self._open_slice)
+                await asyncio.sleep(0)
+                continue
+            table, conn, request, entry, queued_at = self._next()
             if self.max_wait_s is not None:
                 waited = self._now() - queued_at
                 if waited > self.max_wait_s:
@@ -172,7 +233,13 @@ class Lane:
             if conn.write_paused:
                 conn.hold(request)  # dispatched again once the peer drains our writes
                 continue
+            self._free -= 1
+            if self._depth and not self._free:
+                # Should this handler suspend (a send waiting for its flush), another worker
+                # takes the next request meanwhile.
+                self._wake_one()
             await table.run(conn, request, entry, self._pool)
+            self._free += 1
             if not answered or answered[-1] is not conn:
                 answered.append(conn)
 
@@ -185,10 +252,10 @@ class Lane:
                 "lane_wait_expired lane=%s waited_ms=%s depth=%s expired=%s",
                 self.name,
                 int(waited * 1000),
-                len(self._queue),
+                self._depth,
                 self.expired,
             )
-        remark = REMARK_TIMEOUT.format(waited=int(waited * 1000), depth=len(self._queue))
+        remark = REMARK_TIMEOUT.format(waited=int(waited * 1000), depth=self._depth)
         send_response(conn, request, response_to(request, ResponseCode.SYSTEM_BUSY, remark))
 
     async def shutdown(self, grace_s: float) -> None:
@@ -229,6 +296,12 @@ class ProcessorTable:
     @property
     def lanes(self) -> list[Lane]:
         return list(self._lanes.values())
+
+    @property
+    def codes(self) -> frozenset[int]:
+        """The request codes with a processor of their own (the broker's ACL table covers
+        each of them; the default processor, if any, is not counted)."""
+        return frozenset(self._entries)
 
     def register(
         self,
@@ -348,6 +421,9 @@ class ProcessorTable:
             )
         if response is not None:
             self._reply(conn, request, response)
+        elif request.flag & 2:
+            conn.request_done()  # oneway: over when its handler returns
+        # else the handler answers later, through send_response (a parked pull)
         slow = self.slow_request_s
         if slow is not None:
             took = time.perf_counter() - started
@@ -370,7 +446,10 @@ def send_response(conn: Connection, request: RemotingCommand, response: Remoting
     """Answer ``request`` on ``conn`` (nothing for oneway requests).
 
     Handlers that answer later (a parked pull, a send waiting for its flush) use this too.
+    Every request ends here or, oneway with nothing to say, in ``ProcessorTable.run``: the
+    connection counts it out of its requests in flight.
     """
+    conn.request_done()
     if request.flag & 2:  # oneway: the peer expects nothing back
         return
     response.opaque = request.opaque

@@ -11,6 +11,7 @@ RocketMQ counterpart: ``RemotingException`` and its subclasses, ``MQBrokerExcept
     │   ├── RemotingTimeoutError           no response within the timeout
     │   ├── TooManyRequestsError           the in-flight permit did not come within the timeout
     │   └── FrameError                     malformed or oversized frame; connection closed
+    │       └── HeaderTooLargeError        a header over the limit, refused before it is read
     ├── HeaderError                        a custom header field is missing or has a bad value
     ├── BrokerError                        the peer answered with a non-success response code
     │   ├── BrokerSystemError 1            SystemBusyError 2
@@ -106,6 +107,15 @@ class FrameError(RemotingError):
     """A frame or header could not be decoded; the connection that sent it is closed."""
 
     retriable = False
+
+
+class HeaderTooLargeError(FrameError):
+    """A frame announced a header of ``header_bytes``, more than ``limit_bytes``."""
+
+    def __init__(self, header_bytes: int, limit_bytes: int) -> None:
+        super().__init__(f"header of {header_bytes} bytes exceeds the limit of {limit_bytes}")
+        self.header_bytes = header_bytes
+        self.limit_bytes = limit_bytes
 
 
 class HeaderError(RocketMQError):

@@ -6,7 +6,9 @@ Every codec turns a header into a ``HeaderFields`` tuple and back. Decoders are 
 structure (anything malformed raises ``FrameError`` and the connection is closed, as Java's
 decoder does) but lenient about values real clients send: extFields numbers and booleans
 (C++ and ali-ons) become strings, a trailing newline (C++ ``FastWriter``) is whitespace, an
-empty remark is no remark.
+empty remark is no remark, and bytes that are not UTF-8 (the C++ client sends keys and
+properties in whatever encoding its application used) become U+FFFD, as Java's
+``new String(bytes, UTF_8)`` makes them: the request is served, not the connection closed.
 
 JSON is written the way a Java broker's fastjson writes it: keys in alphabetical order,
 nulls omitted, no spaces, every extFields value a string, non-ASCII as UTF-8 and control
@@ -174,12 +176,19 @@ def encode_json(h: HeaderSource) -> bytes:
     ).encode()
 
 
+def _java_string(text: str) -> str:
+    """``text`` with each lone surrogate as ``?``, which is what Java's
+    ``String.getBytes(UTF_8)`` stores for one; Python cannot encode it at all."""
+    return text.encode("utf-8", "replace").decode("utf-8")
+
+
 def decode_json(header: memoryview | bytes) -> HeaderFields:
     """Decode a JSON header as any RocketMQ 4.x client writes it."""
+    # str(buffer, "utf-8") skips json.loads' encoding detection and a bytes copy
+    text = str(header, "utf-8", "replace")
     try:
-        # str(buffer, "utf-8") skips json.loads' encoding detection and a bytes copy
-        doc = _json_decode(str(header, "utf-8"))
-    except (UnicodeDecodeError, ValueError) as exc:
+        doc = _json_decode(text)
+    except ValueError as exc:
         raise FrameError(f"JSON header does not parse: {exc}") from None
     except RecursionError:
         raise FrameError("JSON header nests too deeply") from None
@@ -199,6 +208,12 @@ def decode_json(header: memoryview | bytes) -> HeaderFields:
     else:
         ext = _ext_dict("extFields", raw_ext)
     remark = doc.get("remark")
+    if "\\ud" in text or "\\uD" in text:
+        # Only an escape spells a surrogate (the decode above replaced bad bytes); a lone one
+        # would fail every later encode, the commit log's included.
+        ext = {_java_string(k): _java_string(v) for k, v in ext.items()}
+        if type(remark) is str:
+            remark = _java_string(remark)
     return HeaderFields(
         _int("code", doc["code"]),
         lang,
@@ -252,10 +267,7 @@ def encode_binary(h: HeaderSource) -> bytes:
 def _utf8(buf: memoryview | bytes, start: int, length: int, what: str) -> str:
     if length < 0 or start + length > len(buf):
         raise FrameError(f"ROCKETMQ header: {what} length {length} runs past the header")
-    try:
-        return bytes(buf[start : start + length]).decode()
-    except UnicodeDecodeError:
-        raise FrameError(f"ROCKETMQ header: {what} is not UTF-8") from None
+    return str(buf[start : start + length], "utf-8", "replace")
 
 
 def decode_binary(header: memoryview | bytes) -> HeaderFields:
@@ -305,7 +317,9 @@ def encode_msgpack(h: HeaderSource) -> bytes:
 
 def decode_msgpack(header: memoryview | bytes) -> HeaderFields:
     try:
-        doc = msgpack.unpackb(header, raw=False, strict_map_key=True, use_list=True)
+        doc = msgpack.unpackb(
+            header, raw=False, unicode_errors="replace", strict_map_key=True, use_list=True
+        )
     except (ValueError, msgpack.ExtraData, msgpack.FormatError, msgpack.StackError) as exc:
         raise FrameError(f"msgpack header does not parse: {exc}") from None
     if not isinstance(doc, list) or len(doc) != 7:

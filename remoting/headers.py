@@ -334,6 +334,11 @@ class UpdateConsumerOffsetRequestHeader(CommandHeader):
     topic: str = wire("topic")
     queue_id: int = wire("queueId")
     commit_offset: int = wire("commitOffset")
+    # Aerolite: set by a slave offering a commit it took while its master was away: the
+    # DataVersion of the master's offset table the slave copied last. The master then takes
+    # the offset only if larger than its own and unchanged since (RocketMQ has no offer).
+    offset_version_timestamp: int | None = wire("offsetVersionTimestamp", None)
+    offset_version_counter: int | None = wire("offsetVersionCounter", None)
 
 
 # ====================================================================== clients and groups

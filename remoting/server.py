@@ -6,6 +6,10 @@ RocketMQ counterpart: ``NettyRemotingServer`` (``start``, ``registerProcessor``,
 ``start()`` returns once the port is bound, with ``port`` the real one even when configured
 as 0. ``shutdown()`` stops accepting, drains the lanes for ``shutdown_grace_s``, then closes
 every connection; it is idempotent.
+
+Beyond ``max_connections`` (ours; Netty accepts without limit) a new connection is served
+nothing: its first request is answered SYSTEM_BUSY with a remark saying why, and it is
+closed. Java producers retry another broker on SYSTEM_BUSY.
 """
 
 from __future__ import annotations
@@ -13,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import socket
 import ssl
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -21,12 +24,27 @@ from types import TracebackType
 from typing import Self
 
 from remoting.command import RemotingCommand
-from remoting.connection import DEFAULT_WRITE_BUFFER_HIGH_BYTES, Connection, run_sweeper
+from remoting.connection import (
+    DEFAULT_WRITE_BUFFER_HIGH_BYTES,
+    Connection,
+    Refusal,
+    ServerBudget,
+    run_sweeper,
+)
 from remoting.dispatch import ProcessorTable
-from remoting.frame import DEFAULT_MAX_FRAME_BYTES
-from remoting.tls import TLS_HANDSHAKE_RECORD, TlsMode
+from remoting.frame import DEFAULT_MAX_FRAME_BYTES, DEFAULT_MAX_HEADER_BYTES, MAX_HEADER_BYTES
+from remoting.listener import Listener
+from remoting.tls import TlsMode
 
 log = logging.getLogger(__name__)
+
+# A refused connection gets this long to send its first request's header.
+REFUSAL_WAIT_S = 2.0
+# Refused connections kept open at once to be answered; past that they are dropped at once,
+# without an answer, so a connection flood costs no more than this many small buffers.
+MAX_REFUSING = 64
+# At most one connection_refused line per this many seconds (the counter has them all).
+REFUSAL_LOG_INTERVAL_S = 10.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -36,8 +54,17 @@ class ServerConfig:
     host: str = "127.0.0.1"
     port: int = 0
     max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES
+    max_header_bytes: int = DEFAULT_MAX_HEADER_BYTES
     idle_timeout_s: float = 120.0  # serverChannelMaxIdleTimeSeconds
-    frame_read_timeout_s: float = 60.0
+    # A frame begun must be complete within this time. A Java client gives up on a send
+    # after 3 s (sendMsgTimeout), so a frame still incomplete after 10 s is one no client
+    # waits for, and its bytes are held for nothing.
+    frame_read_timeout_s: float = 10.0
+    max_connections: int = 10_000
+    partial_frame_budget_bytes: int = 256 * 1024 * 1024  # 16 frames of the 16 MiB maximum
+    # Four times the deepest window our benchmarks keep (256); a consumer's parked
+    # long-polling pulls count too, one per queue it reads from this broker.
+    max_in_flight_per_connection: int = 1024
     write_buffer_high_bytes: int = DEFAULT_WRITE_BUFFER_HIGH_BYTES
     backlog: int = 1024  # serverSocketBacklog
     shutdown_grace_s: float = 5.0
@@ -50,29 +77,52 @@ class ServerConfig:
             raise ValueError(f"port {self.port} is not in 0..65535")
         if self.max_frame_bytes < 16:
             raise ValueError(f"max_frame_bytes {self.max_frame_bytes} is too small")
+        if not 1024 <= self.max_header_bytes <= MAX_HEADER_BYTES:
+            raise ValueError(f"max_header_bytes {self.max_header_bytes} is not in 1 KiB..16 MiB")
+        for name in (
+            "max_connections",
+            "partial_frame_budget_bytes",
+            "max_in_flight_per_connection",
+            "write_buffer_high_bytes",
+        ):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be positive")
         if self.tls_mode is not TlsMode.DISABLED and self.ssl_context is None:
             raise ValueError(f"TLS mode {self.tls_mode} needs a certificate and key")
 
 
 class RemotingServer:
-    """A listening socket, its connections and their processor table."""
+    """A listening socket, its connections and their processor table.
+
+    Args:
+        budget: connection and incomplete-frame limits shared with other listeners (the
+            broker's VIP port shares its main port's); None makes one from ``config``.
+    """
 
     def __init__(
-        self, config: ServerConfig, processors: ProcessorTable, *, name: str = "remoting"
+        self,
+        config: ServerConfig,
+        processors: ProcessorTable,
+        *,
+        name: str = "remoting",
+        budget: ServerBudget | None = None,
     ) -> None:
         self.config = config
         self.processors = processors
         self.name = name
+        self.budget = budget or ServerBudget(
+            max_connections=config.max_connections,
+            partial_frame_budget_bytes=config.partial_frame_budget_bytes,
+        )
         self.connections: set[Connection] = set()
+        self._refusing: set[Connection] = set()
+        self._refusal_logged_at: float | None = None
+        self._refusals_unlogged = 0
         self._close_listeners: list[Callable[[Connection], None]] = []
-        self._server: asyncio.Server | None = None
+        self.listener: Listener | None = None
         self._sweeper: asyncio.Task[None] | None = None
         self._stopping: asyncio.Future[None] | None = None
         self.port = config.port
-        # TLS permissive mode accepts by itself (see _start_sniffing).
-        self._listen_sock: socket.socket | None = None
-        self._acceptor: asyncio.Task[None] | None = None
-        self._sniffers: set[asyncio.Task[None]] = set()
 
     @property
     def address(self) -> str:
@@ -84,20 +134,65 @@ class RemotingServer:
         self._close_listeners.append(listener)
 
     def _make_connection(self) -> Connection:
+        cfg = self.config
         return Connection(
             self.processors.dispatch,
             self._connection_closed,
-            max_frame_bytes=self.config.max_frame_bytes,
-            write_buffer_high_bytes=self.config.write_buffer_high_bytes,
+            on_open=self._connection_opened,
+            max_frame_bytes=cfg.max_frame_bytes,
+            max_header_bytes=cfg.max_header_bytes,
+            max_in_flight=cfg.max_in_flight_per_connection,
+            budget=self.budget,
+            write_buffer_high_bytes=cfg.write_buffer_high_bytes,
         )
 
     def _connection_made(self) -> Connection:
-        conn = self._make_connection()
+        return self._make_connection()
+
+    def _connection_opened(self, conn: Connection) -> None:
+        budget = self.budget
+        if budget.connections >= budget.max_connections:
+            self._refuse(conn)
+            return
+        budget.connections += 1
         self.connections.add(conn)
-        return conn
+
+    def _refuse(self, conn: Connection) -> None:
+        budget = self.budget
+        budget.refusals[Refusal.MAX_CONNECTIONS] += 1
+        now = asyncio.get_running_loop().time()
+        last = self._refusal_logged_at
+        if last is None or now - last >= REFUSAL_LOG_INTERVAL_S:
+            log.warning(
+                "connection_refused server=%s peer=%s reason=%s max_connections=%s "
+                "refused_total=%s not_logged=%s",
+                self.name,
+                conn.peer,
+                Refusal.MAX_CONNECTIONS.value,
+                budget.max_connections,
+                budget.refusals[Refusal.MAX_CONNECTIONS],
+                self._refusals_unlogged,
+            )
+            self._refusal_logged_at = now
+            self._refusals_unlogged = 0
+        else:
+            self._refusals_unlogged += 1
+        if len(self._refusing) >= MAX_REFUSING or self._stopping is not None:
+            conn.drop()  # unanswered
+            return
+        self._refusing.add(conn)
+        conn.refuse(
+            f"[CONNECTION_LIMIT]{self.name} serves {budget.max_connections} connections "
+            "at most (maxConnections); try again later or another broker",
+            REFUSAL_WAIT_S,
+        )
 
     def _connection_closed(self, conn: Connection) -> None:
+        if conn not in self.connections:
+            self._refusing.discard(conn)  # refused: never served, nobody to tell
+            return
         self.connections.discard(conn)
+        self.budget.connections -= 1
         for listener in self._close_listeners:
             try:
                 listener(conn)
@@ -106,21 +201,19 @@ class RemotingServer:
 
     async def start(self) -> None:
         """Start the lanes and bind; returns once connections are accepted."""
-        loop = asyncio.get_running_loop()
         self.processors.start()
         cfg = self.config
-        if cfg.tls_mode is TlsMode.PERMISSIVE:
-            self.port = await self._start_sniffing(loop)
-        else:
-            self._server = await loop.create_server(
-                self._connection_made,
-                cfg.host,
-                cfg.port,
-                backlog=cfg.backlog,
-                reuse_address=True,
-                ssl=cfg.ssl_context if cfg.tls_mode is TlsMode.ENFORCING else None,
-            )
-            self.port = self._server.sockets[0].getsockname()[1]
+        self.listener = Listener(
+            self._connection_made,
+            cfg.host,
+            cfg.port,
+            tls_mode=cfg.tls_mode,
+            ssl_context=cfg.ssl_context,
+            backlog=cfg.backlog,
+            sniff_timeout_s=cfg.tls_sniff_timeout_s,
+            name=self.name,
+        )
+        self.port = await self.listener.start()
         self._sweeper = asyncio.create_task(
             run_sweeper(
                 lambda: self.connections,
@@ -155,80 +248,8 @@ class RemotingServer:
 
     def stop_accepting(self) -> None:
         """Close the listening socket; connections already open keep being served."""
-        if self._server is not None:
-            self._server.close()
-        if self._acceptor is not None:
-            self._acceptor.cancel()
-        if self._listen_sock is not None:
-            self._listen_sock.close()
-            self._listen_sock = None
-
-    # ------------------------------------------------------------------ TLS permissive
-
-    async def _start_sniffing(self, loop: asyncio.AbstractEventLoop) -> int:
-        """Accept ourselves, so each new socket can be looked at before a protocol (with
-        or without TLS) takes it over."""
-        cfg = self.config
-        family = socket.AF_INET6 if ":" in cfg.host else socket.AF_INET
-        sock = socket.socket(family, socket.SOCK_STREAM)
-        try:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            sock.bind((cfg.host, cfg.port))
-            sock.listen(cfg.backlog)
-            sock.setblocking(False)
-        except OSError:
-            sock.close()
-            raise
-        self._listen_sock = sock
-        self._acceptor = asyncio.create_task(
-            self._accept_loop(loop, sock), name=f"{self.name}-accept"
-        )
-        return int(sock.getsockname()[1])
-
-    async def _accept_loop(self, loop: asyncio.AbstractEventLoop, lsock: socket.socket) -> None:
-        while True:
-            try:
-                client, _addr = await loop.sock_accept(lsock)
-            except asyncio.CancelledError:
-                raise
-            except OSError as exc:
-                if self._listen_sock is None:
-                    return  # closed by stop_accepting
-                log.warning("accept_failed server=%s error=%s", self.name, exc)
-                await asyncio.sleep(0.1)
-                continue
-            task = asyncio.create_task(self._sniff(loop, client))
-            self._sniffers.add(task)
-            task.add_done_callback(self._sniffers.discard)
-
-    async def _sniff(self, loop: asyncio.AbstractEventLoop, sock: socket.socket) -> None:
-        """Peek at the first byte (the client speaks first in this protocol) and hand the
-        socket to a plain or a TLS connection."""
-        sock.setblocking(False)
-        deadline = loop.time() + self.config.tls_sniff_timeout_s
-        first = b""
-        try:
-            while True:
-                try:
-                    first = sock.recv(1, socket.MSG_PEEK)
-                    break
-                except (BlockingIOError, InterruptedError):
-                    if loop.time() > deadline:
-                        raise TimeoutError from None
-                    await asyncio.sleep(0.005)
-            if not first:
-                raise ConnectionError("closed before it spoke")
-            tls = first[0] == TLS_HANDSHAKE_RECORD
-            await loop.connect_accepted_socket(
-                self._connection_made,
-                sock,
-                ssl=self.config.ssl_context if tls else None,
-            )
-        except (OSError, TimeoutError, ssl.SSLError) as exc:
-            log.info(
-                "tls_sniff_failed server=%s error=%s", self.name, str(exc) or type(exc).__name__
-            )
-            sock.close()
+        if self.listener is not None:
+            self.listener.close()
 
     async def _shutdown(self) -> None:
         self.stop_accepting()
@@ -246,13 +267,10 @@ class RemotingServer:
             )
         for conn in list(self.connections):
             conn.abort("server shutdown")
-        if self._server is not None:
-            await self._server.wait_closed()
-        for task in [self._acceptor, *self._sniffers]:
-            if task is not None:
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
+        for conn in list(self._refusing):
+            conn.drop()
+        if self.listener is not None:
+            await self.listener.wait_closed()
         log.info("server_stopped server=%s address=%s", self.name, self.address)
 
     async def __aenter__(self) -> Self:

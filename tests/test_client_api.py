@@ -22,6 +22,7 @@ def test_client_all_is_pinned() -> None:
         "ConsumerNotOnlineError",
         "FrameError",
         "HeaderError",
+        "HeaderTooLargeError",
         "InvalidArgumentError",
         "InvalidMessageError",
         "LocalTransactionState",

@@ -285,9 +285,8 @@ def test_json_language_names() -> None:
         b"not json",
         b'{"code":1',
         b"\xff\xfe\x00",
-        b'{"code":1,"remark":"\xc3"}',
     ],
-    ids=["empty", "open-brace", "text", "unterminated", "binary", "bad-utf8"],
+    ids=["empty", "open-brace", "text", "unterminated", "binary"],
 )
 def test_garbage_json_is_a_frame_error(header: bytes) -> None:
     with pytest.raises(FrameError, match=r"JSON header does not parse"):
@@ -538,7 +537,6 @@ def test_binary_ext_length_mismatch_is_a_frame_error(delta: int) -> None:
         (b"\x00\x01k\x00\x00", r"truncated extFields value length"),
         (b"\x00\x01k\x00\x00\x00\x09v", r"extFields value length 9 runs past"),
         (b"\x00\x01k\xff\xff\xff\xffv", r"extFields value length -1 runs past"),
-        (b"\x00\x01\xff\x00\x00\x00\x00", r"extFields key is not UTF-8"),
     ],
 )
 def test_binary_bad_ext_entries_are_frame_errors(ext: bytes, why: str) -> None:
@@ -552,7 +550,6 @@ def test_binary_bad_ext_entries_are_frame_errors(ext: bytes, why: str) -> None:
     [
         (struct.pack(">i", -1), r"remark length -1 runs past"),
         (struct.pack(">i", 100) + b"short", r"remark length 100 runs past"),
-        (struct.pack(">i", 1) + b"\xff", r"remark is not UTF-8"),
     ],
 )
 def test_binary_bad_remark_is_a_frame_error(remark: bytes, why: str) -> None:

@@ -1,0 +1,208 @@
+"""``Listener``: a listening socket that obeys a TLS mode, shared by every server we run.
+
+RocketMQ counterpart: the TLS half of ``NettyRemotingServer`` (``TlsModeHandler``), which
+RocketMQ applies to its remoting port alone. Here the remoting ports (main and VIP), the HA
+port and the Prometheus endpoint all open their sockets through this class, so none of them
+can be built without the TLS settings (remoting.tls describes the three modes):
+
+- ``disabled``: plain TCP;
+- ``enforcing``: every connection is TLS; a plain client fails the handshake and is closed;
+- ``permissive``: the listener accepts by itself and peeks at each new socket's first byte
+  (0x16 opens a TLS handshake record) before handing it to a plain or a TLS transport. That
+  needs a client that speaks first, which the remoting protocol, the HA stream (the slave
+  reports its offset at once) and HTTP all do.
+
+``stream_listener`` gives asyncio's stream pair (``asyncio.start_server``'s interface) over
+the same listener, for the servers written with streams.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+import ssl
+from collections.abc import Awaitable, Callable
+
+from remoting.tls import TLS_HANDSHAKE_RECORD, TlsMode
+
+log = logging.getLogger(__name__)
+
+StreamHandler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
+
+DEFAULT_BACKLOG = 1024
+DEFAULT_SNIFF_TIMEOUT_S = 10.0  # permissive: how long a silent new client may wait
+_STREAM_LIMIT_BYTES = 1 << 16  # asyncio's default StreamReader limit
+
+
+class Listener:
+    """One listening socket under a TLS mode; ``start()`` returns once it is bound.
+
+    Args:
+        protocol_factory: makes the protocol of each accepted connection.
+        tls_mode: ``ssl_context`` is required unless it is disabled.
+        sniff_timeout_s: permissive mode: a new connection silent this long is closed.
+        name: for log lines.
+
+    Raises:
+        ValueError: a TLS mode without a context.
+    """
+
+    def __init__(
+        self,
+        protocol_factory: Callable[[], asyncio.BaseProtocol],
+        host: str,
+        port: int,
+        *,
+        tls_mode: TlsMode = TlsMode.DISABLED,
+        ssl_context: ssl.SSLContext | None = None,
+        backlog: int = DEFAULT_BACKLOG,
+        sniff_timeout_s: float = DEFAULT_SNIFF_TIMEOUT_S,
+        name: str = "listener",
+    ) -> None:
+        if tls_mode is not TlsMode.DISABLED and ssl_context is None:
+            raise ValueError(f"{name}: TLS mode {tls_mode} needs a certificate and key")
+        self.protocol_factory = protocol_factory
+        self.host = host
+        self.port = port
+        self.tls_mode = tls_mode
+        self.ssl_context = ssl_context
+        self.backlog = backlog
+        self.sniff_timeout_s = sniff_timeout_s
+        self.name = name
+        self._server: asyncio.Server | None = None
+        # permissive mode accepts by itself
+        self._sock: socket.socket | None = None
+        self._acceptor: asyncio.Task[None] | None = None
+        self._sniffers: set[asyncio.Task[None]] = set()
+
+    @property
+    def sockets(self) -> tuple[socket.socket, ...]:
+        """The bound sockets (as ``asyncio.Server.sockets``); empty once closed."""
+        if self._server is not None:
+            return tuple(self._server.sockets)
+        return (self._sock,) if self._sock is not None else ()
+
+    async def start(self) -> int:
+        """Bind and accept; returns the port (the one chosen when ``port`` is 0).
+
+        Raises:
+            OSError: the address cannot be bound.
+        """
+        loop = asyncio.get_running_loop()
+        if self.tls_mode is TlsMode.PERMISSIVE:
+            self._sock = self._bind()
+            self._acceptor = asyncio.create_task(
+                self._accept_loop(loop, self._sock), name=f"{self.name}-accept"
+            )
+            self.port = int(self._sock.getsockname()[1])
+        else:
+            self._server = await loop.create_server(
+                self.protocol_factory,
+                self.host,
+                self.port,
+                backlog=self.backlog,
+                reuse_address=True,
+                ssl=self.ssl_context if self.tls_mode is TlsMode.ENFORCING else None,
+            )
+            self.port = int(self._server.sockets[0].getsockname()[1])
+        return self.port
+
+    def close(self) -> None:
+        """Stop accepting; connections already open go on. Idempotent."""
+        if self._server is not None:
+            self._server.close()
+        if self._acceptor is not None:
+            self._acceptor.cancel()
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
+
+    async def wait_closed(self) -> None:
+        """After ``close()``: wait until nothing accepts or sniffs any more."""
+        if self._server is not None:
+            await self._server.wait_closed()
+        for task in [self._acceptor, *self._sniffers]:
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        self._acceptor = None
+
+    # ------------------------------------------------------------------ permissive
+
+    def _bind(self) -> socket.socket:
+        family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((self.host, self.port))
+            sock.listen(self.backlog)
+            sock.setblocking(False)
+        except OSError:
+            sock.close()
+            raise
+        return sock
+
+    async def _accept_loop(self, loop: asyncio.AbstractEventLoop, lsock: socket.socket) -> None:
+        while True:
+            try:
+                client, _addr = await loop.sock_accept(lsock)
+            except asyncio.CancelledError:
+                raise
+            except OSError as exc:
+                if self._sock is None:
+                    return  # closed by close()
+                log.warning("accept_failed server=%s error=%s", self.name, exc)
+                await asyncio.sleep(0.1)
+                continue
+            task = asyncio.create_task(self._sniff(loop, client))
+            self._sniffers.add(task)
+            task.add_done_callback(self._sniffers.discard)
+
+    async def _sniff(self, loop: asyncio.AbstractEventLoop, sock: socket.socket) -> None:
+        """Peek at the first byte (the client speaks first in every protocol served here)
+        and hand the socket to a plain or a TLS transport."""
+        sock.setblocking(False)
+        deadline = loop.time() + self.sniff_timeout_s
+        first = b""
+        try:
+            while True:
+                try:
+                    first = sock.recv(1, socket.MSG_PEEK)
+                    break
+                except (BlockingIOError, InterruptedError):
+                    if loop.time() > deadline:
+                        raise TimeoutError from None
+                    await asyncio.sleep(0.005)
+            if not first:
+                raise ConnectionError("closed before it spoke")
+            tls = first[0] == TLS_HANDSHAKE_RECORD
+            await loop.connect_accepted_socket(
+                self.protocol_factory, sock, ssl=self.ssl_context if tls else None
+            )
+        except (OSError, TimeoutError, ssl.SSLError) as exc:
+            log.info(
+                "tls_sniff_failed server=%s error=%s", self.name, str(exc) or type(exc).__name__
+            )
+            sock.close()
+
+
+def stream_listener(
+    handler: StreamHandler,
+    host: str,
+    port: int,
+    *,
+    limit: int = _STREAM_LIMIT_BYTES,
+    tls_mode: TlsMode = TlsMode.DISABLED,
+    ssl_context: ssl.SSLContext | None = None,
+    name: str = "listener",
+) -> Listener:
+    """A ``Listener`` that runs ``handler(reader, writer)`` per connection, as
+    ``asyncio.start_server`` does (``limit`` bounds what ``readuntil`` buffers)."""
+
+    def factory() -> asyncio.BaseProtocol:
+        return asyncio.StreamReaderProtocol(asyncio.StreamReader(limit=limit), handler)
+
+    return Listener(factory, host, port, tls_mode=tls_mode, ssl_context=ssl_context, name=name)
