@@ -162,6 +162,9 @@ class CommitLog:
         self.recovery_progress: Callable[[int], None] | None = None
         self._disk_full_logged_at = -DISK_FULL_LOG_INTERVAL_S
         self._disk_full_refusals = 0
+        # Asked before the log takes more disk (a new segment or allocation window); a
+        # remark refuses the put. The store sets it to the disk guard (store/retention.py).
+        self.space_check: Callable[[], str | None] | None = None
 
     # ------------------------------------------------------------------------ offsets
 
@@ -344,6 +347,22 @@ class CommitLog:
                 PutMessageStatus.MESSAGE_ILLEGAL,
                 remark=f"message of {size} bytes does not fit a {self.file_bytes}-byte segment",
             )
+        mf = self.files.last()
+        if (
+            mf is not None
+            and size + END_FILE_MIN_BLANK_BYTES <= mf.free_bytes
+            and mf.wrote_position + size <= mf.allocated_until
+        ):
+            return mf  # room in the current segment and its allocated window
+        # The log is about to take more disk: the disk guard decides first, so writes stop
+        # at its limit, not only when the disk is full or at its next periodic check.
+        if self.space_check is not None:
+            try:
+                refusal = self.space_check()
+            except OSError as exc:
+                refusal = f"disk usage unknown ({exc})"
+            if refusal is not None:
+                return PutResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark=refusal)
         try:
             mf = self.files.last_writable()
             if size + END_FILE_MIN_BLANK_BYTES > mf.free_bytes:
@@ -354,8 +373,7 @@ class CommitLog:
                 mf = self.files.last_writable()
             # The record's bytes (and the guard after them) must have their disk blocks
             # before they are copied into the mapping: a store into a hole on a full disk is
-            # a SIGBUS. One comparison here; a window is allocated every few MiB. (This is
-            # MappedFile.reserve, inline: it runs once per put.)
+            # a SIGBUS. A window is allocated every few MiB.
             end = mf.wrote_position + size
             if end > mf.allocated_until:
                 mf.allocate(end)
@@ -623,10 +641,8 @@ class CommitLog:
             # MappedFile.truncate_from).
             length = min(mf.file_bytes - pos, _TORN_WINDOW_BYTES)
             tail = os.pread(mf.fd, length, pos).rstrip(b"\x00")
-            if tail:
-                self.torn_dir.mkdir(parents=True, exist_ok=True)
-                name = f"commitlog-{mf.start_offset + pos:020d}-{_now_ms()}.torn"
-                (self.torn_dir / name).write_bytes(tail)
+            name = self._save_torn(mf.start_offset + pos, tail) if tail else None
+            if name is not None:
                 saved.append(name)
         if saved:
             log.warning("commit_log_tail_truncated", commit_log_offset=valid_end, saved_as=saved)
@@ -636,6 +652,28 @@ class CommitLog:
         self.files.flushed_where = valid_end
         for mf in self.files.files:
             mf.flushed_position = mf.wrote_position
+
+    def _save_torn(self, commit_log_offset: int, tail: bytes) -> str | None:
+        """Save bytes recovery cuts at ``commit_log_offset`` to a side file; returns its
+        name, or None (logged) when there is no room for it. The cut goes ahead all the
+        same: on a full disk a store that cannot start serves nothing, and the bytes past
+        the valid end were never part of the log."""
+        path = self.torn_dir / f"commitlog-{commit_log_offset:020d}-{_now_ms()}.torn"
+        try:
+            self.torn_dir.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(tail)
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                path.unlink()
+            log.error(  # noqa: TRY400 - the error says it all (ENOSPC): no traceback
+                "commit_log_tail_not_saved",
+                commit_log_offset=commit_log_offset,
+                bytes=len(tail),
+                path=str(path),
+                error=str(exc),
+            )
+            return None
+        return path.name
 
     def flush(self, least_pages: int = 0) -> int:
         """Flush until everything written before the call is durable (the I/O thread)."""

@@ -15,9 +15,10 @@ by dispatch only, so writing one is idempotent: an entry whose record ends at or
 queue's max physical offset was already written and is skipped.
 
 Segment files are sparse (see mapped_file.py): disk blocks are allocated a window
-(``ALLOCATE_AHEAD_BYTES``) ahead of the entries, before any entry is written into them. When
-the disk is full, ``put``/``put_many`` raise ``DiskFullError`` having written nothing of the
-entries they could not place; dispatch retries them, and a retry skips what is there.
+(``ALLOCATE_AHEAD_BYTES``) ahead of the entries, before any entry is written into them, or
+only the pages the entries need when there is no room for a window. When the disk is full,
+``put``/``put_many`` raise ``DiskFullError`` having written nothing of the entries they could
+not place; dispatch retries them, and a retry skips what is there.
 """
 
 from __future__ import annotations
@@ -56,7 +57,12 @@ class ConsumeQueue:
         self.queue_id = queue_id
         self.file_bytes = file_bytes
         self.files = MappedFileQueue(
-            root / topic / str(queue_id), file_bytes, allocate_ahead_bytes=ALLOCATE_AHEAD_BYTES
+            root / topic / str(queue_id),
+            file_bytes,
+            allocate_ahead_bytes=ALLOCATE_AHEAD_BYTES,
+            # Entries make stored messages readable: on a nearly full disk they take the
+            # pages they need rather than stop at a window (the commit log stops first).
+            shrink_when_full=True,
         )
         self.max_physic_offset = 0  # end (offset + size) of the last record entered
         self.min_logic_offset = 0  # byte offset of the first valid entry

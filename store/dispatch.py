@@ -323,7 +323,7 @@ class DispatchService:
         try:
             done = self.dispatch_available()
         except Exception as exc:  # any failure stops the queues from growing: record it
-            self._failed(exc)
+            self.record_failure(exc)
             return -1
         if self.error is not None:
             log.warning(
@@ -336,7 +336,9 @@ class DispatchService:
             self.error_offset = -1
         return done
 
-    def _failed(self, exc: Exception) -> None:
+    def record_failure(self, exc: Exception) -> None:
+        """Record a failure to dispatch at ``reput_from_offset`` (logged, counted, kept in
+        ``error``); the next successful round clears it."""
         self.failures += 1
         reason = f"{type(exc).__name__}: {exc}"
         if self.error is None:

@@ -152,19 +152,26 @@ class CommitLogFlusher:
                 log.exception("commit_log_flush_failed")
                 await asyncio.sleep(0.1)
 
-    async def shutdown(self) -> None:
-        """Stop the loop, then flush everything (retried as RocketMQ does)."""
+    async def shutdown(self) -> bool:
+        """Stop the loop, then flush everything (retried as RocketMQ does); returns False
+        when a flush failed (logged, never raised: the store must still shut down)."""
         self._stopping = True
         self._wakeup.set()
         if self._task is not None:
             await self._task
             self._task = None
-        for _ in range(10):
-            await self._flush_once(0)
-            if self.commit_log.flushed_offset >= self.commit_log.max_offset:
-                break
-        self._complete_waiters()
-        self._pool.shutdown(wait=True)
+        try:
+            for _ in range(10):
+                await self._flush_once(0)
+                if self.commit_log.flushed_offset >= self.commit_log.max_offset:
+                    break
+        except OSError:
+            log.exception("commit_log_flush_failed")
+            return False
+        finally:
+            self._complete_waiters()
+            self._pool.shutdown(wait=True)
+        return True
 
 
 class QueueFlusher:
@@ -223,11 +230,19 @@ class QueueFlusher:
             except Exception:
                 log.exception("consume_queue_flush_failed")
 
-    async def shutdown(self) -> None:
+    async def shutdown(self) -> bool:
+        """Stop the loop, then flush queues, index and checkpoint; returns whether that
+        succeeded (a failure, a full disk for the checkpoint say, is logged, not raised)."""
         self._stopping.set()
         if self._task is not None:
             await self._task
             self._task = None
         loop = asyncio.get_running_loop()
-        await loop.run_in_executor(self.pool, self._flush_all, 0, True, self.logics_timestamp())
-        self.pool.shutdown(wait=True)
+        try:
+            await loop.run_in_executor(self.pool, self._flush_all, 0, True, self.logics_timestamp())
+        except OSError:
+            log.exception("consume_queue_flush_failed")
+            return False
+        finally:
+            self.pool.shutdown(wait=True)
+        return True

@@ -18,17 +18,24 @@ its store back to it, with a log line, and replicates from there. That is right 
 master lost a tail its slave had (a master restarted from an older disk). A slave that holds
 a *different* history of the same length is not detected (nothing in the protocol says what
 the bytes are); a slave never appends anywhere but at its own end.
+
+TLS (beyond RocketMQ, whose HA port is always plain TCP): the master opens its port through
+``listen``, which the broker gives the listener of its TLS mode (``tlsServerMode``), and the
+slave dials with the broker's client context (``tlsEnable``). The slave speaks first (its
+offset report), so a permissive master tells a TLS slave from a plain one by that first byte.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import socket
+import ssl
 import struct
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import structlog
 
@@ -46,6 +53,23 @@ HEARTBEAT_S = 5.0  # haSendHeartbeatInterval
 HOUSEKEEPING_S = 20.0  # haHousekeepingInterval
 RECONNECT_S = 1.0
 DISK_FULL_RETRY_S = 10.0  # a slave whose disk is full tries the stream again this often
+
+StreamHandler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
+
+
+class Listening(Protocol):
+    """A bound listener: ``asyncio.Server``, or the broker's, which obeys its TLS mode."""
+
+    @property
+    def sockets(self) -> tuple[socket.socket, ...]: ...
+
+    def close(self) -> None: ...
+
+    async def wait_closed(self) -> None: ...
+
+
+# ``listen(handler, host, port)``: bind, and run ``handler`` for every connection.
+Listen = Callable[[StreamHandler, str, int], Awaitable[Listening]]
 
 
 @dataclass(eq=False)
@@ -67,23 +91,30 @@ class HAService:
         self.slaves: set[_Slave] = set()
         self.acked_offset = 0  # the highest offset any slave confirmed (push2SlaveMaxOffset)
         self._waiters: list[tuple[int, asyncio.Future[None]]] = []
-        self._server: asyncio.Server | None = None
+        self._server: Listening | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self.port = 0
 
     # -------------------------------------------------------------------- lifecycle
 
-    async def start(self, host: str, port: int) -> int:
-        self._server = await asyncio.start_server(self._serve, host, port)
-        self.port = self._server.sockets[0].getsockname()[1]
+    async def start(self, host: str, port: int, *, listen: Listen | None = None) -> int:
+        """Bind (``listen``, else plain ``asyncio.start_server``) and serve slaves.
+
+        Raises:
+            OSError: the address cannot be bound.
+        """
+        if listen is None:
+            self._server = await asyncio.start_server(self._serve, host, port)
+        else:
+            self._server = await listen(self._serve, host, port)
+        self.port = int(self._server.sockets[0].getsockname()[1])
         log.info("ha_master_listening", address=f"{host}:{self.port}")
         return self.port
 
     async def stop(self) -> None:
-        if self._server is not None:
-            self._server.close()
-            await self._server.wait_closed()
-            self._server = None
+        server, self._server = self._server, None
+        if server is not None:
+            server.close()
         # Closing the sockets ends each connection's handler by itself; cancelling a
         # handler that asyncio.start_server runs would be reported as an error.
         for slave in list(self.slaves):
@@ -91,6 +122,9 @@ class HAService:
             with contextlib.suppress(OSError):
                 transport = slave.writer.transport
                 transport.abort()
+        if server is not None:
+            # Only now: from Python 3.12.1 wait_closed also waits for open connections.
+            await server.wait_closed()
         if self._tasks:
             _done, pending = await asyncio.wait(list(self._tasks), timeout=2.0)
             for task in pending:
@@ -232,9 +266,16 @@ class HAService:
 class HAClient:
     """The slave's side: replicate the master's commit log into this store."""
 
-    def __init__(self, store: MessageStore, master_address: Callable[[], str | None]) -> None:
+    def __init__(
+        self,
+        store: MessageStore,
+        master_address: Callable[[], str | None],
+        *,
+        ssl_context: ssl.SSLContext | None = None,
+    ) -> None:
         self.store = store
         self.master_address = master_address
+        self.ssl_context = ssl_context  # dial the master with TLS
         self._task: asyncio.Task[None] | None = None
         self.connected_to: str | None = None
         self.truncations = 0
@@ -252,10 +293,12 @@ class HAClient:
 
     async def _run(self) -> None:
         disk_full = False
+        tls_failed = False
         while True:
             address = self.master_address()
             wait_s = RECONNECT_S
             if address:
+                tls_failure = False
                 try:
                     await self._replicate(address)
                 except DiskFullError as exc:
@@ -264,6 +307,12 @@ class HAClient:
                     if not disk_full:  # the message says it all: no traceback
                         log.error("ha_slave_disk_full", master=address, error=str(exc))  # noqa: TRY400
                     wait_s = DISK_FULL_RETRY_S
+                except ssl.SSLError as exc:
+                    # A handshake that fails (a certificate not trusted, a plain master) fails
+                    # the same way every second: said once per spell, as a warning.
+                    tls_failure = True
+                    if not tls_failed:
+                        log.warning("ha_master_tls_failed", master=address, error=str(exc))
                 except (OSError, asyncio.IncompleteReadError, TimeoutError) as exc:
                     log.info("ha_master_connection_lost", master=address, error=str(exc))
                 except ValueError as exc:
@@ -271,14 +320,26 @@ class HAClient:
                 finally:
                     self.connected_to = None
                 disk_full = wait_s == DISK_FULL_RETRY_S
+                tls_failed = tls_failure
             await asyncio.sleep(wait_s)
 
     async def _replicate(self, address: str) -> None:
         host, _, port = address.rpartition(":")
-        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, int(port)), 5.0)
+        tls = self.ssl_context
+        reader, writer = await asyncio.wait_for(
+            asyncio.open_connection(
+                host, int(port), ssl=tls, server_hostname=host if tls is not None else None
+            ),
+            5.0,
+        )
         self.connected_to = address
         store = self.store
-        log.info("ha_master_connected", master=address, offset=store.commit_log.max_offset)
+        log.info(
+            "ha_master_connected",
+            master=address,
+            offset=store.commit_log.max_offset,
+            tls=tls is not None,
+        )
         try:
             writer.write(_OFFSET.pack(store.commit_log.max_offset))
             await writer.drain()

@@ -25,8 +25,19 @@ hash slots are allocated when a file is created: keys hash uniformly, so the slo
 4,883 pages (20 MB with the default 5,000,000 slots, 5 % of the 420 MB file) are all written
 within some 40,000 keys, after which a page-by-page allocation would have saved nothing, at
 the price of a check per key. Entries are appended, so they are allocated a window
-(``ALLOCATE_AHEAD_BYTES``) ahead, before any is written there; a put that finds no room
-raises ``DiskFullError`` before it writes anything.
+(``ALLOCATE_AHEAD_BYTES``) ahead, before any is written there, or only the pages they need
+when the window finds no room; a put that finds no room raises ``DiskFullError`` before it
+writes anything.
+
+Where the slot table is not known to be allocated, the file keeps a map of its slot pages
+(``_slot_pages``) instead: a file created when the disk had no room for the whole table (a
+broker rebuilding its index on a nearly full disk starts and serves all the same), and every
+loaded file (which pages a previous run allocated is not known; allocating a whole table
+again at each load could take more disk than the broker itself). A put first allocates the
+pages of the slots it will touch, one ``posix_fallocate`` per page not yet known (a no-op
+for a page already allocated); a read of a slot in a page not known to be allocated goes
+through ``pread``, since a fault in a hole of a tmpfs mapping allocates, and on a full disk
+that is a SIGBUS. Once every page is known the file drops the map and goes the fast way.
 
 Durability: written pages reach disk by ``os.fdatasync`` on the file (never ``mmap.flush``,
 which holds the GIL through the msync; see mapped_file.py). RocketMQ forces a file when it
@@ -54,6 +65,7 @@ from store.mapped_file import (
     RELEASE_CHUNK_BYTES,
     RELEASE_KEEP_BYTES,
     advance_allocation,
+    allocate_range,
     allocation_end,
     map_file,
     writable_until,
@@ -154,7 +166,8 @@ class IndexFile:
         hash_slot_num: slots (maxHashSlotNum); must match the file when opening one.
         index_num: entries including the unused entry 0 (maxIndexNum).
         create: make a new file (it must not exist) instead of opening one: sparse, with its
-            header, hash slots and first window of entries allocated.
+            header, hash slots and first window of entries allocated (only its header page
+            when there is no room for that: see the module docstring).
         prev_end_timestamp: for a new file, the previous file's endTimestamp; it becomes
             this file's begin and end timestamp until the first put (ignored when 0).
         prev_end_phy_offset: likewise for the begin and end commit-log offset.
@@ -162,7 +175,7 @@ class IndexFile:
     Raises:
         StoreLoadError: an existing file whose size does not match the slot and entry counts.
         FileExistsError: ``create`` for a path that exists.
-        DiskFullError: ``create`` found no room for what it allocates (nothing is left).
+        DiskFullError: ``create`` found no room for the header page (nothing is left).
     """
 
     __slots__ = (
@@ -179,6 +192,8 @@ class IndexFile:
         "_index_count",
         "_mm",
         "_released",
+        "_slot_pages",
+        "_slot_pages_unknown",
         "file_bytes",
         "hash_slot_num",
         "index_num",
@@ -220,6 +235,7 @@ class IndexFile:
                 allocate_bytes=allocation_end(
                     self._entries_pos + ENTRY_BYTES, ALLOCATE_AHEAD_BYTES, self.file_bytes
                 ),
+                least_bytes=OS_PAGE_BYTES,
                 size_hint=" (maxHashSlotNum or maxIndexNum changed?)",
             )
         except BaseException:
@@ -234,6 +250,16 @@ class IndexFile:
         # before the next window (0 in a loaded file: not known until the first put).
         self._allocated = allocated
         self._allocated_until = writable_until(allocated, self.file_bytes)
+        # Slot pages known to be allocated (1) when not all are: None is the fast way.
+        self._slot_pages: bytearray | None = None
+        self._slot_pages_unknown = 0
+        if allocated < self._entries_pos:
+            pages = (self._entries_pos - 1) // OS_PAGE_BYTES + 1
+            self._slot_pages = bytearray(pages)
+            self._slot_pages_unknown = pages
+            if allocated:
+                self._slot_pages[0] = 1  # the header's page, allocated at creation
+                self._slot_pages_unknown -= 1
         if create:
             # RocketMQ carries only positive values over. It leaves indexCount 0 on disk until
             # the first put or flush; writing the whole header now gives the same bytes.
@@ -253,7 +279,7 @@ class IndexFile:
                 self._end_phy_offset,
                 self._hash_slot_count,
                 count,
-            ) = _HEADER.unpack_from(self._mm, 0)
+            ) = _HEADER.unpack(os.pread(fd, HEADER_BYTES, 0))  # the page may be a hole
             # A file that never took a put has 0 here (IndexHeader.load does the same).
             self._index_count = count if count > 0 else 1
 
@@ -356,9 +382,7 @@ class IndexFile:
         """Whether a key with index hash ``key_hash`` is indexed here for the record at
         ``commit_log_offset`` (entries hold only hashes, so this is what ``holds`` checks)."""
         mm = self._mm
-        (number,) = _SLOT.unpack_from(
-            mm, HEADER_BYTES + (key_hash % self.hash_slot_num) * SLOT_BYTES
-        )
+        number = self._slot(HEADER_BYTES + (key_hash % self.hash_slot_num) * SLOT_BYTES)
         steps = 0
         while 0 < number < self._index_count and steps < self._index_count:
             entry_hash, offset, _diff, prev = _ENTRY.unpack_from(
@@ -399,7 +423,8 @@ class IndexFile:
             pos = self._entries_pos + number * ENTRY_BYTES
             key_hash, _offset, _diff, prev = _ENTRY.unpack_from(mm, pos)
             slot_pos = HEADER_BYTES + (key_hash % self.hash_slot_num) * SLOT_BYTES
-            (head,) = _SLOT.unpack_from(mm, slot_pos)
+            # A head equal to the entry was written with it: its page is allocated.
+            head = self._slot(slot_pos)
             if head == number:
                 new_head = prev if 0 < prev < number else 0
                 _SLOT.pack_into(mm, slot_pos, new_head)
@@ -446,11 +471,13 @@ class IndexFile:
         count = self._index_count
         if count >= self.index_num:
             return False
+        key_hash = index_key_hash(key)
         end = self._entries_pos + (count + 1) * ENTRY_BYTES
         if end > self._allocated_until:
             self._allocate(end)
+        if self._slot_pages is not None:
+            self._allocate_slot_pages([key_hash])
         mm = self._mm
-        key_hash = index_key_hash(key)
         slot_pos = HEADER_BYTES + (key_hash % self.hash_slot_num) * SLOT_BYTES
         (prev,) = _SLOT.unpack_from(mm, slot_pos)
         if prev <= 0 or prev > count:
@@ -509,6 +536,8 @@ class IndexFile:
         end = self._entries_pos + (count + stop - start) * ENTRY_BYTES
         if end > self._allocated_until:
             self._allocate(end)
+        if self._slot_pages is not None:
+            self._allocate_slot_pages(key_hashes[start:stop])
         mm = self._mm
         slot_num = self.hash_slot_num
         unpack_slot = _SLOT.unpack_from
@@ -569,8 +598,45 @@ class IndexFile:
             end,
             ALLOCATE_AHEAD_BYTES,
             self.file_bytes,
+            shrink=True,
         )
         self._allocated_until = writable_until(self._allocated, self.file_bytes)
+
+    def _slot(self, slot_pos: int) -> int:
+        """The slot at ``slot_pos``; read from the file, not the mapping, where its page is
+        not known to be allocated (a fault in a hole of a tmpfs mapping allocates)."""
+        pages = self._slot_pages
+        if pages is not None and not pages[slot_pos // OS_PAGE_BYTES]:
+            return int(_SLOT.unpack(os.pread(self._fd, SLOT_BYTES, slot_pos))[0])
+        return int(_SLOT.unpack_from(self._mm, slot_pos)[0])
+
+    def _allocate_slot_pages(self, key_hashes: list[int]) -> None:
+        """Allocate the pages of the slots these keys go to, and the header's, before a put
+        writes any of them (only while not every slot page is known to be allocated).
+
+        Raises:
+            DiskFullError: no room for one of them; nothing was written (pages allocated
+                before it stay allocated, and known).
+        """
+        pages = self._slot_pages
+        assert pages is not None
+        slot_num = self.hash_slot_num
+        wanted = {(HEADER_BYTES + (h % slot_num) * SLOT_BYTES) // OS_PAGE_BYTES for h in key_hashes}
+        wanted.add(0)  # the header, written by every put
+        for page in sorted(wanted):
+            if pages[page]:
+                continue
+            at = page * OS_PAGE_BYTES
+            # never past the file's end: posix_fallocate would make the file longer
+            if not allocate_range(
+                self._fd, self.path, at, min(OS_PAGE_BYTES, self.file_bytes - at)
+            ):
+                self._slot_pages = None  # no preallocation here at all: nothing to track
+                return
+            pages[page] = 1
+            self._slot_pages_unknown -= 1
+        if not self._slot_pages_unknown:
+            self._slot_pages = None  # every slot page allocated: the fast way from now on
 
     def _time_diff_s(self, store_timestamp: int) -> int:
         """An entry's timeDiff: seconds from beginTimestamp, 0 while that is unset."""
@@ -596,9 +662,7 @@ class IndexFile:
             return out
         mm = self._mm
         key_hash = index_key_hash(key)
-        (entry_no,) = _SLOT.unpack_from(
-            mm, HEADER_BYTES + (key_hash % self.hash_slot_num) * SLOT_BYTES
-        )
+        entry_no = self._slot(HEADER_BYTES + (key_hash % self.hash_slot_num) * SLOT_BYTES)
         if entry_no <= 0 or entry_no > count:
             return out
         begin = self._begin_timestamp

@@ -27,7 +27,9 @@ after the last record, and on tmpfs even a read fault in a hole allocates a page
 reads and zeroes what lies past the valid end with ``pread``/``pwrite`` for the same reason.
 A window as large as the file (``warmMapedFileEnable=true`` for the commit log) allocates a
 whole segment at creation. ``advance_allocation`` is the one rule, for segments and index
-files alike.
+files alike. Files that make stored messages readable (consume queues, index entries) take
+only the pages a write needs when a whole window finds no room (``shrink_when_full``); the
+commit log does not, and its disk guard stops writes well before (store/retention.py).
 """
 
 from __future__ import annotations
@@ -103,25 +105,34 @@ def map_file(
     *,
     create: bool,
     allocate_bytes: int = 0,
+    least_bytes: int | None = None,
     size_hint: str = "",
 ) -> tuple[mmap.mmap, int]:
     """Map a store file read-write; returns the mapping and how many bytes from the start are
     known to be allocated.
 
     A new file is made ``file_bytes`` long, sparse, with its first ``allocate_bytes``
-    allocated (all of it where the file system cannot preallocate: there is nothing more to
-    ask). A loaded file is checked to be exactly ``file_bytes`` long (``size_hint`` adds a
-    likely cause to the error); what of it is allocated is not known, so 0.
+    allocated, or only its first ``least_bytes`` when there is no room for more (all of it
+    where the file system cannot preallocate: there is nothing more to ask). A loaded file
+    is checked to be exactly ``file_bytes`` long (``size_hint`` adds a likely cause to the
+    error); what of it is allocated is not known, so 0.
 
     Raises:
-        DiskFullError: no room for the first ``allocate_bytes``.
+        DiskFullError: no room for the first ``allocate_bytes`` (or ``least_bytes``).
         StoreLoadError: a loaded file of another size.
     """
     allocated = 0
     if create:
         os.ftruncate(fd, file_bytes)
         allocated = min(allocate_bytes, file_bytes)
-        if not allocate_range(fd, path, 0, allocated):
+        try:
+            done = allocate_range(fd, path, 0, allocated)
+        except DiskFullError:
+            if least_bytes is None or least_bytes >= allocated:
+                raise
+            allocated = min(least_bytes, file_bytes)
+            done = allocate_range(fd, path, 0, allocated)
+        if not done:
             allocated = file_bytes
     else:
         actual = os.fstat(fd).st_size
@@ -138,6 +149,13 @@ def allocation_end(end: int, ahead_bytes: int, file_bytes: int) -> int:
     return min(file_bytes, (end + ALLOCATE_GUARD_BYTES) // ahead_bytes * ahead_bytes + ahead_bytes)
 
 
+def least_allocation_end(end: int, file_bytes: int) -> int:
+    """The least a file must have allocated for bytes up to ``end`` to be written: through
+    the guard after them, in whole pages."""
+    least = end + ALLOCATE_GUARD_BYTES
+    return min(file_bytes, least + -least % OS_PAGE_BYTES)
+
+
 def advance_allocation(  # noqa: PLR0917 - the state of one file's allocation
     fd: int,
     path: Path,
@@ -146,10 +164,16 @@ def advance_allocation(  # noqa: PLR0917 - the state of one file's allocation
     end: int,
     ahead_bytes: int,
     file_bytes: int,
+    *,
+    shrink: bool = False,
 ) -> int:
     """Allocate the window that lets bytes up to ``end`` be written, in a file whose first
     ``allocated`` bytes are known allocated and first ``written`` bytes hold data; returns
     the new ``allocated``.
+
+    With ``shrink``, a window that finds no room gives way to the least that lets the bytes
+    be written (``least_allocation_end``): consume queues and the index, which make stored
+    messages readable, take the last pages of a disk rather than stop at a window.
 
     Raises:
         DiskFullError: no room; nothing was allocated.
@@ -157,7 +181,17 @@ def advance_allocation(  # noqa: PLR0917 - the state of one file's allocation
     target = allocation_end(end, ahead_bytes, file_bytes)
     # What is written is allocated: a loaded file starts from its write position.
     start = max(allocated, written - written % OS_PAGE_BYTES)
-    if target > start and not allocate_range(fd, path, start, target - start):
+    if target <= start:
+        return max(allocated, target)
+    try:
+        done = allocate_range(fd, path, start, target - start)
+    except DiskFullError:
+        least = least_allocation_end(end, file_bytes)
+        if not shrink or least >= target:
+            raise
+        done = allocate_range(fd, path, start, least - start) if least > start else True
+        target = least
+    if not done:
         target = file_bytes
     return max(allocated, target)
 
@@ -182,11 +216,15 @@ class MappedFile:
         *,
         create: bool,
         allocate_ahead_bytes: int = ALLOCATE_AHEAD_BYTES,
+        shrink_when_full: bool = False,
     ) -> None:
         self.path = path
         self.file_bytes = file_bytes
         self.start_offset = int(path.name)
         self.allocate_ahead_bytes = max(allocate_ahead_bytes, OS_PAGE_BYTES)
+        # A window that finds no room gives way to the pages the write needs (see
+        # advance_allocation): what consume queues do, not the commit log.
+        self.shrink_when_full = shrink_when_full
         # A new segment is built under a temporary name and renamed into place once it has
         # its full size: a crash mid-creation then leaves a stray temporary file, never a
         # short segment that would stop the next load.
@@ -197,7 +235,14 @@ class MappedFile:
         fd = os.open(open_path, flags, 0o644)
         first = allocation_end(0, self.allocate_ahead_bytes, file_bytes)
         try:
-            self.mm, allocated = map_file(fd, path, file_bytes, create=create, allocate_bytes=first)
+            self.mm, allocated = map_file(
+                fd,
+                path,
+                file_bytes,
+                create=create,
+                allocate_bytes=first,
+                least_bytes=least_allocation_end(0, file_bytes) if shrink_when_full else None,
+            )
             if create:
                 os.rename(open_path, path)
         except BaseException:
@@ -325,6 +370,7 @@ class MappedFile:
             end,
             self.allocate_ahead_bytes,
             self.file_bytes,
+            shrink=self.shrink_when_full,
         )
         self.allocated_until = writable_until(self.allocated_position, self.file_bytes)
 
@@ -413,12 +459,14 @@ class MappedFileQueue:
         *,
         set_aside_dir: Path | None = None,
         allocate_ahead_bytes: int = ALLOCATE_AHEAD_BYTES,
+        shrink_when_full: bool = False,
     ) -> None:
         self.directory = directory
         self.file_bytes = file_bytes
         # Disk blocks: allocated this far ahead of writes (whole segments when it is
-        # file_bytes).
+        # file_bytes), or less when the disk has no room for a window (shrink_when_full).
         self.allocate_ahead_bytes = allocate_ahead_bytes
+        self.shrink_when_full = shrink_when_full
         # Where unusable segments found at load are kept for forensics; None deletes them
         # (consume queues are rebuilt from the commit log, the commit log is not).
         self.set_aside_dir = set_aside_dir
@@ -466,6 +514,7 @@ class MappedFileQueue:
                 self.file_bytes,
                 create=False,
                 allocate_ahead_bytes=self.allocate_ahead_bytes,
+                shrink_when_full=self.shrink_when_full,
             )
             mf.wrote_position = mf.flushed_position = self.file_bytes
             self.files.append(mf)
@@ -518,6 +567,7 @@ class MappedFileQueue:
             self.file_bytes,
             create=True,
             allocate_ahead_bytes=self.allocate_ahead_bytes,
+            shrink_when_full=self.shrink_when_full,
         )
         self.files.append(mf)
         log.debug("segment_created", segment=mf.path.name, directory=str(self.directory))

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import errno
 import fcntl
 import os
 import time
@@ -76,6 +77,8 @@ _FILLER_SIZE = 0x7FFFFFFF
 TagFilter = Callable[[int], bool]
 # Decides on the stored record itself (SQL92 on its properties): ``isMatchedByCommitLog``.
 RecordFilter = Callable[[memoryview], bool]
+
+_DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
 
 # Store directories this process has locked (see _take_lock).
 _LOCKED_ROOTS: set[str] = set()
@@ -157,6 +160,8 @@ class MessageStore:
             clock=clock,
             disk_used_ratio=disk_used_ratio,
         )
+        # The disk guard also runs before the commit log takes more disk.
+        self.commit_log.space_check = self.retention.space_refusal
         self.checkpoint: Checkpoint | None = None
         self.commit_log_flusher: CommitLogFlusher | None = None
         self.queue_flusher: QueueFlusher | None = None
@@ -187,7 +192,10 @@ class MessageStore:
         except OSError:
             os.close(fd)
             raise StoreLockedError(f"another store is running on {self.root}") from None
-        os.pwrite(fd, b"lock", 0)  # the bytes Java writes there
+        try:
+            os.pwrite(fd, b"lock", 0)  # the bytes Java writes there
+        except OSError as exc:  # a full disk: the lock is the POSIX lock, not these bytes
+            log.warning("store_lock_file_not_written", path=str(self.root / "lock"), error=str(exc))
         _LOCKED_ROOTS.add(key)
         self._lock_fd = fd
         self._lock_key = key
@@ -256,7 +264,16 @@ class MessageStore:
         self.dispatch.reput_from_offset = max(self.commit_log.min_offset, start)
         self.commit_log.recovery_progress = None
         # Catch dispatch up now, so the store opens with consistent queues and index.
-        self.dispatch_all(progress.dispatching)
+        try:
+            self.dispatch_all(progress.dispatching)
+        except OSError as exc:
+            if exc.errno not in _DISK_FULL_ERRNOS:
+                raise
+            # No room for a queue's or the index's next bytes (DiskFullError), or for a new
+            # queue's directory. The store opens all the same and serves what its queues
+            # hold: dispatch retries once it runs, and writes are refused until it gets past
+            # this (a store that cannot start serves nothing).
+            self.dispatch.record_failure(exc)
         self._rebuild_queue_offsets()
         log.info(
             "store_loaded",
@@ -285,7 +302,14 @@ class MessageStore:
             lambda: self.dispatch.logics_msg_timestamp,
         )
         self.commit_log.on_append = self._on_append
-        (self.root / "abort").touch()
+        try:
+            (self.root / "abort").touch()
+        except OSError as exc:
+            # Not even an empty file fits: a crash now would be recovered as a clean exit
+            # (the last segments verified, not the checkpoint's). Say so, and serve.
+            log.error(  # noqa: TRY400 - the error says it all (ENOSPC): no traceback
+                "store_abort_file_failed", path=str(self.root / "abort"), error=str(exc)
+            )
         self.commit_log_flusher.start()
         self.queue_flusher.start()
         self.dispatch.start()
@@ -307,14 +331,18 @@ class MessageStore:
         self._running = False
         await self.retention.shutdown()
         await self.dispatch.shutdown()
+        flushed = True
         if self.commit_log_flusher is not None:
-            await self.commit_log_flusher.shutdown()
+            flushed = await self.commit_log_flusher.shutdown()
         if self.queue_flusher is not None:
-            await self.queue_flusher.shutdown()
-        with contextlib.suppress(FileNotFoundError):
-            (self.root / "abort").unlink()
+            flushed = await self.queue_flusher.shutdown() and flushed
+        if flushed:
+            with contextlib.suppress(FileNotFoundError):
+                (self.root / "abort").unlink()
+        # else the abort file stays: the next start recovers from the checkpoint, as after
+        # a crash, rather than trust files whose final flush failed.
         self._release_files()
-        log.info("store_stopped", root=str(self.root))
+        log.info("store_stopped", root=str(self.root), clean=flushed)
 
     def _release_files(self) -> None:
         if self.index is not None:
@@ -347,11 +375,9 @@ class MessageStore:
     def _refusal(self) -> PutResult | None:
         if not self._running:
             return PutResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark="store not running")
-        if self.retention.disk_full:
+        if self.retention.disk_full and self.retention.still_full():
             return PutResult(
-                PutMessageStatus.SERVICE_NOT_AVAILABLE,
-                remark="disk full: usage above "
-                f"{self.config.disk_space_warning_level_ratio:.0%}, writes refused",
+                PutMessageStatus.SERVICE_NOT_AVAILABLE, remark=self.retention.refusal_remark()
             )
         if self.dispatch.error is not None:
             # Consume queues no longer grow: an acknowledged message would not be readable.
