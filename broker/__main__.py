@@ -21,6 +21,7 @@ import asyncio
 import contextlib
 import os
 import signal
+import ssl
 import sys
 import time
 from collections.abc import Coroutine, Sequence
@@ -42,6 +43,7 @@ from broker.cluster import (
 from broker.config import (
     BrokerConfig,
     NamesrvConfig,
+    client_ssl_context,
     load_config,
     parse_overrides,
     server_ssl_context,
@@ -51,10 +53,11 @@ from broker.logs import configure_logging
 from broker.metrics import NamesrvCollector
 from broker.namesrv import NameServer
 from remoting.bodies import KVTable
-from remoting.client import RemotingClient
+from remoting.client import ClientConfig, RemotingClient
 from remoting.codes import RequestCode
 from remoting.command import RemotingCommand
 from remoting.errors import ConfigError, RocketMQError
+from remoting.tls import client_context
 from store.errors import StoreLockedError
 
 log = structlog.get_logger(__name__)
@@ -136,6 +139,13 @@ def _parser() -> argparse.ArgumentParser:
     ping = sub.add_parser("ping", help="is a name server or broker answering? (healthcheck)")
     ping.add_argument("address", help="HOST:PORT")
     ping.add_argument("--timeout", type=float, default=3.0, help="seconds (default 3)")
+    ping.add_argument(
+        "--tls",
+        action="store_true",
+        help="dial with TLS (for tlsServerMode=enforcing); the certificate is not checked "
+        "unless --tls-ca is given",
+    )
+    ping.add_argument("--tls-ca", type=Path, metavar="PEM", help="check the server against it")
     return parser
 
 
@@ -224,6 +234,12 @@ async def _serve(args: argparse.Namespace, config: BrokerConfig | NamesrvConfig)
                 listen_port=args.namesrv_port,
                 kv_config_path=broker_config.store.root_dir / "config" / "kvConfig.json",
                 metrics_enable=False,  # its families go out on the broker's endpoint
+                # The process's one TLS setting: a plain name server beside an enforcing
+                # broker would be a listener that takes plaintext.
+                tls_server_mode=broker_config.tls_server_mode,
+                tls_server_cert_path=broker_config.tls_server_cert_path,
+                tls_server_key_path=broker_config.tls_server_key_path,
+                tls_server_trust_cert_path=broker_config.tls_server_trust_cert_path,
             )
             namesrv = await stack.enter_async_context(NameServer(namesrv_config))
             broker_config = with_changes(broker_config, namesrv_addr=namesrv.address)
@@ -283,9 +299,14 @@ async def _ping(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     request = RemotingCommand.request(RequestCode.GET_BROKER_RUNTIME_INFO, {})
     try:
-        async with RemotingClient() as client:
+        ssl_context = None
+        if args.tls or args.tls_ca is not None:
+            # A healthcheck asks "is it serving?", not "is it who it says": without a CA
+            # to check against, an encrypted unchecked connection is the useful default.
+            ssl_context = client_context(args.tls_ca, verify=args.tls_ca is not None)
+        async with RemotingClient(ClientConfig(ssl_context=ssl_context)) as client:
             response = await client.invoke(args.address, request, args.timeout)
-    except (RocketMQError, OSError, ValueError) as exc:
+    except (RocketMQError, OSError, ValueError, ssl.SSLError) as exc:
         print(f"aerolite ping: {args.address}: {exc}", file=sys.stderr)
         return 1
     ms = (time.perf_counter() - started) * 1000
@@ -350,6 +371,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             config = _namesrv_config(args)
         server_ssl_context(config)  # certificates are read before binding
+        if isinstance(config, BrokerConfig):
+            client_ssl_context(config)
     except ConfigError as exc:
         print(f"aerolite {args.command}: {exc}", file=sys.stderr)
         return EXIT_START

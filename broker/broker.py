@@ -16,7 +16,7 @@ import asyncio
 import contextlib
 import dataclasses
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from types import TracebackType
 from typing import Self
 
@@ -25,13 +25,20 @@ from prometheus_client.registry import Collector
 
 from broker.acl import PlainAcl
 from broker.clients import ConsumerManager, ProducerManager
-from broker.config import BrokerConfig, BrokerRole, server_ssl_context, updated_config
+from broker.config import (
+    BrokerConfig,
+    BrokerRole,
+    client_ssl_context,
+    listener_limits,
+    server_ssl_context,
+    updated_config,
+)
 from broker.locks import QueueLocks
 from broker.long_polling import PullHoldService
 from broker.metrics import BrokerCollector, MetricsServer, bind_error, registry_of
 from broker.offsets import OffsetTable
 from broker.periodic import Periodic
-from broker.persist import write_json
+from broker.persist import try_write_json
 from broker.pop import PopService
 from broker.processors.admin import AdminProcessor
 from broker.processors.clients import ClientProcessor
@@ -56,10 +63,11 @@ from remoting.bodies import (
     TopicConfig,
     TopicConfigWrapper,
 )
-from remoting.client import RemotingClient
+from remoting.client import ClientConfig, RemotingClient
 from remoting.codes import RequestCode
 from remoting.connection import Connection
 from remoting.dispatch import Lane, ProcessorTable
+from remoting.listener import Listener, StreamHandler, stream_listener
 from remoting.server import RemotingServer, ServerConfig
 from store.ha import HAClient, HAService
 from store.message_codec import Host, host_of
@@ -91,6 +99,8 @@ class Broker:
             delay_level_count=len(config.store.delay_levels_ms),
         )
         self.offsets = OffsetTable(root / "config" / "consumerOffset.json")
+        # A segment deleted for space is logged with the groups whose messages went.
+        self.store.retention.consumer_offsets = self._committed_offsets
         self.schedule = ScheduleService(
             self,
             root / "config" / "delayOffset.json",
@@ -119,7 +129,8 @@ class Broker:
         self.acl: PlainAcl | None = None
         if config.acl_enable:
             self.acl = PlainAcl(
-                config.acl_file_path or config.store.root_dir / "config" / "plain_acl.yml"
+                config.acl_file_path or config.store.root_dir / "config" / "plain_acl.yml",
+                messages=self.store,
             )
             self.processors.hooks.append(self.acl)
         self._acl_reloader = Periodic(
@@ -156,20 +167,31 @@ class Broker:
         self.pull_hold = PullHoldService(self.pull.rerun, self.store.get_max_offset, check_s)
         self._register_processors()
 
+        # Every listener (main, VIP, HA, metrics) takes the one TLS mode and certificate;
+        # every connection the broker opens (name servers, its master) the client context.
+        self.server_ssl_context = server_ssl_context(config)
+        self.client_ssl_context = client_ssl_context(config)
+        if self.client_ssl_context is not None and not config.tls_client_verifies:
+            log.warning(
+                "tls_client_unverified",
+                reason="tlsClientTrustCertPath is not set (or tlsTestModeEnable is): name "
+                "servers' and the master's certificates are not checked",
+            )
         self.server = RemotingServer(
             ServerConfig(
                 host=config.bind_address,
                 port=config.listen_port,
                 idle_timeout_s=config.server_channel_max_idle_s,
                 tls_mode=config.tls_server_mode,
-                ssl_context=server_ssl_context(config),
+                ssl_context=self.server_ssl_context,
+                **listener_limits(config),
             ),
             self.processors,
             name="broker",
         )
         self.server.add_close_listener(self._on_close)
         self.vip_server: RemotingServer | None = None
-        self.client = RemotingClient()
+        self.client = RemotingClient(ClientConfig(ssl_context=self.client_ssl_context))
         self.registration = Registration(
             self.client,
             config.namesrv_addrs,
@@ -350,22 +372,49 @@ class Broker:
         port when the listen port itself was chosen freely); a slave follows its master."""
         config = self.config
         if config.broker_role is BrokerRole.SLAVE:
-            self.ha_client = HAClient(self.store, self._master_ha_address)
+            self.ha_client = HAClient(
+                self.store, self._master_ha_address, ssl_context=self.client_ssl_context
+            )
             self.slave_sync = SlaveSync(self, self._master_admin_address, self.slave_sync_period_s)
             return
         ha = HAService(self.store, fallbehind_max_bytes=config.ha_slave_fallbehind_max)
         port = config.ha_listen_port or (self.server.port + 1 if config.listen_port else 0)
         try:
-            self.ha_port = await ha.start(config.bind_address, port)
+            self.ha_port = await ha.start(config.bind_address, port, listen=self._listen_ha)
         except OSError as exc:
             if config.ha_listen_port:  # a port the operator chose: say so rather than move
                 raise bind_error("haListenPort", config.bind_address, port, exc) from None
             log.warning("ha_port_taken", port=port, error=str(exc))
-            self.ha_port = await ha.start(config.bind_address, 0)
+            self.ha_port = await ha.start(config.bind_address, 0, listen=self._listen_ha)
         self.store.append_listeners.append(ha.notify_appended)
         if config.broker_role is BrokerRole.SYNC_MASTER:
             self.store.sync_replication = ha
         self.ha = ha
+
+    async def _listen_ha(self, handler: StreamHandler, host: str, port: int) -> Listener:
+        """The HA port's listener, under the broker's TLS mode and certificate."""
+        listener = stream_listener(
+            handler,
+            host,
+            port,
+            tls_mode=self.config.tls_server_mode,
+            ssl_context=self.server_ssl_context,
+            name="ha",
+        )
+        await listener.start()
+        return listener
+
+    def listening(self) -> dict[str, int]:
+        """Every port this broker listens on, by listener: ``main``, ``vip``, ``ha``,
+        ``metrics`` (those it opened). Each obeys ``tlsServerMode``."""
+        ports = {"main": self.server.port}
+        if self.vip_server is not None:
+            ports["vip"] = self.vip_server.port
+        if self.ha is not None:
+            ports["ha"] = self.ha.port
+        if self.metrics is not None:
+            ports["metrics"] = self.metrics.port
+        return ports
 
     async def _reload_acl(self) -> None:
         if self.acl is not None:
@@ -379,7 +428,12 @@ class Broker:
             return
         registry = registry_of(BrokerCollector(self), *self.extra_collectors)
         server = MetricsServer(registry)
-        self.metrics_port = await server.start(self.config.bind_address, self.config.metrics_port)
+        self.metrics_port = await server.start(
+            self.config.bind_address,
+            self.config.metrics_port,
+            tls_mode=self.config.tls_server_mode,
+            ssl_context=self.server_ssl_context,
+        )
         self.metrics = server
 
     def _store_busy(self) -> bool:
@@ -479,6 +533,7 @@ class Broker:
             dataclasses.replace(self.server.config, port=port),
             self.processors,
             name="broker-vip",
+            budget=self.server.budget,  # one broker: its connection and frame limits
         )
         vip.add_close_listener(self._on_close)
         try:
@@ -502,8 +557,16 @@ class Broker:
 
     async def _persist_offsets(self) -> None:
         doc = self.offsets.snapshot()
-        if doc is not None:
-            await asyncio.to_thread(write_json, self.offsets.path, doc)
+        if doc is not None and not await asyncio.to_thread(try_write_json, self.offsets.path, doc):
+            self.offsets.mark_dirty()  # a full disk, say: written again next time
+
+    def _committed_offsets(self) -> Iterator[tuple[str, str, dict[int, int]]]:
+        """Every committed offset as (topic, group, per queue): what retention needs to
+        name the groups a forced deletion took unconsumed messages from."""
+        for key, per_queue in self.offsets.table.items():
+            topic, _, group = key.partition("@")
+            if group:
+                yield topic, group, per_queue
 
     def _scan_clients(self) -> None:
         now_ms = int(time.time() * 1000)

@@ -29,11 +29,17 @@ from typing import Any
 import structlog
 
 from broker import rocketmq_keys
+from remoting.connection import DEFAULT_WRITE_BUFFER_HIGH_BYTES
 from remoting.errors import ConfigError
-from remoting.tls import TlsMode, server_context
+from remoting.frame import MAX_HEADER_BYTES
+from remoting.server import ServerConfig
+from remoting.tls import TlsMode, client_context, server_context
 from store.config import StoreConfig
 
 log = structlog.get_logger(__name__)
+
+# The listener limits' defaults are remoting's (ServerConfig explains each).
+_LISTENER = ServerConfig()
 
 
 class BrokerRole(StrEnum):
@@ -43,7 +49,27 @@ class BrokerRole(StrEnum):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class NamesrvConfig:
+class ServerSettings:
+    """The settings of the listeners a name server and a broker open alike."""
+
+    # What connections may hold: maxConnections, maxHeaderBytes, partialFrameBudgetBytes,
+    # frameReadTimeoutMillis, maxInFlightRequestsPerConnection (ours), and Apache's
+    # writeBufferHighWaterMark (0, Apache's default, means ours) and serverSocketBacklog.
+    max_connections: int = _LISTENER.max_connections
+    max_header_bytes: int = _LISTENER.max_header_bytes
+    partial_frame_budget_bytes: int = _LISTENER.partial_frame_budget_bytes
+    frame_read_timeout_ms: int = int(_LISTENER.frame_read_timeout_s * 1000)
+    max_in_flight_per_connection: int = _LISTENER.max_in_flight_per_connection
+    write_buffer_high_water_mark: int = _LISTENER.write_buffer_high_bytes
+    server_socket_backlog: int = _LISTENER.backlog
+    tls_server_mode: TlsMode = TlsMode.DISABLED  # tlsServerMode (tls.server.mode)
+    tls_server_cert_path: Path | None = None  # tlsServerCertPath: PEM chain
+    tls_server_key_path: Path | None = None  # tlsServerKeyPath: PEM key
+    tls_server_trust_cert_path: Path | None = None  # tlsServerTrustCertPath: client CAs
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NamesrvConfig(ServerSettings):
     """Name server settings."""
 
     bind_address: str = "127.0.0.1"
@@ -57,14 +83,11 @@ class NamesrvConfig:
     # metricsPort; 0 picks a free one. Not the broker's 5557: RocketMQ's quick start runs a
     # name server and a broker on one host, and a port that cannot be bound stops the start.
     metrics_port: int = 5558
-    tls_server_mode: TlsMode = TlsMode.DISABLED  # tlsServerMode (tls.server.mode)
-    tls_server_cert_path: Path | None = None  # tlsServerCertPath: PEM chain
-    tls_server_key_path: Path | None = None  # tlsServerKeyPath: PEM key
-    tls_server_trust_cert_path: Path | None = None  # tlsServerTrustCertPath: client CAs
 
     def __post_init__(self) -> None:
         _check_port("listenPort", self.listen_port)
         _check_port("metricsPort", self.metrics_port)
+        _check_listener_limits(self)
         _check_tls(self.tls_server_mode, self.tls_server_cert_path, self.tls_server_key_path)
         if self.broker_channel_expired_ms <= 0 or self.scan_not_active_broker_interval_ms <= 0:
             raise ValueError("brokerChannelExpiredTime and scanNotActiveBrokerInterval must be > 0")
@@ -75,7 +98,7 @@ class NamesrvConfig:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class BrokerConfig:
+class BrokerConfig(ServerSettings):
     """Broker settings; ``store`` holds the message store's."""
 
     broker_cluster_name: str = "DefaultCluster"
@@ -129,17 +152,23 @@ class BrokerConfig:
     acl_file_path: Path | None = None  # aclFilePath; None: <storePathRootDir>/config/plain_acl.yml
     metrics_enable: bool = True  # metricsEnable: the Prometheus endpoint
     metrics_port: int = 5557  # metricsPort (RocketMQ 5's exporter port); 0 picks a free one
-    tls_server_mode: TlsMode = TlsMode.DISABLED  # tlsServerMode (tls.server.mode)
-    tls_server_cert_path: Path | None = None  # tlsServerCertPath: PEM chain
-    tls_server_key_path: Path | None = None  # tlsServerKeyPath: PEM key
-    tls_server_trust_cert_path: Path | None = None  # tlsServerTrustCertPath: client CAs
+    # The broker as a TLS client: registering with name servers, and a slave's sync and HA
+    # stream from its master (RocketMQ's NettyClientConfig.useTLS and TlsSystemConfig).
+    tls_enable: bool | None = None  # tlsEnable (tls.enable, useTLS); None: when enforcing
+    tls_test_mode_enable: bool = False  # tlsTestModeEnable: check no server certificate
+    tls_client_trust_cert_path: Path | None = None  # tlsClientTrustCertPath: server CAs
+    tls_client_cert_path: Path | None = None  # tlsClientCertPath: for servers that ask
+    tls_client_key_path: Path | None = None  # tlsClientKeyPath
     store: StoreConfig = field(default_factory=StoreConfig)
 
     def __post_init__(self) -> None:
         _check_port("listenPort", self.listen_port)
         _check_port("haListenPort", self.ha_listen_port)
         _check_port("metricsPort", self.metrics_port)
+        _check_listener_limits(self)
         _check_tls(self.tls_server_mode, self.tls_server_cert_path, self.tls_server_key_path)
+        if self.tls_client_key_path is not None and self.tls_client_cert_path is None:
+            raise ValueError("tlsClientKeyPath needs tlsClientCertPath")
         if self.broker_id < 0:
             raise ValueError("brokerId must be >= 0")
         if (self.broker_role is BrokerRole.SLAVE) != (self.broker_id > 0):
@@ -189,6 +218,62 @@ class BrokerConfig:
             return []
         return [a.strip() for a in self.namesrv_addr.split(";") if a.strip()]
 
+    @property
+    def tls_client_verifies(self) -> bool:
+        """Whether the broker checks the certificates of the servers it dials: with a trust
+        path, unless in test mode (RocketMQ checks nothing unless told to)."""
+        return self.tls_client_trust_cert_path is not None and not self.tls_test_mode_enable
+
+    @property
+    def tls_client_enabled(self) -> bool:
+        """Whether the broker dials name servers and its master with TLS: ``tlsEnable``,
+        else whether its own port enforces TLS (RocketMQ's default for ``useTLS``)."""
+        if self.tls_enable is not None:
+            return self.tls_enable
+        return self.tls_server_mode is TlsMode.ENFORCING
+
+
+def _check_listener_limits(config: BrokerConfig | NamesrvConfig) -> None:
+    for key, value in (
+        ("maxConnections", config.max_connections),
+        ("partialFrameBudgetBytes", config.partial_frame_budget_bytes),
+        ("frameReadTimeoutMillis", config.frame_read_timeout_ms),
+        ("maxInFlightRequestsPerConnection", config.max_in_flight_per_connection),
+        ("serverSocketBacklog", config.server_socket_backlog),
+    ):
+        if value < 1:
+            raise ValueError(f"{key} must be positive")
+    if not 1024 <= config.max_header_bytes <= MAX_HEADER_BYTES:
+        raise ValueError(f"maxHeaderBytes must be within 1024..{MAX_HEADER_BYTES}")
+    if config.write_buffer_high_water_mark < 0:
+        raise ValueError("writeBufferHighWaterMark must be >= 0 (0: the default)")
+
+
+class ListenerLimits(typing.TypedDict):
+    """Keyword arguments of ``ServerConfig``, from ``listener_limits``."""
+
+    max_connections: int
+    max_header_bytes: int
+    partial_frame_budget_bytes: int
+    frame_read_timeout_s: float
+    max_in_flight_per_connection: int
+    write_buffer_high_bytes: int
+    backlog: int
+
+
+def listener_limits(config: BrokerConfig | NamesrvConfig) -> ListenerLimits:
+    """The ``ServerConfig`` settings that bound what connections may hold."""
+    return ListenerLimits(
+        max_connections=config.max_connections,
+        max_header_bytes=config.max_header_bytes,
+        partial_frame_budget_bytes=config.partial_frame_budget_bytes,
+        frame_read_timeout_s=config.frame_read_timeout_ms / 1000,
+        max_in_flight_per_connection=config.max_in_flight_per_connection,
+        write_buffer_high_bytes=config.write_buffer_high_water_mark
+        or DEFAULT_WRITE_BUFFER_HIGH_BYTES,
+        backlog=config.server_socket_backlog,
+    )
+
 
 def _check_tls(mode: TlsMode, cert: Path | None, key: Path | None) -> None:
     if mode is not TlsMode.DISABLED and (cert is None or key is None):
@@ -214,6 +299,30 @@ def server_ssl_context(
         )
     except (OSError, ssl.SSLError) as exc:
         raise ConfigError(f"tlsServerCertPath/tlsServerKeyPath: cannot load: {exc}") from None
+
+
+def client_ssl_context(config: BrokerConfig) -> ssl.SSLContext | None:
+    """The context the broker dials name servers and its master with, or None for plain
+    TCP. With ``tlsClientTrustCertPath`` (and not ``tlsTestModeEnable``) it checks that the
+    server's certificate chains to those CAs and names the address dialled; without, it
+    encrypts and checks nothing, as RocketMQ's default test mode does.
+
+    Raises:
+        ConfigError: a trust, certificate or key file that cannot be read.
+    """
+    if not config.tls_client_enabled:
+        return None
+    try:
+        return client_context(
+            config.tls_client_trust_cert_path,
+            verify=config.tls_client_verifies,
+            cert_path=config.tls_client_cert_path,
+            key_path=config.tls_client_key_path,
+        )
+    except (OSError, ssl.SSLError) as exc:
+        raise ConfigError(
+            f"tlsClientTrustCertPath/tlsClientCertPath/tlsClientKeyPath: cannot load: {exc}"
+        ) from None
 
 
 def _check_port(key: str, port: int) -> None:
@@ -274,10 +383,22 @@ BROKER_KEYS: dict[str, tuple[str, str]] = {
     "aclFilePath": ("", "acl_file_path"),
     "metricsEnable": ("", "metrics_enable"),
     "metricsPort": ("", "metrics_port"),
+    "maxConnections": ("", "max_connections"),
+    "maxHeaderBytes": ("", "max_header_bytes"),
+    "partialFrameBudgetBytes": ("", "partial_frame_budget_bytes"),
+    "frameReadTimeoutMillis": ("", "frame_read_timeout_ms"),
+    "maxInFlightRequestsPerConnection": ("", "max_in_flight_per_connection"),
+    "writeBufferHighWaterMark": ("", "write_buffer_high_water_mark"),
+    "serverSocketBacklog": ("", "server_socket_backlog"),
     "tlsServerMode": ("", "tls_server_mode"),
     "tlsServerCertPath": ("", "tls_server_cert_path"),
     "tlsServerKeyPath": ("", "tls_server_key_path"),
     "tlsServerTrustCertPath": ("", "tls_server_trust_cert_path"),
+    "tlsEnable": ("", "tls_enable"),
+    "tlsTestModeEnable": ("", "tls_test_mode_enable"),
+    "tlsClientTrustCertPath": ("", "tls_client_trust_cert_path"),
+    "tlsClientCertPath": ("", "tls_client_cert_path"),
+    "tlsClientKeyPath": ("", "tls_client_key_path"),
     "accessMessageInMemoryMaxRatio": ("store", "access_message_in_memory_max_ratio"),
     "storePathRootDir": ("store", "root_dir"),
     "mappedFileSizeCommitLog": ("store", "commit_log_file_bytes"),
@@ -314,6 +435,13 @@ NAMESRV_KEYS: dict[str, tuple[str, str]] = {
     "scanNotActiveBrokerInterval": ("", "scan_not_active_broker_interval_ms"),
     "metricsEnable": ("", "metrics_enable"),
     "metricsPort": ("", "metrics_port"),
+    "maxConnections": ("", "max_connections"),
+    "maxHeaderBytes": ("", "max_header_bytes"),
+    "partialFrameBudgetBytes": ("", "partial_frame_budget_bytes"),
+    "frameReadTimeoutMillis": ("", "frame_read_timeout_ms"),
+    "maxInFlightRequestsPerConnection": ("", "max_in_flight_per_connection"),
+    "writeBufferHighWaterMark": ("", "write_buffer_high_water_mark"),
+    "serverSocketBacklog": ("", "server_socket_backlog"),
     "tlsServerMode": ("", "tls_server_mode"),
     "tlsServerCertPath": ("", "tls_server_cert_path"),
     "tlsServerKeyPath": ("", "tls_server_key_path"),
@@ -336,6 +464,14 @@ BROKER_SYNONYMS: dict[str, str] = {
     "mapedFileSizeConsumeQueue": "mappedFileSizeConsumeQueue",
     "metricsPromExporterPort": "metricsPort",
     **_TLS_SYNONYMS,
+    # The broker's client side (a name server dials nothing): TlsSystemConfig's properties
+    # and NettyClientConfig's useTLS, which a broker.conf sets in RocketMQ.
+    "tls.enable": "tlsEnable",
+    "useTLS": "tlsEnable",
+    "tls.test.mode.enable": "tlsTestModeEnable",
+    "tls.client.trustCertPath": "tlsClientTrustCertPath",
+    "tls.client.certPath": "tlsClientCertPath",
+    "tls.client.keyPath": "tlsClientKeyPath",
 }
 NAMESRV_SYNONYMS: dict[str, str] = dict(_TLS_SYNONYMS)
 

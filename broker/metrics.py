@@ -16,6 +16,10 @@ mutates underneath it, and there is no thread to outlive the broker.
 A port that cannot be bound stops the start, as a taken ``listenPort`` does: metrics that are
 silently missing are found out only when they are needed. ``metricsPort=0`` picks a free
 port, which the ``ready`` line names (``metrics=HOST:PORT``).
+
+The endpoint obeys the process's ``tlsServerMode`` with the server certificate, as every
+listener does (``remoting.listener``): HTTPS only when enforcing, HTTP and HTTPS on the one
+port when permissive.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import asyncio
 import contextlib
 import os
 import shutil
+import ssl
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
@@ -39,6 +44,9 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from broker.stats import PUT_LATENCY_BUCKETS_S
+from remoting.connection import ServerBudget
+from remoting.listener import Listener, stream_listener
+from remoting.tls import TlsMode
 
 if TYPE_CHECKING:
     from broker.broker import Broker
@@ -151,6 +159,13 @@ class BrokerCollector(Collector):
                 [(node, usage.used / usage.total if usage.total else 0.0)],
             )
         yield _gauge(
+            "rocketmq_storage_disk_full",
+            "1 while writes are refused because the store's disk is used above "
+            "diskSpaceWarningLevelRatio (checked before the commit log takes more disk)",
+            base,
+            [(node, 1 if store.retention.disk_full else 0)],
+        )
+        yield _gauge(
             "rocketmq_storage_dispatch_behind_bytes",
             "Commit-log bytes not yet in ConsumeQueue and index",
             base,
@@ -170,6 +185,22 @@ class BrokerCollector(Collector):
         )
         failures.add_metric(node, store.dispatch.failures)
         yield failures
+        retention = store.retention
+        forced = CounterMetricFamily(
+            "rocketmq_storage_forced_deletions",
+            "Commit-log segments deleted for disk space before their retention time",
+            labels=base,
+        )
+        forced.add_metric(node, retention.forced_deletions)
+        yield forced
+        unconsumed = CounterMetricFamily(
+            "rocketmq_storage_forced_deletion_unconsumed_messages",
+            "Messages a group had not consumed yet when a forced deletion took them",
+            labels=[*base, "consumer_group", "topic"],
+        )
+        for (topic, group), count in sorted(retention.unconsumed_deleted.items()):
+            unconsumed.add_metric([*node, group, topic], count)
+        yield unconsumed
 
         yield from self._lag(base, node)
 
@@ -192,6 +223,7 @@ class BrokerCollector(Collector):
             busy.add_metric([*node, lane.name], lane.rejected + lane.expired)
         yield depth
         yield busy
+        yield from listener_families(base, node, broker.server.budget)
 
         ha = broker.ha
         if ha is not None:
@@ -213,6 +245,19 @@ class BrokerCollector(Collector):
             base,
             [(node, broker.timers.pending)],
         )
+        aside = CounterMetricFamily(
+            "rocketmq_messages_set_aside",
+            "Messages a broker loop could never deliver and moved past (left readable)",
+            labels=[*base, "service"],
+        )
+        for service, count in (
+            ("schedule", broker.schedule.set_aside),
+            ("timer", broker.timers.set_aside),
+            ("transaction_check", broker.transactions.set_aside),
+            ("pop_revive", broker.pop.set_aside),
+        ):
+            aside.add_metric([*node, service], count)
+        yield aside
         half_end = store.get_max_offset(_HALF_TOPIC, 0)
         checked = max(0, broker.offsets.query(_SYSTEM_GROUP, _HALF_TOPIC, 0))
         yield _gauge(
@@ -271,6 +316,41 @@ class NamesrvCollector(Collector):
         )
 
 
+def listener_families(labels: list[str], node: list[str], budget: ServerBudget) -> Iterator[Metric]:
+    """What the server's connections hold and what was refused (``remoting.ServerBudget``,
+    shared by the broker's main and VIP ports)."""
+    yield _gauge(
+        "rocketmq_remoting_connections",
+        "Connections served (refused ones not counted)",
+        labels,
+        [(node, budget.connections)],
+    )
+    yield _gauge(
+        "rocketmq_remoting_partial_frame_bytes",
+        "Bytes charged to incomplete frames (their announced sizes), against "
+        "partialFrameBudgetBytes",
+        labels,
+        [(node, budget.partial_frame_bytes)],
+    )
+    refusals = CounterMetricFamily(
+        "rocketmq_remoting_refusals",
+        "Connections refused or closed to bound memory, by reason",
+        labels=[*labels, "reason"],
+    )
+    for reason, count in budget.refusals.items():
+        refusals.add_metric([*node, reason.value], count)
+    yield refusals
+    pauses = CounterMetricFamily(
+        "rocketmq_remoting_read_pauses",
+        "Times a connection stopped reading: requests in flight at the limit, or replies "
+        "over the write buffer's high-water mark",
+        labels=[*labels, "reason"],
+    )
+    for why, count in budget.read_pauses.items():
+        pauses.add_metric([*node, why.value], count)
+    yield pauses
+
+
 def _gauge(
     name: str, doc: str, labels: list[str], samples: list[tuple[list[str], float]]
 ) -> GaugeMetricFamily:
@@ -285,32 +365,47 @@ class MetricsServer:
 
     def __init__(self, registry: CollectorRegistry) -> None:
         self.registry = registry
-        self._server: asyncio.Server | None = None
+        self.listener: Listener | None = None
         self.port = 0
 
-    async def start(self, host: str, port: int) -> int:
-        """Bind and serve; returns the port (the one chosen when ``port`` is 0).
+    async def start(
+        self,
+        host: str,
+        port: int,
+        *,
+        tls_mode: TlsMode = TlsMode.DISABLED,
+        ssl_context: ssl.SSLContext | None = None,
+    ) -> int:
+        """Bind and serve, under ``tls_mode`` (the server's ``tlsServerMode``); returns the
+        port (the one chosen when ``port`` is 0).
 
         Raises:
             OSError: the address cannot be bound; the message names ``metricsPort`` and
                 the address, ready for the one line a start error prints.
         """
+        # The reader's limit bounds a request head: a longer one fails readuntil.
+        listener = stream_listener(
+            self._serve,
+            host,
+            port,
+            limit=_REQUEST_LIMIT_BYTES,
+            tls_mode=tls_mode,
+            ssl_context=ssl_context,
+            name="metrics",
+        )
         try:
-            # The reader's limit bounds a request head: a longer one fails readuntil.
-            self._server = await asyncio.start_server(
-                self._serve, host, port, limit=_REQUEST_LIMIT_BYTES
-            )
+            self.port = await listener.start()
         except OSError as exc:
             raise bind_error("metricsPort", host, port, exc) from None
-        self.port = self._server.sockets[0].getsockname()[1]
-        log.info("metrics_listening", address=f"{host}:{self.port}")
+        self.listener = listener
+        log.info("metrics_listening", address=f"{host}:{self.port}", tls=str(tls_mode))
         return self.port
 
     async def stop(self) -> None:
-        server, self._server = self._server, None
-        if server is not None:
-            server.close()
-            await server.wait_closed()
+        listener, self.listener = self.listener, None
+        if listener is not None:
+            listener.close()
+            await listener.wait_closed()
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -330,6 +425,7 @@ class MetricsServer:
             TimeoutError,
             ValueError,
             ConnectionError,
+            ssl.SSLError,
             asyncio.IncompleteReadError,
             asyncio.LimitOverrunError,
         ):

@@ -4,11 +4,18 @@ wheel both hold messages in a system topic with their target in REAL_TOPIC / REA
 RocketMQ counterpart: ``ScheduleMessageService.messageTimeup`` and the 5.x
 ``TimerMessageStore.convertMessage`` — read the parked record, store it again for its real
 topic and queue, without waiting for a flush.
+
+A put the store refuses for good (``refused_for_good``: a topic it does not take, a body over
+``maxMessageSize``, properties over 32 KiB) *sets the message aside*: it is logged as
+``{what}_message_set_aside`` and left where it is parked, readable by its msgId, so that it
+does not hold up every message behind it (RocketMQ 4.9 tries it again every 100 ms, forever).
+Any other refusal (a full disk, a store shutting down) is tried again later.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from enum import Enum
 from typing import TYPE_CHECKING
 
 import structlog
@@ -20,45 +27,91 @@ from store.message_codec import (
     decode_properties,
     encode_properties,
     inner_from_record,
+    offset_msg_id,
 )
+from store.results import PutMessageStatus
 
 if TYPE_CHECKING:
     from broker.broker import Broker
 
 log = structlog.get_logger(__name__)
 
+# Refusals about the message itself: putting it again meets them again. The others (disk
+# full, store not running, dispatch failed, a failed write or segment) pass with time.
+_REFUSED_FOR_GOOD = frozenset(
+    {PutMessageStatus.MESSAGE_ILLEGAL, PutMessageStatus.PROPERTIES_SIZE_EXCEEDED}
+)
+
+
+def refused_for_good(status: PutMessageStatus) -> bool:
+    """Whether a put refused with ``status`` would be refused again however often it is
+    tried, so that the loop which made it sets the message aside instead of waiting on it."""
+    return status in _REFUSED_FOR_GOOD
+
+
+class Delivery(Enum):
+    """What ``put_back`` did with a parked message."""
+
+    DELIVERED = "delivered"
+    NOTHING = "nothing"  # gone (aged out) or unreadable: there is nothing to deliver
+    SET_ASIDE = "set_aside"  # can never be delivered: left where it is parked
+    REFUSED = "refused"  # the store refused for now: try again later
+
+    @property
+    def done(self) -> bool:
+        """The loop moves past the message."""
+        return self is not Delivery.REFUSED
+
 
 async def put_back(
-    broker: Broker, commit_log_offset: int, *, what: str, strip: Iterable[str] | None = None
-) -> tuple[bool, str | None]:
+    broker: Broker,
+    commit_log_offset: int,
+    *,
+    what: str,
+    strip: Iterable[str] | None = None,
+    where: Mapping[str, int] | None = None,
+) -> tuple[Delivery, str | None]:
     """Store the parked record at ``commit_log_offset`` again for its REAL_TOPIC / REAL_QID.
 
     Args:
         what: names the log events (``{what}_message_missing``, ``…_unreadable``,
-            ``…_without_target``, ``{what}_delivery_refused``).
+            ``…_set_aside``, ``{what}_delivery_refused``).
         strip: properties to drop from the stored copy (REAL_TOPIC and REAL_QID go too);
             None keeps the property string unchanged, as 4.9's schedule service does.
+        where: more fields for the set-aside line (the delay level, the queue offset).
 
     Returns:
-        (done, topic): done is False only when the store refused (try again later); a
-        message gone or unreadable is done, with nothing to deliver.
+        (delivery, topic): what was done, and the real topic when the record names one.
     """
     store = broker.store
     record = store.look_message_by_offset(commit_log_offset)
     if record is None:
         log.warning(f"{what}_message_missing", offset=commit_log_offset)  # aged out
-        return True, None
+        return Delivery.NOTHING, None
     try:
         info, inner = inner_from_record(record)
     except RecordError as exc:
         log.warning(f"{what}_message_unreadable", offset=commit_log_offset, error=str(exc))
-        return True, None
+        return Delivery.NOTHING, None
     props = decode_properties(info.properties)
     real_topic = props.get(PROPERTY_REAL_TOPIC)
     real_qid = props.get(PROPERTY_REAL_QUEUE_ID, "")
+
+    def set_aside(status: str, reason: str) -> tuple[Delivery, str | None]:
+        log.error(
+            f"{what}_message_set_aside",
+            topic=real_topic,
+            msg_id=offset_msg_id(broker.store_host, commit_log_offset),
+            uniq_key=props.get("UNIQ_KEY"),
+            commit_log_offset=commit_log_offset,
+            status=status,
+            reason=reason,
+            **(where or {}),
+        )
+        return Delivery.SET_ASIDE, real_topic
+
     if not real_topic or not real_qid.isdigit():
-        log.error(f"{what}_message_without_target", offset=commit_log_offset)
-        return True, None
+        return set_aside("NO_TARGET", "no REAL_TOPIC / REAL_QID to deliver it to")
     if strip is not None:
         for key in (PROPERTY_REAL_TOPIC, PROPERTY_REAL_QUEUE_ID, *strip):
             props.pop(key, None)
@@ -69,12 +122,14 @@ async def put_back(
     inner.wait_store_msg_ok = False
     inner.delay_level = 0
     result = await store.put_message(inner)
-    if not result.status.stored:
-        log.warning(
-            f"{what}_delivery_refused",
-            topic=real_topic,
-            status=result.status.name,
-            remark=result.remark,
-        )
-        return False, real_topic
-    return True, real_topic
+    if result.status.stored:
+        return Delivery.DELIVERED, real_topic
+    if refused_for_good(result.status):
+        return set_aside(result.status.name, result.remark)
+    log.warning(
+        f"{what}_delivery_refused",
+        topic=real_topic,
+        status=result.status.name,
+        remark=result.remark,
+    )
+    return Delivery.REFUSED, real_topic

@@ -3,12 +3,15 @@
 RocketMQ counterpart: ``ConfigManager`` and ``MixAll.string2File``: the previous file is kept
 as ``<name>.bak`` and a load falls back to it when the main file is missing or unreadable
 (a crash between write and rename leaves one of the two intact). We write through a temp
-file, fsync it and rename, so a reader never sees half a file.
+file, fsync it and rename, so a reader never sees half a file. A write that fails (a full
+disk: ENOSPC) removes its temp file and leaves the previous file as it was; the periodic
+writers log it (``config_file_write_failed``) and write again at their next turn.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 from pathlib import Path
 from typing import Any
@@ -21,16 +24,39 @@ log = structlog.get_logger(__name__)
 
 
 def write_json(path: Path, doc: Any) -> None:
+    """Replace ``path`` with ``doc`` as JSON, the previous file kept as ``.bak``.
+
+    Raises:
+        OSError: the write failed (ENOSPC on a full disk); ``path`` is unchanged and no
+            temp file is left.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
     data = dumps(doc)
     tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
+    try:
+        with tmp.open("wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+    except OSError:
+        with contextlib.suppress(OSError):
+            tmp.unlink()  # a half-written temp file would hold on to the space it got
+        raise
     if path.exists():
         os.replace(path, path.with_name(path.name + ".bak"))
     os.replace(tmp, path)
+
+
+def try_write_json(path: Path, doc: Any) -> bool:
+    """``write_json`` that logs a failure (``config_file_write_failed``) instead of raising
+    it: what start, shutdown and the periodic writers use, so that a full disk costs the
+    newest copy of a table, never the broker. Returns whether the file was written."""
+    try:
+        write_json(path, doc)
+    except OSError as exc:  # ENOSPC says it all: no traceback every few seconds
+        log.error("config_file_write_failed", path=str(path), error=str(exc))  # noqa: TRY400
+        return False
+    return True
 
 
 def read_json(path: Path) -> Any | None:
@@ -62,9 +88,10 @@ class JsonFile:
         self._pending: Any | None = None
         self._writer: asyncio.Task[None] | None = None
 
-    def save_now(self, doc: Any) -> None:
+    def save_now(self, doc: Any) -> bool:
+        """Write ``doc`` now; False (logged) when it could not be written."""
         self._pending = None
-        write_json(self.path, doc)
+        return try_write_json(self.path, doc)
 
     def save_soon(self, doc: Any) -> None:
         try:
@@ -79,10 +106,7 @@ class JsonFile:
     async def _drain(self) -> None:
         while self._pending is not None:
             doc, self._pending = self._pending, None
-            try:
-                await asyncio.to_thread(write_json, self.path, doc)
-            except OSError:
-                log.exception("config_file_write_failed", path=str(self.path))
+            await asyncio.to_thread(try_write_json, self.path, doc)
 
     async def flush(self) -> None:
         """Wait for a write in progress (shutdown calls this before ``save_now``)."""

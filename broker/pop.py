@@ -15,6 +15,12 @@ a checkpoint still un-acked at pop time + invisible time into ``%RETRY%<group>_<
 one more reconsume time (the delivery attempt grows), or into ``%DLQ%<group>`` past the
 group's ``retryMaxTimes``, and records that as acks. A pop reads the retry topic as well.
 
+A message that can never be revived (its retry topic is no legal topic, as a checkpoint
+written before group names were checked can ask for; its properties grown over 32 KiB) is
+*set aside*: logged as ``pop_revive_message_set_aside``, counted in ``set_aside``, acked so
+that its checkpoint closes, and left readable where it was popped from. Only a refusal that
+may pass (a full disk) stops the round, to be tried again.
+
 On start the revive queues are replayed from the offsets of ``CID_RMQ_SYS_REVIVE_GROUP``
 (which only move past records whose checkpoint is closed), so open checkpoints, with what was
 acked, survive a restart. Only checkpoints still open are in memory: the cost is per message
@@ -33,8 +39,9 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from broker.parked import refused_for_good
 from broker.periodic import Periodic
-from broker.topics import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
+from broker.topics import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX, check_topic_name
 from remoting.bodies import PERM_READ, PERM_WRITE
 from remoting.receipt import pop_retry_topic
 from store.dispatch import Arrival
@@ -44,6 +51,7 @@ from store.message_codec import (
     decode_properties,
     encode_properties,
     inner_from_record,
+    offset_msg_id,
 )
 
 if TYPE_CHECKING:
@@ -159,6 +167,7 @@ class PopService:
         )
         self.revived = 0
         self.dead_lettered = 0
+        self.set_aside = 0
 
     # ------------------------------------------------------------------ revive log
 
@@ -418,11 +427,30 @@ class PopService:
         times = info.reconsume_times + 1
         sgc = broker.subscription_groups.find(ck.group)
         max_times = sgc.retry_max_times if sgc is not None else 16
-        if times > max_times:
-            target = DLQ_GROUP_TOPIC_PREFIX + ck.group
+        dead = times > max_times
+        target = DLQ_GROUP_TOPIC_PREFIX + ck.group if dead else pop_retry_topic(ck.group, original)
+
+        def aside(status: str, reason: str) -> bool:
+            self.set_aside += 1
+            log.error(
+                "pop_revive_message_set_aside",
+                group=ck.group,
+                topic=ck.topic,
+                queue_id=ck.queue_id,
+                queue_offset=offset,
+                msg_id=offset_msg_id(broker.store_host, info.commit_log_offset),
+                uniq_key=props.get("UNIQ_KEY"),
+                to=target,
+                status=status,
+                reason=reason,
+            )
+            return True  # acked by the caller: the checkpoint closes
+
+        bad_target = check_topic_name(target)
+        if bad_target is not None:
+            return aside("MESSAGE_ILLEGAL", bad_target)  # no topic made for it either
+        if dead:
             self.dead_lettered += 1
-        else:
-            target = pop_retry_topic(ck.group, original)
         broker.topics.create_internal(target, 1, PERM_READ | PERM_WRITE)
         inner.topic = target
         inner.queue_id = 0
@@ -433,6 +461,8 @@ class PopService:
         inner.delay_level = 0
         result = await store.put_message(inner)
         if not result.status.stored:
+            if refused_for_good(result.status):
+                return aside(result.status.name, result.remark)
             log.warning("pop_revive_refused", topic=target, status=result.status.name)
             return False
         self.revived += 1

@@ -8,6 +8,10 @@ with the property string unchanged (DELAY, REAL_TOPIC, REAL_QID stay, as in Rock
 removal of DELAY touches only its in-memory copy), not waiting for a flush. The first entry
 not yet due stops the walk of that level: later entries of a level are never due earlier.
 A deliver time further ahead than now + the level's delay (the clock went back) counts as due.
+A message the store refuses for good (an illegal real topic, a body over maxMessageSize) is
+set aside (broker/parked.py: logged as ``scheduled_message_set_aside``, counted in
+``set_aside``, left readable in its SCHEDULE_TOPIC_XXXX queue) and the level moves on; its
+progress is written out at once, so a restart does not meet it again.
 
 Progress per level persists to ``config/delayOffset.json`` (``{"offsetTable": {level:
 offset}}``) every ``flushDelayOffsetInterval`` (10 s) and at shutdown; a crash redelivers at
@@ -23,9 +27,9 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from broker.parked import put_back
+from broker.parked import Delivery, put_back
 from broker.periodic import Periodic
-from broker.persist import read_json, write_json
+from broker.persist import read_json, try_write_json
 from store.message_codec import (
     SCHEDULE_TOPIC,
 )
@@ -57,6 +61,8 @@ class ScheduleService:
             failure_event="schedule_round_failed",
         )
         self.delivered = 0
+        self.set_aside = 0
+        self._flush_now = False  # something was set aside: persist progress past it now
 
     # -------------------------------------------------------------------- persistence
 
@@ -82,8 +88,8 @@ class ScheduleService:
         return {"offsetTable": {str(k): v for k, v in sorted(self.offsets.items())}}
 
     def persist(self) -> None:
-        write_json(self.path, self.to_json())
-        self._dirty = False
+        if try_write_json(self.path, self.to_json()):
+            self._dirty = False
 
     # ------------------------------------------------------------------------- loop
 
@@ -100,11 +106,13 @@ class ScheduleService:
             await self.deliver_due()
         finally:
             now = time.monotonic()
-            if self._dirty and now - self._last_flush >= self.flush_interval_s:
+            if self._dirty and (self._flush_now or now - self._last_flush >= self.flush_interval_s):
                 self._last_flush = now
+                self._flush_now = False
                 doc = self.to_json()
                 self._dirty = False
-                await asyncio.to_thread(write_json, self.path, doc)
+                if not await asyncio.to_thread(try_write_json, self.path, doc):
+                    self._dirty = True  # a full disk, say: written again next time
 
     async def deliver_due(self) -> int:
         """One round over every level; how many messages were delivered."""
@@ -130,14 +138,24 @@ class ScheduleService:
             # A deliver time further ahead than the level's delay: the clock moved back.
             if now_ms < deliver_at <= now_ms + delay_ms:
                 break
-            if not await self._deliver(level, commit_log_offset):
-                break  # the store refused: try this one again next round
-            delivered += 1
+            delivery = await self._deliver(level, queue_offset, commit_log_offset)
+            if not delivery.done:
+                break  # the store refused for now: try this one again next round
+            if delivery is Delivery.SET_ASIDE:
+                self.set_aside += 1
+                self._flush_now = True
+            else:
+                delivered += 1
             self.offsets[level] = queue_offset + 1
             self._dirty = True
         self.delivered += delivered
         return delivered
 
-    async def _deliver(self, level: int, commit_log_offset: int) -> bool:
-        done, _topic = await put_back(self.broker, commit_log_offset, what="scheduled")
-        return done
+    async def _deliver(self, level: int, queue_offset: int, commit_log_offset: int) -> Delivery:
+        delivery, _topic = await put_back(
+            self.broker,
+            commit_log_offset,
+            what="scheduled",
+            where={"level": level, "queue_id": level - 1, "queue_offset": queue_offset},
+        )
+        return delivery

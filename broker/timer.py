@@ -23,12 +23,17 @@ target in REAL_TOPIC / REAL_QID and its deliver time in TIMER_OUT_MS. This servi
 * checkpoints ``config/timercheck`` (enqueue offset, the next slot to process) after every
   slot it delivered and every ``timerFlushIntervalMs``, after flushing the log.
 
-An entry delivered, or rolled (after its copy is flushed), is marked done in place. Every
-start (after a crash too) finds where the log really ends, rebuilds the wheel from the entries
-not done, and enqueues again from the checkpointed consume-queue offset, skipping messages the
-log already holds: no timer is lost, and at most the slot being delivered when the process
-died is delivered again (in practice the one message between its store and its mark). Old log
-segments are deleted once every entry in them is behind the wheel.
+An entry delivered, or rolled (after its copy is flushed), is marked done in place; so is
+one whose message the store refuses for good (an illegal real topic, a body over
+maxMessageSize): it is *set aside* (broker/parked.py: logged as ``timer_message_set_aside``,
+counted in ``set_aside``, left readable under ``rmq_sys_wheel_timer``), and the slot and the
+wheel move on instead of waiting on it.
+
+Every start (after a crash too) finds where the log really ends, rebuilds the wheel from the
+entries not done, and enqueues again from the checkpointed consume-queue offset, skipping
+messages the log already holds: no timer is lost, and at most the slot being delivered when
+the process died is delivered again (in practice the one message between its store and its
+mark). Old log segments are deleted once every entry in them is behind the wheel.
 """
 
 from __future__ import annotations
@@ -42,9 +47,9 @@ from typing import TYPE_CHECKING, Any, Final
 
 import structlog
 
-from broker.parked import put_back
+from broker.parked import Delivery, put_back
 from broker.periodic import Periodic
-from broker.persist import read_json, write_json
+from broker.persist import read_json, try_write_json
 from broker.topics import TIMER_TOPIC
 from store.errors import DiskFullError
 from store.mapped_file import MappedFileQueue
@@ -143,6 +148,7 @@ class TimerService:
         self.pending = 0  # timers in the wheel
         self.delivered = 0
         self.rolled = 0
+        self.set_aside = 0
         self._segment_visit: dict[int, int] = {}  # segment start -> latest visit time in it
         self._dirty = False
         self._last_checkpoint = 0.0
@@ -295,7 +301,7 @@ class TimerService:
     def checkpoint(self) -> None:
         """Flush the timer log, then record how far the enqueue and the wheel got."""
         self._flush_log()
-        write_json(
+        written = try_write_json(
             self.check_path,
             {
                 "enqueueOffset": self.enqueue_offset,
@@ -305,7 +311,10 @@ class TimerService:
                 "slots": self.slots,
             },
         )
-        self._dirty = False
+        # Not written (a full disk): still dirty, tried again after the flush interval. The
+        # checkpoint only ever lags: a start from an older one enqueues again and skips what
+        # the log holds.
+        self._dirty = not written
         self._last_checkpoint = time.monotonic()
 
     # -------------------------------------------------------------------------- loop
@@ -419,9 +428,12 @@ class TimerService:
                     break
                 rolled.append(pos)
                 self.rolled += 1
-            elif await self._deliver(offset, deliver):
+            elif (delivery := await self._deliver(offset, deliver)).done:
                 self._mark_done(pos)
-                delivered += 1
+                if delivery is Delivery.SET_ASIDE:
+                    self.set_aside += 1
+                else:
+                    delivered += 1
             else:
                 stopped = n
                 break
@@ -448,14 +460,20 @@ class TimerService:
         self.slot_time[index] = -1
         return delivered
 
-    async def _deliver(self, commit_log_offset: int, deliver_ms: int) -> bool:
+    async def _deliver(self, commit_log_offset: int, deliver_ms: int) -> Delivery:
         # The trigger properties go with REAL_TOPIC / REAL_QID, as 5.x's convertMessage
         # drops them; TIMER_OUT_MS stays to say when it was due.
-        done, topic = await put_back(self.broker, commit_log_offset, what="timer", strip=TRIGGERS)
+        delivery, topic = await put_back(
+            self.broker,
+            commit_log_offset,
+            what="timer",
+            strip=TRIGGERS,
+            where={"deliver_ms": deliver_ms},
+        )
         lateness = int(time.time() * 1000) - deliver_ms
-        if done and topic is not None and lateness > 2 * self.precision_ms:
+        if delivery is Delivery.DELIVERED and lateness > 2 * self.precision_ms:
             log.info("timer_delivered_late", topic=topic, late_ms=lateness)
-        return done
+        return delivery
 
     def _delete_old_segments(self) -> None:
         """Drop log segments whose every entry the wheel has passed."""

@@ -46,9 +46,11 @@ SYSTEM_TOPIC_PREFIX = "rmq_sys_"
 TOPIC_MAX_LENGTH = 127
 _VALID_NAME = re.compile(r"[%|a-zA-Z0-9_-]+")
 
-# Sending to these is refused with NO_PERMISSION (TopicValidator.NOT_ALLOWED_SEND_TOPIC_SET).
+# Sending to these is refused with NO_PERMISSION: TopicValidator.NOT_ALLOWED_SEND_TOPIC_SET
+# plus the timer topic and TBW102; every ``rmq_sys_`` topic as well (send_forbidden).
 NOT_ALLOWED_SEND_TOPICS = frozenset(
     {
+        AUTO_CREATE_TOPIC_KEY_TOPIC,
         SCHEDULE_TOPIC,
         TRANS_HALF_TOPIC,
         TRANS_OP_HALF_TOPIC,
@@ -86,6 +88,19 @@ def check_topic_name(topic: str) -> str | None:
     if len(topic) > TOPIC_MAX_LENGTH:
         return "The specified topic is longer than topic max length."
     return None
+
+
+def send_forbidden(topic: str) -> bool:
+    """Whether a client may not send to ``topic`` (``TopicValidator.isNotAllowedSendTopic``).
+
+    Stricter than RocketMQ, which stores a raw send to TBW102 and to the ``rmq_sys_`` topics:
+    the first is only a template for auto-creation, and the others (pop revive, timer wheel)
+    are read by the broker's own services, which take whatever they find there for a record
+    they wrote. The system topics clients do send to stay open: RMQ_SYS_TRACE_TOPIC (message
+    traces; the prefix is case-sensitive), BenchmarkTest, the cluster and broker name topics
+    (``mqadmin clusterRT`` and ``sendMsgStatus``) and ``<cluster>_REPLY_TOPIC``.
+    """
+    return topic in NOT_ALLOWED_SEND_TOPICS or topic.startswith(SYSTEM_TOPIC_PREFIX)
 
 
 def retry_topic(group: str) -> str:

@@ -20,6 +20,13 @@ offsets; the producer answers with END_TRANSACTION. After ``transactionCheckMax`
 goes to ``TRANS_CHECK_MAX_TIME_TOPIC`` and counts as rolled back. The half and op offsets of
 ``CID_RMQ_SYS_TRANS`` live in consumerOffset.json, so a restarted broker carries on where it
 stopped; the op queue makes a re-scan harmless.
+
+A half message the store refuses to append again for good (its properties, with the check
+count added, over 32 KiB; its body over a since lowered maxMessageSize) is *set aside*
+instead of stopping the scan there (4.9 tries it again every scan, and nothing behind it is
+ever checked): logged as ``transaction_half_set_aside``, counted in ``set_aside``, its
+producer asked one last time with the record's own offsets (END_TRANSACTION still decides
+it), and the scan moves past it. It stays readable in the half queue.
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 
+from broker.parked import refused_for_good
 from broker.periodic import Periodic
 from broker.topics import TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
 from remoting.bodies import PERM_READ, PERM_WRITE
@@ -53,10 +61,10 @@ from store.message_codec import (
     offset_msg_id,
     patch_append_fields,
 )
+from store.results import AppendResult, PutResult
 
 if TYPE_CHECKING:
     from broker.broker import Broker
-    from store.results import AppendResult
 
 log = structlog.get_logger(__name__)
 
@@ -96,6 +104,7 @@ class CheckRound:
     renewed: int = 0
     skipped_done: int = 0
     no_producer: int = 0
+    set_aside: int = 0
 
 
 class TransactionService:
@@ -114,6 +123,7 @@ class TransactionService:
         self._lock = asyncio.Lock()
         self.checks_sent = 0
         self.discarded = 0
+        self.set_aside = 0
 
     # ------------------------------------------------------------------ op records
 
@@ -245,15 +255,23 @@ class TransactionService:
                 # A long immunity of its own must not hold up the queue behind it: append
                 # a copy that remembers this offset, and move on.
                 props[PROPERTY_PREPARED_QUEUE_OFFSET] = str(position)
-                if await self._append_half(inner, props) is None:
-                    break
-                done.renewed += 1
+                appended = await self._append_half(inner, props)
+                if appended is None:
+                    break  # the store refused for now; try again next round
+                if isinstance(appended, PutResult):
+                    # Never checked then: its producer may still END_TRANSACTION it.
+                    self._set_aside(info, props, appended, done)
+                else:
+                    done.renewed += 1
                 position += 1
                 continue
             props[PROPERTY_CHECK_TIMES] = str(times + 1)
             appended = await self._append_half(inner, props)
             if appended is None:
-                break  # the store refused; try again next round
+                break  # the store refused for now; try again next round
+            if isinstance(appended, PutResult):
+                self._set_aside(info, props, appended, done)
+                appended = _as_appended(info)  # asked one last time, at its own offsets
             position += 1
             if self._send_check(inner, props, appended):
                 done.checked += 1
@@ -267,20 +285,29 @@ class TransactionService:
             new_op_offset += 1
         if new_op_offset != op_offset:
             broker.offsets.commit(CHECK_GROUP, TRANS_OP_HALF_TOPIC, HALF_QUEUE_ID, new_op_offset)
-        if done.checked or done.discarded or done.no_producer:
+        if done.checked or done.discarded or done.no_producer or done.set_aside:
             log.info(
                 "transaction_check_round",
                 checked=done.checked,
                 discarded=done.discarded,
                 renewed=done.renewed,
                 no_producer=done.no_producer,
+                set_aside=done.set_aside,
                 half_offset=position,
                 op_offset=new_op_offset,
             )
         return done
 
-    async def _append_half(self, inner: MessageInner, props: dict[str, str]) -> AppendResult | None:
-        """``putBackHalfMsgQueue``: the half message again, at the end of the half queue."""
+    async def _append_half(
+        self, inner: MessageInner, props: dict[str, str]
+    ) -> AppendResult | PutResult | None:
+        """``putBackHalfMsgQueue``: the half message again, at the end of the half queue.
+
+        Returns:
+            Where it went; the refusal, if it is for good (``refused_for_good``); None for
+            a refusal that may pass (try again next scan).
+        """
+        original = inner.properties
         inner.topic = TRANS_HALF_TOPIC
         inner.queue_id = HALF_QUEUE_ID
         inner.properties = encode_properties(props)
@@ -288,10 +315,35 @@ class TransactionService:
         inner.wait_store_msg_ok = False
         inner.delay_level = 0
         result = await self.broker.store.put_message(inner)
-        if not result.status.stored or result.append is None:
-            log.warning("transaction_half_refused", status=result.status.name)
-            return None
-        return result.append
+        if result.status.stored and result.append is not None:
+            return result.append
+        if refused_for_good(result.status):
+            inner.properties = original  # what the producer is shown, if asked
+            return result
+        log.warning("transaction_half_refused", status=result.status.name)
+        return None
+
+    def _set_aside(
+        self,
+        info: RecordInfo,
+        props: dict[str, str],
+        refusal: PutResult,
+        done: CheckRound,
+    ) -> None:
+        """A half message that cannot be appended again: the scan moves past it."""
+        self.set_aside += 1
+        done.set_aside += 1
+        log.error(
+            "transaction_half_set_aside",
+            producer_group=props.get(PROPERTY_PRODUCER_GROUP),
+            topic=props.get(PROPERTY_REAL_TOPIC),
+            msg_id=offset_msg_id(self.broker.store_host, info.commit_log_offset),
+            uniq_key=props.get(PROPERTY_UNIQ_KEY),
+            half_offset=info.queue_offset,
+            commit_log_offset=info.commit_log_offset,
+            status=refusal.status.name,
+            reason=refusal.remark,
+        )
 
     async def _discard(
         self, info: RecordInfo, inner: MessageInner, props: dict[str, str], times: int
@@ -386,6 +438,17 @@ class TransactionService:
         return max(
             0, store.get_max_offset(TRANS_HALF_TOPIC, 0) - self._consume_offset(TRANS_HALF_TOPIC)
         )
+
+
+def _as_appended(info: RecordInfo) -> AppendResult:
+    """The half record where it is, for a check that cannot point at a fresh copy."""
+    return AppendResult(
+        commit_log_offset=info.commit_log_offset,
+        wrote_bytes=info.total_size,
+        msg_ids=[],
+        store_timestamp=info.store_timestamp,
+        queue_offset=info.queue_offset,
+    )
 
 
 def _int(text: str | None, default: int) -> int:

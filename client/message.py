@@ -73,6 +73,7 @@ PROPERTY_SEPARATOR: Final = "\x02"
 # ----------------------------------------------------------------------------- limits
 
 TOPIC_MAX_LENGTH: Final = 127
+CONSUMER_GROUP_MAX_LENGTH: Final = TOPIC_MAX_LENGTH - len("%RETRY%")
 DEFAULT_MAX_MESSAGE_BYTES: Final = 4 * 1024 * 1024
 COMPRESS_OVER_BYTES: Final = 4096  # compressMsgBodyOverHowmuch
 MAX_DELAY_LEVEL: Final = 18
@@ -127,8 +128,9 @@ def check_topic(topic: str, error: type[InvalidArgumentError] = InvalidArgumentE
 _VALID_TOPICS: set[str] = set()
 
 
-def check_group(group: str) -> None:
-    """``Validators.checkGroup``.
+def check_group(group: str, *, consumer: bool = False) -> None:
+    """``Validators.checkGroup``; a consumer group also makes a legal topic of its retry
+    topic ``%RETRY%<group>`` (at most 120 characters, as RocketMQ 5's brokers require).
 
     Raises:
         InvalidArgumentError: blank, illegal characters or too long.
@@ -142,6 +144,11 @@ def check_group(group: str) -> None:
         )
     if len(group) > 255:
         raise InvalidArgumentError("the specified group is longer than group max length 255")
+    if consumer and len(group) > CONSUMER_GROUP_MAX_LENGTH:
+        raise InvalidArgumentError(
+            f"the specified consumer group is longer than {CONSUMER_GROUP_MAX_LENGTH}: its "
+            f"retry topic %RETRY%<group> would exceed the topic max length {TOPIC_MAX_LENGTH}"
+        )
 
 
 # ---------------------------------------------------------------------------- message

@@ -221,7 +221,7 @@ class PushConsumer(ClientService):
         suspend_current_queue_s: float | None = None,
         pull_error_delay_s: float | None = None,
     ) -> None:
-        check_group(group)
+        check_group(group, consumer=True)
         if consume_concurrency < 1 or pull_batch_size < 1:
             raise InvalidArgumentError("consume_concurrency and pull_batch_size must be >= 1")
         for name, value in (

@@ -25,7 +25,13 @@ from datetime import timedelta
 
 from client.errors import ClientError, InvalidArgumentError, NoRouteError
 from client.instance import ClientInstance, TlsOption, namesrv_from_env
-from client.message import MessageView, check_group, check_topic, decode_messages
+from client.message import (
+    TOPIC_MAX_LENGTH,
+    MessageView,
+    check_group,
+    check_topic,
+    decode_messages,
+)
 from client.service import ClientService
 from remoting.acl import SessionCredentials
 from remoting.bodies import PERM_READ, ConsumeFromWhere
@@ -80,7 +86,7 @@ class SimpleConsumer(ClientService):
         tls: TlsOption = None,
         credentials: SessionCredentials | None = None,
     ) -> None:
-        check_group(group)
+        check_group(group, consumer=True)
         if await_duration < timedelta(0):
             raise InvalidArgumentError(f"await_duration {await_duration} is negative")
         self.group = group
@@ -104,6 +110,12 @@ class SimpleConsumer(ClientService):
 
     def subscribe(self, topic: str, expression: str = "*") -> None:
         check_topic(topic)
+        retry = f"%RETRY%{self.group}_{topic}"  # where the broker revives what is not acked
+        if len(retry) > TOPIC_MAX_LENGTH:
+            raise InvalidArgumentError(
+                f"group {self.group} cannot subscribe to {topic}: their retry topic would be "
+                f"{len(retry)} characters, over the topic max length {TOPIC_MAX_LENGTH}"
+            )
         if not expression.strip():
             raise InvalidArgumentError("the tag expression must be non-blank ('*' for all)")
         self.subscriptions[topic] = expression.strip()

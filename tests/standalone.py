@@ -17,6 +17,7 @@ class StandaloneBroker:
     namesrv: str
     broker: str
     store: Path
+    metrics: str | None = None  # host:port of the Prometheus endpoint, if served
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -60,4 +61,6 @@ def start_standalone(root: Path, settings: dict[str, str] | None = None) -> Stan
         proc.stdout.close()
         reason = (root / "broker.log").read_text()[-2000:]
         raise RuntimeError(f"standalone broker did not start: {line!r} {reason}")
-    return StandaloneBroker(proc, fields["namesrv"], fields["broker"], root / "store")
+    return StandaloneBroker(
+        proc, fields["namesrv"], fields["broker"], root / "store", fields.get("metrics")
+    )

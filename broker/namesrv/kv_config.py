@@ -7,6 +7,7 @@ The ``ORDER_TOPIC_CONFIG`` namespace holds ``broker-a:4;broker-b:4`` per ordered
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
@@ -40,11 +41,24 @@ class KVConfig:
             log.exception("kv_config_unreadable", path=str(self.path), error=str(exc))
 
     def _persist(self) -> None:
+        """Replace the file through a temp file.
+
+        Raises:
+            OSError: the write failed (ENOSPC on a full disk): the previous file is as it
+                was and no temp file is left; the request that changed the table gets a
+                SYSTEM_ERROR naming it.
+        """
         if self.path is None:
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_name(self.path.name + ".tmp")
-        tmp.write_bytes(dumps({"configTable": self.table}))
+        try:
+            tmp.write_bytes(dumps({"configTable": self.table}))
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                tmp.unlink()  # a half-written temp file would hold on to the space it got
+            log.error("kv_config_write_failed", path=str(self.path), error=str(exc))  # noqa: TRY400 - ENOSPC says it all
+            raise
         os.replace(tmp, self.path)
 
     def put(self, namespace: str, key: str, value: str) -> None:

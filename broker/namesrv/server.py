@@ -7,7 +7,8 @@ the KV config and the liveness scan: a broker not heard from for
 once.
 
 A port that cannot be bound, ``listenPort`` or ``metricsPort``, stops the start with an
-``OSError`` whose message names the key and the address.
+``OSError`` whose message names the key and the address. Both listeners obey
+``tlsServerMode`` with the one certificate.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from broker.config import (
     LIVE_NAMESRV_KEYS,
     NamesrvConfig,
     config_properties,
+    listener_limits,
     parse_properties_text,
     server_ssl_context,
     updated_config,
@@ -63,13 +65,15 @@ class NameServer:
         self.processors.register(
             RequestCode.UPDATE_NAMESRV_CONFIG, self._update_config, config_lane
         )
+        self.server_ssl_context = server_ssl_context(config)
         self.server = RemotingServer(
             ServerConfig(
                 host=config.bind_address,
                 port=config.listen_port,
                 idle_timeout_s=config.server_channel_max_idle_s,
                 tls_mode=config.tls_server_mode,
-                ssl_context=server_ssl_context(config),
+                ssl_context=self.server_ssl_context,
+                **listener_limits(config),
             ),
             self.processors,
             name="namesrv",
@@ -80,6 +84,14 @@ class NameServer:
     @property
     def address(self) -> str:
         return self.server.address
+
+    def listening(self) -> dict[str, int]:
+        """Every port this name server listens on, by listener: ``main``, ``metrics`` (when
+        it serves its own). Each obeys ``tlsServerMode``."""
+        ports = {"main": self.server.port}
+        if self.metrics is not None:
+            ports["metrics"] = self.metrics.port
+        return ports
 
     def _on_close(self, conn: Connection) -> None:
         self.routes.on_connection_closed(conn)
@@ -131,7 +143,10 @@ class NameServer:
         if self.config.metrics_enable:
             server = MetricsServer(registry_of(NamesrvCollector(self)))
             self.metrics_port = await server.start(
-                self.config.bind_address, self.config.metrics_port
+                self.config.bind_address,
+                self.config.metrics_port,
+                tls_mode=self.config.tls_server_mode,
+                ssl_context=self.server_ssl_context,
             )
             self.metrics = server
         self._scanner = asyncio.create_task(self._scan(), name="namesrv-scan")

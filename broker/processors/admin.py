@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 
+from broker.subscriptions import check_group_name
 from broker.topics import check_topic_name
 from remoting.bodies import (
     KVTable,
@@ -263,11 +264,14 @@ class AdminProcessor:
     async def all_consumer_offset(
         self, conn: Connection, request: RemotingCommand
     ) -> RemotingCommand:
+        """GET_ALL_CONSUMER_OFFSET (43): the table with its DataVersion, as RocketMQ 5's
+        ConsumerOffsetSerializeWrapper (a slave offers what it took against that version)."""
+        offsets = self.broker.offsets
         table = {
-            k: {str(q): o for q, o in sorted(v.items())}
-            for k, v in sorted(self.broker.offsets.table.items())
+            k: {str(q): o for q, o in sorted(v.items())} for k, v in sorted(offsets.table.items())
         }
-        return _ok(request, body=dumps({"offsetTable": table}))
+        doc = {"offsetTable": table, "dataVersion": offsets.data_version.to_json()}
+        return _ok(request, body=dumps(doc))
 
     async def all_delay_offset(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         """GET_ALL_DELAY_OFFSET (45): the schedule service's progress per delay level, as
@@ -288,6 +292,9 @@ class AdminProcessor:
             return response_to(
                 request, ResponseCode.SYSTEM_ERROR, f"subscription group body is malformed: {exc}"
             )
+        reason = check_group_name(cfg.group_name)
+        if reason is not None:
+            return response_to(request, ResponseCode.INVALID_PARAMETER, reason)  # as 5.x
         self.broker.subscription_groups.update(cfg)
         return _ok(request)
 

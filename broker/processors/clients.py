@@ -14,6 +14,8 @@ import structlog
 
 from broker.clients import ClientChannel
 from broker.filter_sql import SqlFilterError, compile_sql
+from broker.offsets import OFFER_TAKEN
+from broker.subscriptions import check_group_name, group_refusal
 from broker.topics import retry_topic
 from remoting.bodies import (
     PERM_READ,
@@ -58,7 +60,14 @@ class ClientProcessor:
         channel = ClientChannel(
             hb.client_id, request.language, request.version, _now_ms(), conn.peer
         )
+        refused: list[str] = []
         for data in hb.consumer_data_set:
+            reason = check_group_name(data.group_name)
+            if reason is not None:
+                # Not registered (RocketMQ 5 skips it too), but the client hears why; the
+                # rest of the heartbeat, its producers included, still counts.
+                refused.append(reason)
+                continue
             group_cfg = broker.subscription_groups.find(data.group_name)
             notify = True
             if group_cfg is not None:
@@ -82,7 +91,13 @@ class ClientProcessor:
             )
         for group in hb.producer_data_set:
             broker.producers.register(group, conn, channel)
-        response = response_to(request, ResponseCode.SUCCESS)
+        if refused:
+            log.warning("heartbeat_group_refused", client_id=hb.client_id, reasons=refused)
+            response = response_to(
+                request, ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, "; ".join(refused)
+            )
+        else:
+            response = response_to(request, ResponseCode.SUCCESS)
         if broker.registration.unsettled:
             # A group's retry topic created by this heartbeat is routed before the consumer
             # hears back: a client that starts by asking for it must not get TOPIC_NOT_EXIST.
@@ -90,7 +105,11 @@ class ClientProcessor:
                 conn,
                 request,
                 response,
-                *(retry_topic(data.group_name) for data in hb.consumer_data_set),
+                *(
+                    retry_topic(data.group_name)
+                    for data in hb.consumer_data_set
+                    if check_group_name(data.group_name) is None
+                ),
             )
         return response
 
@@ -171,5 +190,20 @@ class ClientProcessor:
 
     async def update_offset(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         h = UpdateConsumerOffsetRequestHeader.from_ext_fields(request.ext_fields)
-        self.broker.offsets.commit(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
+        refusal = group_refusal(request, h.consumer_group)
+        if refusal is not None:
+            return refusal
+        broker = self.broker
+        if h.offset_version_timestamp is not None or h.offset_version_counter is not None:
+            # A slave offers what a client committed to it while this master was away.
+            since = (h.offset_version_timestamp or 0, h.offset_version_counter or 0)
+            declined = broker.offsets.take_over(
+                h.consumer_group, h.topic, h.queue_id, h.commit_offset, since
+            )
+            return response_to(request, ResponseCode.SUCCESS, declined or OFFER_TAKEN)
+        broker.offsets.commit(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
+        if broker.slave_sync is not None:  # a slave: offered to the master when it is back
+            broker.slave_sync.client_committed(
+                h.consumer_group, h.topic, h.queue_id, h.commit_offset
+            )
         return response_to(request, ResponseCode.SUCCESS)

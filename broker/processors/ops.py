@@ -25,6 +25,7 @@ import structlog
 
 from broker.acl import Account, AclRules, PlainAcl
 from broker.config import LIVE_BROKER_KEYS, config_properties, parse_properties_text
+from broker.subscriptions import group_refusal
 from remoting.bodies import encode_reset_offset_body
 from remoting.codes import LanguageCode, RequestCode, ResponseCode
 from remoting.command import RemotingCommand, response_to
@@ -184,6 +185,9 @@ class OpsProcessor:
         message moved a queue back over it). Without ``isForce`` a queue is only moved back,
         never forward past what the group has consumed, as RocketMQ does."""
         h = ResetOffsetRequestHeader.from_ext_fields(request.ext_fields)
+        refusal = group_refusal(request, h.group)
+        if refusal is not None:
+            return refusal
         broker = self.broker
         tc = broker.topics.get(h.topic)
         if tc is None:
@@ -231,6 +235,9 @@ class OpsProcessor:
         self, conn: Connection, request: RemotingCommand
     ) -> RemotingCommand:
         h = CloneGroupOffsetRequestHeader.from_ext_fields(request.ext_fields)
+        refusal = group_refusal(request, h.dest_group)
+        if refusal is not None:
+            return refusal
         offsets = self.broker.offsets
         topics = [h.topic] if h.topic else sorted(offsets.topics_of_group(h.src_group))
         copied = 0

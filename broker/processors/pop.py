@@ -20,6 +20,8 @@ from broker.clients import normalize_subscription
 from broker.config import BrokerRole
 from broker.pop import Checkpoint, PopError
 from broker.processors.pull import tag_filter_of
+from broker.subscriptions import group_refusal
+from broker.topics import TOPIC_MAX_LENGTH
 from remoting.bodies import PERM_READ, SubscriptionData
 from remoting.codes import POLLING_TIMEOUT, ResponseCode
 from remoting.command import RemotingCommand, response_to
@@ -32,7 +34,7 @@ from remoting.headers import (
     PopMessageRequestHeader,
     PopMessageResponseHeader,
 )
-from remoting.receipt import Receipt, join_offset_info, real_topic
+from remoting.receipt import Receipt, join_offset_info, pop_retry_topic, real_topic
 
 if TYPE_CHECKING:
     from broker.broker import Broker
@@ -108,6 +110,20 @@ class PopProcessor:
                 ResponseCode.INVALID_PARAMETER,
                 f"queueId[{h.queue_id}] is illegal, topic:[{h.topic}] "
                 f"topicConfig.readQueueNums:[{tc.read_queue_nums}]",
+            )
+        refusal = group_refusal(request, h.consumer_group)
+        if refusal is not None:
+            return refusal
+        retry = pop_retry_topic(h.consumer_group, h.topic)
+        if len(retry.encode()) > TOPIC_MAX_LENGTH:
+            # 5.x allows 255 here (its records carry long topics); our store holds a topic
+            # to 127 bytes, so the messages of this pop could never be revived for a retry.
+            return response_to(
+                request,
+                ResponseCode.INVALID_PARAMETER,
+                f"group [{h.consumer_group}] cannot pop topic [{h.topic}]: their retry topic "
+                f"{retry} would be {len(retry)} characters, longer than the topic max length "
+                f"{TOPIC_MAX_LENGTH}; use a shorter group or topic name",
             )
         sgc = broker.subscription_groups.find(h.consumer_group)
         if sgc is None:

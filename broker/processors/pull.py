@@ -23,6 +23,7 @@ from broker.clients import normalize_subscription
 from broker.config import BrokerRole
 from broker.filter_sql import SqlFilterError, compile_sql
 from broker.long_polling import TagFilter
+from broker.subscriptions import group_refusal
 from remoting.bodies import PERM_READ, MessageModel, SubscriptionData
 from remoting.codes import ResponseCode
 from remoting.command import RemotingCommand, response_to
@@ -118,6 +119,9 @@ class PullProcessor:
                 ResponseCode.NO_PERMISSION,
                 f"the broker[{broker.address}] pulling message is forbidden",
             )
+        refusal = group_refusal(request, h.consumer_group)
+        if refusal is not None:
+            return refusal
         group_cfg = broker.subscription_groups.find(h.consumer_group)
         if group_cfg is None:
             return response_to(

@@ -27,11 +27,11 @@ from broker.config import BrokerRole
 from broker.timer import PROPERTY_TIMER_OUT_MS, TimerPropertyError, deliver_time_ms, has_trigger
 from broker.topics import (
     DLQ_GROUP_TOPIC_PREFIX,
-    NOT_ALLOWED_SEND_TOPICS,
     RETRY_GROUP_TOPIC_PREFIX,
     TIMER_TOPIC,
     TRANS_HALF_TOPIC,
     check_topic_name,
+    send_forbidden,
 )
 from broker.transaction import ensure_system_topics, is_half
 from remoting.bodies import PERM_READ, PERM_WRITE, TopicConfig
@@ -309,7 +309,7 @@ class SendProcessor:
         why = check_topic_name(topic)
         if why is not None:
             return response_to(request, ResponseCode.SYSTEM_ERROR, why)
-        if topic in NOT_ALLOWED_SEND_TOPICS:
+        if send_forbidden(topic):
             return response_to(
                 request,
                 ResponseCode.NO_PERMISSION,

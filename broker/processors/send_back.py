@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 import structlog
 
 from broker.processors.send import DLQ_QUEUE_NUMS
+from broker.subscriptions import group_refusal
 from broker.topics import DLQ_GROUP_TOPIC_PREFIX, retry_topic
 from remoting.bodies import PERM_READ, PERM_WRITE
 from remoting.codes import ResponseCode
@@ -56,6 +57,11 @@ class SendBackProcessor:
         broker = self.broker
         header = ConsumerSendMsgBackRequestHeader.from_ext_fields(request.ext_fields)
         group = header.group
+        # Before anything is created for it: %RETRY%<group> must be a topic the store takes,
+        # or the delayed copy would stop its delay level (see broker/schedule.py).
+        refusal = group_refusal(request, group)
+        if refusal is not None:
+            return refusal
         sgc = broker.subscription_groups.find(group)
         if sgc is None:
             return response_to(

@@ -102,7 +102,11 @@ async def test_the_allow_deny_matrix(acl_broker: Broker, signed: dict[str, Remot
             f"No default permission for topic={topic}",
         )
     assert (await sent("admin", "topicA"))[0] == ResponseCode.SUCCESS  # admin: everything
-    assert (await sent("white", "topicA"))[0] == ResponseCode.SUCCESS  # whitelisted address
+    # An account's whiteRemoteAddress no longer stands in for its signature.
+    assert await sent("white", "topicA") == (
+        ResponseCode.NO_PERMISSION,
+        "Check signature failed for accessKey=whiteKey",
+    )
 
     async def pulled(topic: str, group: str) -> int:
         return (await pull(signed["normal"], addr, topic, queue_id=0, group=group)).code
