@@ -19,8 +19,10 @@ from dataclasses import dataclass, field
 import structlog
 
 from broker.periodic import Periodic
-from remoting.command import RemotingCommand
+from remoting.codes import ResponseCode
+from remoting.command import RemotingCommand, response_to
 from remoting.connection import Connection
+from remoting.dispatch import send_response
 from store.dispatch import Arrival
 
 log = structlog.get_logger(__name__)
@@ -107,8 +109,15 @@ class PullHoldService:
             return
         try:
             self._rerun(pull.conn, pull.request)
-        except Exception:
+        except Exception as exc:
             log.exception("held_pull_rerun_failed", topic=key[0], queue_id=key[1])
+            # Answered all the same: the client learns at once, and the request leaves its
+            # connection's count (an unanswered one would hold its place for good).
+            send_response(
+                pull.conn,
+                pull.request,
+                response_to(pull.request, ResponseCode.SYSTEM_ERROR, f"held pull failed: {exc!r}"),
+            )
 
     def _expire(self, key: tuple[str, int], pull: HeldPull) -> None:
         pull.timer = None

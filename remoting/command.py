@@ -44,6 +44,10 @@ class RemotingCommand:
     language: int = LanguageCode.PYTHON
     version: int = PROTOCOL_VERSION
     serialize_type: int = SerializeType.JSON
+    # Which of its connection's counters a received request is in (``remoting.connection``
+    # sets it: IN_FLIGHT while awaiting its reply, PARKED while a long poll): counted out
+    # once however many ways its answer goes. Not part of the wire form.
+    slot: int = field(default=0, compare=False, repr=False)
 
     @classmethod
     def request(

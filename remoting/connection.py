@@ -18,10 +18,17 @@ whatever a channel sends):
 - at most ``max_in_flight`` requests per connection await their reply: at the limit the
   connection stops reading until replies go out, and so it does while its unsent replies are
   over the write buffer's high-water mark;
+- a long poll the broker parks (a pull or pop waiting for a message) leaves the in-flight
+  count, so parked polls never stop a connection's sends and heartbeats from being read;
+  at most ``PARKED_PER_IN_FLIGHT`` times ``max_in_flight`` are parked per connection, and
+  ``park`` refuses more (the broker then answers "no new message" at once);
 - a server hands on about ``FRAMES_PER_LOOP_TURN`` frames per turn of the event loop, shared
   by the connections that have more than that waiting (a read of a thousand pipelined
   requests is handed on over many turns, and every other connection is read in between);
-- ``sweep`` closes a connection whose frame stays incomplete for ``frame_read_timeout_s``.
+- ``sweep`` closes a connection whose frame stays incomplete for ``frame_read_timeout_s``;
+  the clock stops only while the server itself holds the reading back (in-flight limit,
+  turn share), not while the peer does by leaving its replies unread (it restarts each
+  time the peer drains them: a slow reader is not a stalled one).
 
 A request can travel either way on one connection (the broker asks a producer to check a
 transaction on the producer's own connection), so ``invoke`` lives here, not in the client.
@@ -65,6 +72,16 @@ SMALL_FRAME_BYTES = 64 * 1024
 # of them (one loop turn per 64 requests), twenty get 3 each.
 FRAMES_PER_LOOP_TURN = 64
 MIN_FRAMES_PER_TURN = 2
+
+# Long polls parked per connection, as a multiple of max_in_flight (1024 → 16,384). A Java or
+# C++ client shares one connection per broker among all the consumers of its process, one
+# parked pull per queue it reads: far more than the requests a client keeps in flight.
+PARKED_PER_IN_FLIGHT = 16
+
+# RemotingCommand.slot: which counter of its connection a received request is in.
+SLOT_NONE = 0  # answered (or never counted: a response, a command of our own)
+SLOT_IN_FLIGHT = 1
+SLOT_PARKED = 2
 
 _HEAD = struct.Struct(
     ">"
@@ -186,10 +203,14 @@ class Connection(asyncio.Protocol):
         self._max_header_bytes = max_header_bytes
         self._write_high = write_buffer_high_bytes
         self._max_in_flight = max_in_flight if max_in_flight is not None else 1 << 62
+        self._max_parked = (
+            PARKED_PER_IN_FLIGHT * max_in_flight if max_in_flight is not None else 1 << 62
+        )
         self.budget = budget
         self._reserved = 0  # charged to the budget for the incomplete frame
         # Requests handed to on_request whose reply has not gone out (see request_done).
         self.in_flight = 0
+        self.parked = 0  # long polls parked by the server (see park); not in flight
         # Frames read but not handed on yet: the connection was at max_in_flight, or its
         # writes were paused, when they arrived. Decoded only when their turn comes (so a
         # read of a thousand small requests is not decoded in one go); not in flight yet.
@@ -311,6 +332,7 @@ class Connection(asyncio.Protocol):
         if cmd.flag & 1:
             self._on_response(cmd)
         else:
+            cmd.slot = SLOT_IN_FLIGHT
             self.in_flight += 1
             self._on_request(self, cmd)
         return not self.closed
@@ -347,13 +369,41 @@ class Connection(asyncio.Protocol):
         """True while we do not read this peer (requests in flight, or replies unsent)."""
         return self._reading_paused
 
-    def request_done(self) -> None:
-        """One request handed to ``on_request`` is over: its reply is sent, or it was a
-        oneway request and its handler returned. ``dispatch.send_response`` calls this."""
-        if self.in_flight > 0:
-            self.in_flight -= 1
+    @property
+    def frame_clock_stopped(self) -> bool:
+        """True while the partial-frame deadline does not run: we hold the reading back
+        (in-flight limit, turn share). A pause the peer causes, by not taking its replies,
+        does not stop the clock, or a peer could hold a partial frame until the idle
+        timeout; each time the peer drains our replies (``resume_writing``) the clock
+        restarts instead."""
+        return self._reading_paused and not self._write_paused
+
+    def request_done(self, request: RemotingCommand) -> None:
+        """``request`` (handed to ``on_request``) is over: its reply is sent, or it was a
+        oneway request and its handler returned. ``dispatch.send_response`` calls this; a
+        request already counted out is not counted again (a oneway send answered once its
+        topic is routed passes here twice)."""
+        slot = request.slot
+        if slot == SLOT_NONE:
+            return
+        request.slot = SLOT_NONE
+        if slot == SLOT_PARKED:
+            self.parked -= 1
+            return
+        self.in_flight -= 1
         if self._unread or self._reading_paused:
             self._schedule_release()
+
+    def park(self, request: RemotingCommand) -> bool:
+        """Move ``request`` from in flight to parked (a long poll about to wait for a
+        message); False, and nothing moved, when this connection has as many parked as it
+        may: the caller then answers at once."""
+        if request.slot != SLOT_IN_FLIGHT or self.parked >= self._max_parked:
+            return False
+        self.request_done(request)
+        request.slot = SLOT_PARKED
+        self.parked += 1
+        return True
 
     def _schedule_release(self) -> None:
         # Never inline: a reply may be sent from inside on_request (an unknown code is
@@ -390,7 +440,7 @@ class Connection(asyncio.Protocol):
         if self._reading_paused and self.in_flight < self._max_in_flight:
             self._reading_paused = False
             self._pause_reason = None
-            if self._decoder.buffered_bytes:
+            if self._decoder.buffered_bytes and self._pause_reason is not ReadPause.WRITE_BUFFER:
                 # The half-read frame waited on us, not on the peer: restart its deadline.
                 self.partial_since = self._loop.time()
             if self.transport is not None:
@@ -499,10 +549,15 @@ class Connection(asyncio.Protocol):
         self._write_paused = False
         if self.closed:
             return
+        if self._decoder.buffered_bytes:
+            # The peer took a good share of our replies: it reads, however slowly, and its
+            # half-read frame waits on our back-pressure. Restart its deadline (a peer that
+            # never reads never gets here, and is closed at the deadline).
+            self.partial_since = self._loop.time()
         # Requests a lane gave back are in flight already: on again, uncounted.
         while self._held and not self._write_paused and not self.closed:
             self._on_request(self, self._held.popleft())
-        self._release()
+        self._schedule_release()
         self._wake_drainers(None)
 
     @property
@@ -694,7 +749,7 @@ def sweep(
         elif (
             frame_read_timeout_s > 0
             and conn.partial_since is not None
-            and not conn.reading_paused  # we stopped reading; the peer is not the slow one
+            and not conn.frame_clock_stopped  # we stopped reading; the peer is not the slow one
             and now - conn.partial_since > frame_read_timeout_s
         ):
             conn.abort(

@@ -422,7 +422,9 @@ class ProcessorTable:
         if response is not None:
             self._reply(conn, request, response)
         elif request.flag & 2:
-            conn.request_done()  # oneway: over when its handler returns
+            # Oneway: over when its handler returns, even if the handler arranged an answer
+            # for later (a send to a topic being routed); that answer does not count it again.
+            conn.request_done(request)
         # else the handler answers later, through send_response (a parked pull)
         slow = self.slow_request_s
         if slow is not None:
@@ -446,10 +448,10 @@ def send_response(conn: Connection, request: RemotingCommand, response: Remoting
     """Answer ``request`` on ``conn`` (nothing for oneway requests).
 
     Handlers that answer later (a parked pull, a send waiting for its flush) use this too.
-    Every request ends here or, oneway with nothing to say, in ``ProcessorTable.run``: the
-    connection counts it out of its requests in flight.
+    Every request ends here or, oneway, in ``ProcessorTable.run``: the connection counts it
+    out of its requests in flight (or parked), once.
     """
-    conn.request_done()
+    conn.request_done(request)
     if request.flag & 2:  # oneway: the peer expects nothing back
         return
     response.opaque = request.opaque

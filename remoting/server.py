@@ -62,8 +62,8 @@ class ServerConfig:
     frame_read_timeout_s: float = 10.0
     max_connections: int = 10_000
     partial_frame_budget_bytes: int = 256 * 1024 * 1024  # 16 frames of the 16 MiB maximum
-    # Four times the deepest window our benchmarks keep (256); a consumer's parked
-    # long-polling pulls count too, one per queue it reads from this broker.
+    # Four times the deepest window our benchmarks keep (256). Parked long polls are not
+    # counted here but apart, up to PARKED_PER_IN_FLIGHT times this per connection.
     max_in_flight_per_connection: int = 1024
     write_buffer_high_bytes: int = DEFAULT_WRITE_BUFFER_HIGH_BYTES
     backlog: int = 1024  # serverSocketBacklog

@@ -63,7 +63,10 @@ class EndTransactionProcessor:
                 from_check=h.from_transaction_check,
                 peer=conn.peer,
             )
-            return None
+            # Java clients send this oneway (nothing goes back then); Java's broker leaves a
+            # two-way one unanswered, which would keep its client waiting for the timeout
+            # and hold its place among the connection's requests in flight until then.
+            return response_to(request, ResponseCode.SUCCESS)
         if kind not in (TRANSACTION_COMMIT_TYPE, TRANSACTION_ROLLBACK_TYPE):
             return response_to(
                 request,

@@ -59,7 +59,14 @@ class PopProcessor:
         if refused is not None:
             return refused
         response = await self._pop_once(request, h)
-        if response.code == POLLING_TIMEOUT and h.poll_time > 0:
+        if (
+            response.code == POLLING_TIMEOUT
+            and h.poll_time > 0
+            # Never for a oneway pop (nobody waits for it), nor past the connection's parked
+            # limit: then the answer is "nothing" at once.
+            and not request.is_oneway
+            and conn.park(request)
+        ):
             # Nothing now: answer when a message comes or the poll time is up, off the lane.
             deadline = asyncio.get_running_loop().time() + min(h.poll_time, MAX_POLL_MS) / 1000
             task = asyncio.create_task(self._poll(conn, request, h, deadline))
@@ -202,8 +209,14 @@ class PopProcessor:
                 if response.code != POLLING_TIMEOUT or loop.time() >= deadline:
                     send_response(conn, request, response)
                     return
-        except Exception:
+        except Exception as exc:
             log.exception("pop_poll_failed", group=h.consumer_group, topic=h.topic)
+            # Answered all the same: the client is not left waiting for its timeout.
+            send_response(
+                conn,
+                request,
+                response_to(request, ResponseCode.SYSTEM_ERROR, f"pop poll failed: {exc!r}"),
+            )
 
     # ---------------------------------------------------------------- ack, change
 

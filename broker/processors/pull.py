@@ -44,6 +44,11 @@ FLAG_SUSPEND = 0x2
 FLAG_SUBSCRIPTION = 0x4
 FLAG_CLASS_FILTER = 0x8
 
+# The longest a pull is parked, whatever suspendTimeoutMillis asks (RocketMQ caps nothing).
+# Java clients ask 15 s (push), 20 s (lite pull, pull with block); one asking more is
+# answered "no new message" at this point and pulls again.
+MAX_SUSPEND_MS = 60_000
+
 _FAQ = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
 
 _STATUS_CODES = {
@@ -282,9 +287,18 @@ class PullProcessor:
         if allow_suspend and h.sys_flag & FLAG_COMMIT_OFFSET and self._is_master:
             broker.offsets.commit(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
 
-        if code == ResponseCode.PULL_NOT_FOUND and allow_suspend and h.sys_flag & FLAG_SUSPEND:
+        if (
+            code == ResponseCode.PULL_NOT_FOUND
+            and allow_suspend
+            and h.sys_flag & FLAG_SUSPEND
+            # A oneway pull is never parked: nobody waits for its answer, and parked oneway
+            # requests would cost nothing to pile up. Past the connection's parked limit the
+            # pull is answered "no new message" at once.
+            and not request.is_oneway
+            and conn.park(request)
+        ):
             timeout_ms = (
-                h.suspend_timeout_millis
+                min(max(h.suspend_timeout_millis, 0), MAX_SUSPEND_MS)
                 if broker.config.long_polling_enable
                 else broker.config.short_polling_time_ms
             )

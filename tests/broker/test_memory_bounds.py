@@ -10,9 +10,10 @@ config where the defaults would make an attack too big for CI:
   and one that stays incomplete for ``frameReadTimeoutMillis`` is closed too;
 - a header over ``maxHeaderBytes`` (the default) is refused before it is read, while a legal
   send whose properties escape to a 190 KiB JSON header is stored;
-- pipelining without reading: long-polling pulls (parked, never answered) and sends stop
-  being read at ``maxInFlightRequestsPerConnection`` (the default for pulls), and reading
-  resumes as replies go out;
+- pipelining without reading: sends stop being read at ``maxInFlightRequestsPerConnection``
+  and reading resumes as replies go out; long-polling pulls (parked, never answered) leave
+  the in-flight count and are parked up to their own limit, the rest answered at once
+  (``test_in_flight.py`` has the accounting's corner cases);
 - connections beyond ``maxConnections`` get SYSTEM_BUSY with a remark, then are closed,
   with one log line per interval.
 
@@ -41,6 +42,7 @@ from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
 from remoting.connection import (
     DEFAULT_WRITE_BUFFER_HIGH_BYTES,
+    PARKED_PER_IN_FLIGHT,
     SMALL_FRAME_BYTES,
     Connection,
     ReadPause,
@@ -68,7 +70,6 @@ MEASURE_S = 1.2  # the good client's sends while an attack runs...
 MIN_SAMPLES = 100  # ...and at least this many, so the p99 is not just the slowest
 BOUND_S = 5.0  # every wait for an attack to be dealt with
 GOOD_TOPIC = "TopicGood"
-DEFAULT_MAX_IN_FLIGHT = 1024  # maxInFlightRequestsPerConnection's default
 
 _PREFIX = struct.Struct(
     ">"
@@ -282,14 +283,17 @@ def test_the_decoder_refuses_a_long_header_from_its_prefix_fed_byte_by_byte() ->
 # ----------------------------------------------------------------------- pipelining
 
 
-async def test_pipelined_long_polls_stop_being_read_at_the_in_flight_limit(
-    broker: Broker, client: RemotingClient
+async def test_pipelined_long_polls_are_parked_to_their_own_limit(
+    start_broker: BrokerFactory, client: RemotingClient
 ) -> None:
-    """With the default limit: a client pipelines long-polling pulls that park and are never
-    answered (no write buffer fills up, so only the in-flight limit stops it)."""
+    """A client pipelines long-polling pulls that park and are never answered. Parked pulls
+    leave the in-flight count (so they never stop the connection being read); at most
+    PARKED_PER_IN_FLIGHT times the in-flight limit are parked, the rest are answered
+    PULL_NOT_FOUND at once."""
+    broker = await start_broker(max_in_flight_per_connection=64)
     await send_ok(client, broker.address, GOOD_TOPIC, b"warm-up")
     await send_ok(client, broker.address, "TopicParked", b"m0", queue_id=0)
-    limit = DEFAULT_MAX_IN_FLIGHT
+    limit = PARKED_PER_IN_FLIGHT * 64
     pulls = 2 * limit
     header = pull_header(
         "TopicParked",
@@ -309,14 +313,13 @@ async def test_pipelined_long_polls_stop_being_read_at_the_in_flight_limit(
         conn = server_side(broker, writer)
 
         async def attack(_measured: asyncio.Event) -> None:
-            pass  # under way already: the pulls are parked, the rest wait in the socket
+            pass  # under way already: the pulls are parked, the rest answered
 
         await attack_and_measure(client, broker, attack)
-        # Bounded: the rest of the pulls wait in the socket, not in the broker.
+        # Bounded: the rest of the pulls were answered at once, none is left in flight.
+        await wait_until(lambda: conn.in_flight == 0, "the surplus answered", BOUND_S)
         assert broker.pull_hold.count == limit
-        assert conn.in_flight == limit
-        assert conn.reading_paused
-        assert broker.server.budget.read_pauses[ReadPause.IN_FLIGHT] >= 1
+        assert conn.parked == limit
 
         # A message for the parked pulls answers them; reading resumes, every pull is
         # answered, and nothing is left counted in flight.
@@ -327,10 +330,10 @@ async def test_pipelined_long_polls_stop_being_read_at_the_in_flight_limit(
                 (length,) = struct.unpack(">i", await reader.readexactly(4))
                 await reader.readexactly(length)
                 answered += 1
-        await wait_until(lambda: conn.in_flight == 0, "in-flight count back to 0", BOUND_S)
+        await wait_until(lambda: conn.parked == 0, "parked count back to 0", BOUND_S)
+        assert conn.in_flight == 0
         assert not conn.reading_paused
         assert broker.pull_hold.count == 0
-        assert broker.server.config.max_in_flight_per_connection == DEFAULT_MAX_IN_FLIGHT
     finally:
         writer.transport.abort()
 
