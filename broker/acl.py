@@ -27,9 +27,10 @@ per request code the broker serves, says what the code needs: nothing more, an a
 account, or permissions on the topics and groups named by the header fields (or body, or
 stored message) the entry names: topics by ``topicPerms`` else ``defaultTopicPerm``, groups
 (as their retry topic) by ``groupPerms`` else ``defaultGroupPerm``. A code without an entry
-is an admin code. A refusal is NO_PERMISSION with RocketMQ's wording, logged as
-``acl_denied``. The file is re-read when it changes; a file that no longer parses keeps the
-rules in force and is logged.
+is an admin code; a topic clients may not send to (the broker's parking and system topics,
+not the trace topic) needs an admin account whatever the permissions say. A refusal is
+NO_PERMISSION with RocketMQ's wording, logged as ``acl_denied``. The file is re-read when it
+changes; a file that no longer parses keeps the rules in force and is logged.
 """
 
 from __future__ import annotations
@@ -46,13 +47,19 @@ from typing import TYPE_CHECKING, Any, Literal
 import structlog
 import yaml
 
-from broker.topics import SCHEDULE_TOPIC, TIMER_TOPIC, TRACE_TOPIC, TRANS_HALF_TOPIC
+from broker.topics import (
+    SCHEDULE_TOPIC,
+    TIMER_TOPIC,
+    TRACE_TOPIC,
+    TRANS_HALF_TOPIC,
+    send_forbidden,
+)
 from remoting.acl import ACCESS_KEY, SIGNATURE, signature, signed_content
 from remoting.bodies import HeartbeatData, LockBatchBody
 from remoting.codes import RequestCode
 from remoting.command import RemotingCommand
 from remoting.errors import ConfigError, NoPermissionError
-from store.message_codec import PROPERTY_REAL_TOPIC, decode_properties
+from store.message_codec import PROPERTY_REAL_TOPIC, RecordInfo, decode_properties
 
 if TYPE_CHECKING:
     from store.message_store import MessageStore
@@ -245,9 +252,10 @@ class Need:
     """One resource a request touches and the permission it needs on it.
 
     ``kind``: a ``topic`` or a ``group`` whose name is in the ext field ``where``; ``stored``:
-    the topic of the stored message whose commit-log offset is in the ext field ``where`` (a
-    half, delayed or timer message counts as its real topic); ``heartbeat`` and ``lock``: the
-    groups and topics a HEART_BEAT or LOCK_BATCH_MQ/UNLOCK_BATCH_MQ body names. A topic
+    the topic of the stored message whose commit-log offset is in the ext field ``where``
+    (which must start a record; a half, delayed or timer message counts as its real topic);
+    ``heartbeat`` and ``lock``: the groups and topics a HEART_BEAT or
+    LOCK_BATCH_MQ/UNLOCK_BATCH_MQ body names. A topic
     ``%RETRY%<group>`` is that group's, and needs SUB on the group whatever ``perm`` says.
     An absent field refuses the request unless ``optional``.
     """
@@ -359,6 +367,25 @@ PERMISSIONS: Mapping[int, Rule] = {
 
 # Where delayed, timer and half messages wait; such a message belongs to its REAL_TOPIC.
 _PARKING_TOPICS = frozenset({SCHEDULE_TOPIC, TIMER_TOPIC, TRANS_HALF_TOPIC})
+
+
+def owner_topic(info: RecordInfo) -> str:
+    """The topic a stored message belongs to: its REAL_TOPIC while it waits in a parking
+    topic (delayed, timer, half), else the topic it is stored under."""
+    if info.topic in _PARKING_TOPICS:
+        real = decode_properties(info.properties).get(PROPERTY_REAL_TOPIC)
+        if real:
+            return real
+    return info.topic
+
+
+def admin_only_topic(topic: str) -> bool:
+    """Whether only an admin account may name ``topic`` in a request: the broker's own topics
+    clients may not send to (``send_forbidden``: the parking topics, transaction op and
+    check topics, pop revive logs, TBW102, …). Holding SUB on them, as a defaultTopicPerm
+    gives, would read other topics' delayed, timer and uncommitted messages. The trace topic
+    stays open: trace readers hold SUB on it."""
+    return send_forbidden(topic)
 
 
 def resources_of(
@@ -519,6 +546,9 @@ class PlainAcl:
             return  # 4.9: an admin without topicPerms/groupPerms may touch anything
         for resource, perm in resources_of(request, rule, self._stored_topic).items():
             is_group = resource.startswith(RETRY_PREFIX)
+            if not is_group and not acct.admin and admin_only_topic(resource):
+                why = f"Need admin permission for system topic={resource}"
+                raise NoPermissionError(f"{why}, but accessKey={ak} is not")
             owned = acct.resources.get(resource)
             if owned is None:
                 owned = acct.default_group_perm if is_group else acct.default_topic_perm
@@ -527,17 +557,13 @@ class PlainAcl:
                 raise NoPermissionError(f"No default permission for {what}")
 
     def _stored_topic(self, commit_log_offset: int) -> str | None:
-        """The topic the message at ``commit_log_offset`` belongs to, None if there is none."""
-        if self.messages is None or commit_log_offset < 0:
+        """The topic the message at ``commit_log_offset`` (a client's word) belongs to, None
+        unless a record starts there: a forged record inside a message body would name any
+        topic its sender likes."""
+        if self.messages is None:
             return None
-        info = self.messages.commit_log.record_info(commit_log_offset)
-        if info is None:
-            return None
-        if info.topic in _PARKING_TOPICS:
-            real = decode_properties(info.properties).get(PROPERTY_REAL_TOPIC)
-            if real:
-                return real
-        return info.topic
+        info = self.messages.record_at(commit_log_offset)
+        return None if info is None else owner_topic(info)
 
     # The RPC hook interface (remoting.dispatch.RPCHook).
 

@@ -514,6 +514,32 @@ class CommitLog:
         except RecordError:
             return None
 
+    def walks_to(self, from_offset: int, commit_log_offset: int, max_records: int) -> bool:
+        """Whether stepping record by record (TOTALSIZE, and a BLANK to the next segment)
+        from ``from_offset``, where a record starts, lands on ``commit_log_offset`` within
+        ``max_records`` steps: that a record starts there, for bytes not dispatched yet."""
+        pos = max(from_offset, self.min_offset)
+        for _ in range(max_records):
+            if pos >= commit_log_offset:
+                break
+            mf = self.files.find(pos)
+            if mf is None:
+                return False
+            rel = pos - mf.start_offset
+            if rel + 8 > mf.wrote_position:
+                if mf.wrote_position < mf.file_bytes:
+                    return False  # the end of what is written
+                pos = mf.start_offset + mf.file_bytes  # a full segment's last few bytes
+                continue
+            total, magic = RECORD_HEAD.unpack_from(mf.view, rel)
+            if magic == BLANK_MAGIC_CODE:
+                pos = mf.start_offset + mf.file_bytes
+            elif magic == MESSAGE_MAGIC_CODE and total > 0:
+                pos += total
+            else:
+                return False
+        return pos == commit_log_offset
+
     def store_timestamp(self, offset: int, size: int) -> int:
         """STORETIMESTAMP of the record at ``offset``, -1 if it is gone."""
         mf = self.files.find(offset)

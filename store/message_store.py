@@ -47,6 +47,7 @@ from store.message_codec import (
     TRANSACTION_TYPE_MASK,
     MessageBatch,
     MessageInner,
+    RecordInfo,
     decode_properties,
     encode_properties,
 )
@@ -63,6 +64,9 @@ if TYPE_CHECKING:
     from store.ha import HAService
 
 log = structlog.get_logger(__name__)
+
+# How many records past the dispatch position ``record_at`` steps through at most (a few ms).
+MAX_UNDISPATCHED_WALK = 10_000
 
 # Transfer caps per pull (maxTransferCountOnMessageInMemory / ...BytesOnMessageInMemory and
 # the on-disk pair) and the share of RAM that counts as "in memory".
@@ -506,9 +510,43 @@ class MessageStore:
         log.info("topic_queues_deleted", topic=topic, queues=removed)
         return removed
 
-    def look_message_by_offset(self, commit_log_offset: int) -> bytes | None:
-        """The whole stored record at a commit-log offset (VIEW_MESSAGE_BY_ID)."""
+    def record_at(self, commit_log_offset: int) -> RecordInfo | None:
+        """The record at a commit-log offset a client named (VIEW_MESSAGE_BY_ID, the ACL's
+        look at a stored message's topic), None unless a record really starts there.
+
+        Any bytes decode as some record, and a message body can carry a forged one naming any
+        topic, with a body CRC computed to match; so neither the decode nor the CRC proves
+        much. A record does start there if the consume-queue entry its header names (topic,
+        queue, queue offset) points at this offset with this size, or, for a record not
+        dispatched yet, if stepping from where dispatch stands lands on it. RocketMQ decodes
+        whatever lies at the offset.
+        """
+        if commit_log_offset < 0:
+            return None
         info = self.commit_log.record_info(commit_log_offset)
+        if info is None or info.commit_log_offset != commit_log_offset:
+            return None
+        cq = self.queues.get(info.topic, info.queue_id)
+        entry = cq.entry(info.queue_offset) if cq is not None else None
+        if entry is not None:
+            return info if entry[:2] == (commit_log_offset, info.total_size) else None
+        reput = self.dispatch.reput_from_offset
+        if commit_log_offset >= reput and self.commit_log.walks_to(
+            reput, commit_log_offset, MAX_UNDISPATCHED_WALK
+        ):
+            return info
+        return None
+
+    def look_message_by_offset(
+        self, commit_log_offset: int, *, verify: bool = False
+    ) -> bytes | None:
+        """The whole stored record at a commit-log offset; with ``verify`` (an offset a client
+        named) only if a record really starts there (``record_at``)."""
+        info = (
+            self.record_at(commit_log_offset)
+            if verify
+            else self.commit_log.record_info(commit_log_offset)
+        )
         if info is None:
             return None
         got = self.commit_log.read(commit_log_offset, info.total_size)
@@ -524,7 +562,8 @@ class MessageStore:
     def query_message(
         self, topic: str, key: str, max_num: int, begin_ms: int, end_ms: int
     ) -> QueryResult:
-        """Records whose key (or UNIQ_KEY) hashes like ``key`` within the time range."""
+        """Records whose key (or UNIQ_KEY) hashes like ``key`` within the time range; the
+        caller keeps those that are of ``topic`` and carry ``key`` (hashes collide)."""
         if self.index is None:
             return QueryResult([], 0, 0)
         found = self.index.query(topic, key, min(max_num, MAX_QUERY_NUM), begin_ms, end_ms)
