@@ -17,9 +17,10 @@ than ``transactionTimeOut`` (or its CHECK_IMMUNITY_TIME_IN_SECONDS) gets one mor
 TRANSACTION_CHECK_TIMES, is appended again (so the scan can move past it and still find it
 next time) and CHECK_TRANSACTION_STATE goes to a live producer of its group with the new
 offsets; the producer answers with END_TRANSACTION. After ``transactionCheckMax`` checks it
-goes to ``TRANS_CHECK_MAX_TIME_TOPIC`` and counts as rolled back. The half and op offsets of
-``CID_RMQ_SYS_TRANS`` live in consumerOffset.json, so a restarted broker carries on where it
-stopped; the op queue makes a re-scan harmless.
+goes to ``TRANS_CHECK_MAX_TIME_TOPIC`` and counts as rolled back; a store that refuses that
+copy for now (a full disk) holds the scan there (``transaction_discard_refused``). The half
+and op offsets of ``CID_RMQ_SYS_TRANS`` live in consumerOffset.json, so a restarted broker
+carries on where it stopped; the op queue makes a re-scan harmless.
 
 A half message the store refuses to append again for good (its properties, with the check
 count added, over 32 KiB; its body over a since lowered maxMessageSize) is *set aside*
@@ -238,8 +239,8 @@ class TransactionService:
             times = _int(props.get(PROPERTY_CHECK_TIMES), 0)
             reserved_ms = broker.config.store.file_reserved_hours * 3_600_000
             if times >= self.check_max or started_ms - info.store_timestamp > reserved_ms:
-                await self._discard(info, inner, props, times)
-                done.discarded += 1
+                if not await self._discard(info, inner, props, times, done):
+                    break  # the store refused for now; try again next round
                 position += 1
                 continue
             if info.store_timestamp >= started_ms:
@@ -258,12 +259,17 @@ class TransactionService:
                 appended = await self._append_half(inner, props)
                 if appended is None:
                     break  # the store refused for now; try again next round
-                if isinstance(appended, PutResult):
-                    # Never checked then: its producer may still END_TRANSACTION it.
-                    self._set_aside(info, props, appended, done)
-                else:
-                    done.renewed += 1
                 position += 1
+                if isinstance(appended, AppendResult):
+                    done.renewed += 1
+                    continue
+                # No copy will come back to be checked when its immunity ends: ask now, one
+                # last time, at its own offsets (END_TRANSACTION still decides it).
+                self._set_aside(info, props, appended, done)
+                if self._send_check(inner, props, _as_appended(info)):
+                    done.checked += 1
+                else:
+                    done.no_producer += 1
                 continue
             props[PROPERTY_CHECK_TIMES] = str(times + 1)
             appended = await self._append_half(inner, props)
@@ -346,9 +352,19 @@ class TransactionService:
         )
 
     async def _discard(
-        self, info: RecordInfo, inner: MessageInner, props: dict[str, str], times: int
-    ) -> None:
-        """``resolveDiscardMsg``: kept for inspection in TRANS_CHECK_MAX_TIME_TOPIC."""
+        self,
+        info: RecordInfo,
+        inner: MessageInner,
+        props: dict[str, str],
+        times: int,
+        done: CheckRound,
+    ) -> bool:
+        """``resolveDiscardMsg``: kept for inspection in TRANS_CHECK_MAX_TIME_TOPIC.
+
+        Returns:
+            Whether the scan may move past it: False for a refusal that may pass (a full
+            disk), so that the copy is not lost; a refusal for good sets it aside.
+        """
         broker = self.broker
         broker.topics.create_internal(TRANS_CHECK_MAX_TIME_TOPIC, 1, PERM_READ | PERM_WRITE)
         inner.topic = TRANS_CHECK_MAX_TIME_TOPIC
@@ -357,7 +373,18 @@ class TransactionService:
         inner.wait_store_msg_ok = False
         inner.delay_level = 0
         result = await broker.store.put_message(inner)
+        if not result.status.stored:
+            if not refused_for_good(result.status):
+                log.warning(
+                    "transaction_discard_refused",
+                    half_offset=info.queue_offset,
+                    status=result.status.name,
+                    remark=result.remark,
+                )
+                return False
+            self._set_aside(info, props, result, done)
         self.discarded += 1
+        done.discarded += 1
         log.warning(
             "transaction_discarded",
             producer_group=props.get(PROPERTY_PRODUCER_GROUP),
@@ -367,6 +394,7 @@ class TransactionService:
             half_offset=info.queue_offset,
             kept=result.status.stored,
         )
+        return True
 
     def _send_check(
         self, inner: MessageInner, props: dict[str, str], appended: AppendResult

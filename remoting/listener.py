@@ -164,29 +164,57 @@ class Listener:
     async def _sniff(self, loop: asyncio.AbstractEventLoop, sock: socket.socket) -> None:
         """Peek at the first byte (the client speaks first in every protocol served here)
         and hand the socket to a plain or a TLS transport."""
-        sock.setblocking(False)
-        deadline = loop.time() + self.sniff_timeout_s
-        first = b""
         try:
-            while True:
-                try:
-                    first = sock.recv(1, socket.MSG_PEEK)
-                    break
-                except (BlockingIOError, InterruptedError):
-                    if loop.time() > deadline:
-                        raise TimeoutError from None
-                    await asyncio.sleep(0.005)
-            if not first:
-                raise ConnectionError("closed before it spoke")
-            tls = first[0] == TLS_HANDSHAKE_RECORD
+            sock.setblocking(False)
+            async with asyncio.timeout(self.sniff_timeout_s):
+                first = await _peek_first_byte(loop, sock)
+            tls = first == TLS_HANDSHAKE_RECORD
             await loop.connect_accepted_socket(
                 self.protocol_factory, sock, ssl=self.ssl_context if tls else None
             )
-        except (OSError, TimeoutError, ssl.SSLError) as exc:
+        except (OSError, ssl.SSLError) as exc:  # TimeoutError included
             log.info(
                 "tls_sniff_failed server=%s error=%s", self.name, str(exc) or type(exc).__name__
             )
             sock.close()
+        except BaseException:
+            # Cancelled by shutdown (or a bug): the socket is ours until a transport has
+            # taken it, and one that failed has let go of it (both loops close it then), so
+            # close it here; a second close is harmless.
+            sock.close()
+            raise
+
+
+async def _peek_first_byte(loop: asyncio.AbstractEventLoop, sock: socket.socket) -> int:
+    """The socket's first byte, left in it for the transport.
+
+    Waits for the socket to become readable (``add_reader``, which uvloop and the stdlib loop
+    both offer for a socket no transport holds) instead of polling it.
+
+    Raises:
+        ConnectionError: the peer closed before it sent a byte.
+    """
+    while True:
+        try:
+            first = sock.recv(1, socket.MSG_PEEK)
+        except (BlockingIOError, InterruptedError):
+            pass
+        else:
+            if not first:
+                raise ConnectionError("closed before it spoke")
+            return first[0]
+        readable: asyncio.Future[None] = loop.create_future()
+        fd = sock.fileno()
+        loop.add_reader(fd, _wake, readable)
+        try:
+            await readable
+        finally:
+            loop.remove_reader(fd)
+
+
+def _wake(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
 
 
 def stream_listener(
