@@ -304,7 +304,8 @@ async def _ping(args: argparse.Namespace) -> int:
             # A healthcheck asks "is it serving?", not "is it who it says": without a CA
             # to check against, an encrypted unchecked connection is the useful default.
             ssl_context = client_context(args.tls_ca, verify=args.tls_ca is not None)
-        async with RemotingClient(ClientConfig(ssl_context=ssl_context)) as client:
+        config = ClientConfig(connect_timeout_s=args.timeout, ssl_context=ssl_context)
+        async with RemotingClient(config) as client:
             response = await client.invoke(args.address, request, args.timeout)
     except (RocketMQError, OSError, ValueError, ssl.SSLError) as exc:
         print(f"aerolite ping: {args.address}: {exc}", file=sys.stderr)

@@ -12,6 +12,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import IO
 
 import pytest
 
@@ -24,11 +25,15 @@ from remoting.route import TopicRouteData
 FREE_METRICS = ("--set", "metricsPort=0")
 
 
-def _start(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+def _start(
+    *args: str, env: dict[str, str] | None = None, stderr: IO[str] | int = subprocess.PIPE
+) -> subprocess.Popen[str]:
+    """A broker CLI process. A test that does not read its stderr passes a file: a pipe nobody
+    reads fills up (PYTHONASYNCIODEBUG's tracebacks fill it fast) and stalls the process."""
     return subprocess.Popen(
         [sys.executable, "-m", "broker", *args],
         stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+        stderr=stderr,
         text=True,
         env=env,
     )

@@ -314,6 +314,7 @@ async def test_standalone_serves_its_name_server_under_the_brokers_tls_mode(
 ) -> None:
     # One process, one TLS setting: its name server was built without it and took plaintext
     # beside an enforcing broker.
+    stderr = (tmp_path / "standalone.err").open("w")
     proc = _start(
         "standalone",
         "--store",
@@ -329,6 +330,7 @@ async def test_standalone_serves_its_name_server_under_the_brokers_tls_mode(
         f"tlsServerCertPath={cert.cert}",
         "--set",
         f"tlsServerKeyPath={cert.key}",
+        stderr=stderr,
     )
     try:
         assert proc.stdout is not None
@@ -358,7 +360,16 @@ async def test_standalone_serves_its_name_server_under_the_brokers_tls_mode(
         for flags, ok in (((), False), (("--tls",), True), (("--tls-ca", str(cert.cert)), True)):
             ping = await asyncio.to_thread(
                 subprocess.run,
-                [sys.executable, "-m", "broker", "ping", *flags, addrs["broker"]],
+                [
+                    sys.executable,
+                    "-m",
+                    "broker",
+                    "ping",
+                    "--timeout",
+                    "15",
+                    *flags,
+                    addrs["broker"],
+                ],
                 capture_output=True,
                 text=True,
                 timeout=30,
@@ -366,3 +377,4 @@ async def test_standalone_serves_its_name_server_under_the_brokers_tls_mode(
             assert (ping.returncode == 0) == ok, (flags, ping.stdout, ping.stderr)
     finally:
         _stop(proc)
+        stderr.close()
