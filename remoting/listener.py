@@ -33,6 +33,9 @@ StreamHandler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable
 
 DEFAULT_BACKLOG = 1024
 DEFAULT_SNIFF_TIMEOUT_S = 10.0  # permissive: how long a silent new client may wait
+# A TLS handshake not done by then closes the connection (Netty's SslHandler default; asyncio's
+# 60 s let a stranger hold thousands of sockets that no limit counts, mid-handshake).
+DEFAULT_HANDSHAKE_TIMEOUT_S = 10.0
 _STREAM_LIMIT_BYTES = 1 << 16  # asyncio's default StreamReader limit
 
 
@@ -43,6 +46,7 @@ class Listener:
         protocol_factory: makes the protocol of each accepted connection.
         tls_mode: ``ssl_context`` is required unless it is disabled.
         sniff_timeout_s: permissive mode: a new connection silent this long is closed.
+        handshake_timeout_s: a TLS handshake not complete by then closes the connection.
         name: for log lines.
 
     Raises:
@@ -59,6 +63,7 @@ class Listener:
         ssl_context: ssl.SSLContext | None = None,
         backlog: int = DEFAULT_BACKLOG,
         sniff_timeout_s: float = DEFAULT_SNIFF_TIMEOUT_S,
+        handshake_timeout_s: float = DEFAULT_HANDSHAKE_TIMEOUT_S,
         name: str = "listener",
     ) -> None:
         if tls_mode is not TlsMode.DISABLED and ssl_context is None:
@@ -70,6 +75,7 @@ class Listener:
         self.ssl_context = ssl_context
         self.backlog = backlog
         self.sniff_timeout_s = sniff_timeout_s
+        self.handshake_timeout_s = handshake_timeout_s
         self.name = name
         self._server: asyncio.Server | None = None
         # permissive mode accepts by itself
@@ -98,13 +104,15 @@ class Listener:
             )
             self.port = int(self._sock.getsockname()[1])
         else:
+            tls = self.tls_mode is TlsMode.ENFORCING
             self._server = await loop.create_server(
                 self.protocol_factory,
                 self.host,
                 self.port,
                 backlog=self.backlog,
                 reuse_address=True,
-                ssl=self.ssl_context if self.tls_mode is TlsMode.ENFORCING else None,
+                ssl=self.ssl_context if tls else None,
+                ssl_handshake_timeout=self.handshake_timeout_s if tls else None,
             )
             self.port = int(self._server.sockets[0].getsockname()[1])
         return self.port
@@ -170,7 +178,10 @@ class Listener:
                 first = await _peek_first_byte(loop, sock)
             tls = first == TLS_HANDSHAKE_RECORD
             await loop.connect_accepted_socket(
-                self.protocol_factory, sock, ssl=self.ssl_context if tls else None
+                self.protocol_factory,
+                sock,
+                ssl=self.ssl_context if tls else None,
+                ssl_handshake_timeout=self.handshake_timeout_s if tls else None,
             )
         except (OSError, ssl.SSLError) as exc:  # TimeoutError included
             log.info(

@@ -1,8 +1,11 @@
 """The permissive listener's sniff (review of M11, finding 7): a new socket waits for its first
 byte without polling, is closed when it stays silent past the sniff timeout, and is closed
-when the listener shuts down while it is still being sniffed.
+when the listener shuts down while it is still being sniffed. And a TLS handshake that never
+completes is given up after the listener's handshake timeout, in both TLS modes (asyncio's
+default kept such a socket 60 s, uncounted by any connection limit).
 
-The clients here never speak, so the TLS context is never used: a bare server context will do.
+The sniff's clients never speak, so the TLS context is never used: a bare server context will
+do there; the handshake test uses a real certificate.
 """
 
 from __future__ import annotations
@@ -12,9 +15,13 @@ import contextlib
 import ssl
 import time
 from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
 
 from remoting.listener import Listener
-from remoting.tls import TlsMode
+from remoting.tls import TlsMode, server_context
+from tests.remoting.test_tls import make_cert
 
 SILENT_CLIENTS = 128
 IDLE_S = 0.5
@@ -92,3 +99,35 @@ async def test_silent_clients_being_sniffed_cost_no_cpu() -> None:
         assert not any(closed)
         for _reader, writer in clients:
             writer.close()
+
+
+# The first bytes of a TLS record carrying a ClientHello, and no more: a client stalled in
+# its handshake.
+STALLED_HELLO = bytes([0x16, 0x03, 0x01, 0x02, 0x00])
+
+
+@pytest.mark.parametrize("mode", [TlsMode.ENFORCING, TlsMode.PERMISSIVE])
+async def test_a_stalled_tls_handshake_is_closed_at_the_handshake_timeout(
+    mode: TlsMode, tmp_path: Path
+) -> None:
+    cert = make_cert(tmp_path)
+    listener = Listener(
+        asyncio.Protocol,
+        "127.0.0.1",
+        0,
+        tls_mode=mode,
+        ssl_context=server_context(cert.cert, cert.key),
+        handshake_timeout_s=0.3,
+        name="test",
+    )
+    await listener.start()
+    try:
+        reader, writer = await silent(listener.port)
+        writer.write(STALLED_HELLO)
+        started = time.monotonic()
+        assert await closed_by_server(reader, 5.0), "a stalled handshake was kept past 5 s"
+        assert time.monotonic() - started > 0.2
+        writer.close()
+    finally:
+        listener.close()
+        await listener.wait_closed()
