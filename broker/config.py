@@ -331,6 +331,17 @@ def _check_port(key: str, port: int) -> None:
 
 
 # camelCase key → (section, field). Section "" is the top-level config, "store" its store.
+# ServerSettings' listener limits, the same keys for a broker and a name server.
+_LISTENER_KEYS: dict[str, tuple[str, str]] = {
+    "maxConnections": ("", "max_connections"),
+    "maxHeaderBytes": ("", "max_header_bytes"),
+    "partialFrameBudgetBytes": ("", "partial_frame_budget_bytes"),
+    "frameReadTimeoutMillis": ("", "frame_read_timeout_ms"),
+    "maxInFlightRequestsPerConnection": ("", "max_in_flight_per_connection"),
+    "writeBufferHighWaterMark": ("", "write_buffer_high_water_mark"),
+    "serverSocketBacklog": ("", "server_socket_backlog"),
+}
+
 BROKER_KEYS: dict[str, tuple[str, str]] = {
     "brokerClusterName": ("", "broker_cluster_name"),
     "brokerName": ("", "broker_name"),
@@ -383,13 +394,7 @@ BROKER_KEYS: dict[str, tuple[str, str]] = {
     "aclFilePath": ("", "acl_file_path"),
     "metricsEnable": ("", "metrics_enable"),
     "metricsPort": ("", "metrics_port"),
-    "maxConnections": ("", "max_connections"),
-    "maxHeaderBytes": ("", "max_header_bytes"),
-    "partialFrameBudgetBytes": ("", "partial_frame_budget_bytes"),
-    "frameReadTimeoutMillis": ("", "frame_read_timeout_ms"),
-    "maxInFlightRequestsPerConnection": ("", "max_in_flight_per_connection"),
-    "writeBufferHighWaterMark": ("", "write_buffer_high_water_mark"),
-    "serverSocketBacklog": ("", "server_socket_backlog"),
+    **_LISTENER_KEYS,
     "tlsServerMode": ("", "tls_server_mode"),
     "tlsServerCertPath": ("", "tls_server_cert_path"),
     "tlsServerKeyPath": ("", "tls_server_key_path"),
@@ -435,13 +440,7 @@ NAMESRV_KEYS: dict[str, tuple[str, str]] = {
     "scanNotActiveBrokerInterval": ("", "scan_not_active_broker_interval_ms"),
     "metricsEnable": ("", "metrics_enable"),
     "metricsPort": ("", "metrics_port"),
-    "maxConnections": ("", "max_connections"),
-    "maxHeaderBytes": ("", "max_header_bytes"),
-    "partialFrameBudgetBytes": ("", "partial_frame_budget_bytes"),
-    "frameReadTimeoutMillis": ("", "frame_read_timeout_ms"),
-    "maxInFlightRequestsPerConnection": ("", "max_in_flight_per_connection"),
-    "writeBufferHighWaterMark": ("", "write_buffer_high_water_mark"),
-    "serverSocketBacklog": ("", "server_socket_backlog"),
+    **_LISTENER_KEYS,
     "tlsServerMode": ("", "tls_server_mode"),
     "tlsServerCertPath": ("", "tls_server_cert_path"),
     "tlsServerKeyPath": ("", "tls_server_key_path"),

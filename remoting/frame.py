@@ -54,7 +54,7 @@ MAX_HEADER_BYTES = 0xFFFFFF  # the header length has 24 bits
 # The longest header a server accepts by default. The largest legal requests are sends: their
 # header carries the message's properties, which the store caps at 32,767 bytes (Apache's
 # MessageDecoder and CommitLog do the same); JSON writes each control character, the property
-# separators \u0001 and \u0002 included, as a 6-byte \uXXXX escape, so those properties
+# separators \u0001 and \u0002 included, as a 6-byte "\u" escape, so those properties
 # can take up to 6 x 32,767 = 196,602 bytes of header, plus the topic, group and a few short
 # fields. 256 KiB never refuses a request the broker could store, and decodes in a few ms.
 DEFAULT_MAX_HEADER_BYTES = 256 * 1024
