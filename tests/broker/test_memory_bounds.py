@@ -369,7 +369,9 @@ async def test_pipelined_sends_of_clients_that_never_read_are_held_to_the_limit(
 
     try:
         await attack_and_measure(client, broker, flood)
-        assert most_in_flight == limit
+        # Sampled every 2 ms, so a reply may land between the limit and the sample; the
+        # read pauses below prove each flooder reached it, this that none went past it.
+        assert limit // 2 < most_in_flight <= limit
         assert deepest_lane <= len(conns) * limit + 1
         assert broker.server.budget.read_pauses[ReadPause.IN_FLIGHT] >= len(conns)
     finally:
