@@ -6,8 +6,8 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
-PACKAGES := broker remoting store client
-LINTED := $(PACKAGES) pyspark_aerolite.py examples
+PACKAGES := broker remoting store client codec
+LINTED := $(PACKAGES) pyspark_aerolite.py setup.py examples
 
 .PHONY: help install fmt lint type test test-asyncio bench bench-peers check run interop cluster fuzz docker clean
 
@@ -16,7 +16,7 @@ help:  ## list the targets
 
 $(STAMP): pyproject.toml tests/e2e/js/package-lock.json
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet --upgrade pip setuptools
 	@# The spark extra (pyspark, pyarrow) is part of the suite: tests/spark run the connector.
 	$(PY) -m pip install --quiet -e '.[dev,spark]'
 	@# ali-ons for tests/e2e (they skip without node); npm ci reinstalls from the lock file.
@@ -26,7 +26,16 @@ $(STAMP): pyproject.toml tests/e2e/js/package-lock.json
 	fi
 	@touch $(STAMP)
 
-install: $(STAMP)  ## create .venv and install the project with its dev extras
+# The codec's compiled speedups (setup.py), rebuilt in place when a .pyx changes; without a
+# C compiler the build says so and the pure-Python codec runs. The last line says which.
+SPEEDUPS_STAMP := $(VENV)/.speedups
+
+$(SPEEDUPS_STAMP): $(STAMP) setup.py $(wildcard codec/*.pyx)
+	@$(PY) setup.py --quiet build_ext --inplace 2>&1 | grep -v -e '^warning: ' -e '^$$' || true
+	@$(PY) -c "import codec; print('aerolite codec speedups:', codec.SPEEDUPS)"
+	@touch $(SPEEDUPS_STAMP)
+
+install: $(STAMP) $(SPEEDUPS_STAMP)  ## create .venv and install the project with its dev extras (and build the speedups)
 
 fmt: install  ## format the code
 	$(VENV)/bin/ruff format $(LINTED) tests
@@ -92,3 +101,4 @@ docker:  ## build the image (needs a Docker engine)
 
 clean:  ## remove the venv and caches
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis build dist *.egg-info
+	rm -f codec/_c*.c codec/_c*.so codec/_c*.html

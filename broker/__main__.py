@@ -19,7 +19,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import importlib.metadata
 import os
+import platform
 import signal
 import ssl
 import sys
@@ -30,6 +32,7 @@ from pathlib import Path
 
 import structlog
 
+import codec
 from broker.broker import Broker
 from broker.cluster import (
     DEFAULT_SUBNET,
@@ -67,6 +70,24 @@ log = structlog.get_logger(__name__)
 EXIT_START = 2
 
 
+def _version() -> str:
+    """``aerolite 0.1.0 (CPython 3.11.7, speedups: compiled)``."""
+    try:
+        version = importlib.metadata.version("aerolite")
+    except importlib.metadata.PackageNotFoundError:  # run from a source tree
+        version = "unknown"
+    python = f"{platform.python_implementation()} {platform.python_version()}"
+    return f"aerolite {version} ({python}, speedups: {codec.SPEEDUPS})"
+
+
+class _PrintVersion(argparse.Action):
+    """``--version`` printed on one line (argparse's own action wraps it to the terminal)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *_args: object, **_kw: object) -> None:
+        print(_version())
+        parser.exit()
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="aerolite",
@@ -76,6 +97,9 @@ def _parser() -> argparse.ArgumentParser:
         "--log-level", default="info", choices=["debug", "info", "warning", "error"]
     )
     parser.add_argument("--log-json", action="store_true", default=None, help="JSON log lines")
+    parser.add_argument(
+        "--version", nargs=0, action=_PrintVersion, help="version, Python, codec speedups"
+    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def common(p: argparse.ArgumentParser) -> None:

@@ -54,12 +54,12 @@ from broker.topics import (
     TRANS_HALF_TOPIC,
     send_forbidden,
 )
+from codec import PROPERTY_REAL_TOPIC, RecordInfo, decode_properties
 from remoting.acl import ACCESS_KEY, SIGNATURE, signature, signed_content
 from remoting.bodies import HeartbeatData, LockBatchBody
 from remoting.codes import RequestCode
 from remoting.command import RemotingCommand
 from remoting.errors import ConfigError, NoPermissionError
-from store.message_codec import PROPERTY_REAL_TOPIC, RecordInfo, decode_properties
 
 if TYPE_CHECKING:
     from store.message_store import MessageStore

@@ -23,6 +23,7 @@ from typing import Self
 import structlog
 from prometheus_client.registry import Collector
 
+import codec
 from broker.acl import PlainAcl
 from broker.clients import ConsumerManager, ProducerManager
 from broker.config import (
@@ -56,6 +57,7 @@ from broker.subscriptions import SubscriptionGroupTable
 from broker.timer import TimerService
 from broker.topics import AUTO_CREATE_TOPIC_KEY_TOPIC, TopicTable
 from broker.transaction import TransactionService
+from codec import Host, host_of
 from remoting.bodies import (
     PERM_INHERIT,
     PERM_READ,
@@ -70,7 +72,6 @@ from remoting.dispatch import Lane, ProcessorTable
 from remoting.listener import Listener, StreamHandler, stream_listener
 from remoting.server import RemotingServer, ServerConfig
 from store.ha import HAClient, HAService
-from store.message_codec import Host, host_of
 from store.message_store import MessageStore
 
 log = structlog.get_logger(__name__)
@@ -515,6 +516,8 @@ class Broker:
             cluster=self.config.broker_cluster_name,
             namesrv=self.config.namesrv_addr,
             store=str(self.config.store.root_dir),
+            # which codec runs: "compiled" speedups or pure Python (and why)
+            speedups=codec.SPEEDUPS,
         )
 
     async def _start_vip_server(self) -> None:

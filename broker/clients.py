@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 import structlog
 
+from codec import java_hash
 from remoting.bodies import (
     ConsumeFromWhere,
     ConsumeType,
@@ -29,7 +30,6 @@ from remoting.codes import RequestCode
 from remoting.command import RemotingCommand
 from remoting.connection import Connection
 from remoting.headers import ConsumerGroupRequestHeader
-from store.message_codec import java_hash
 
 log = structlog.get_logger(__name__)
 

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from store.message_codec import (
+from codec import (
     PROPERTY_REAL_QUEUE_ID,
     PROPERTY_REAL_TOPIC,
     RecordError,

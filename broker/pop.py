@@ -42,10 +42,7 @@ import structlog
 from broker.parked import refused_for_good
 from broker.periodic import Periodic
 from broker.topics import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX, check_topic_name
-from remoting.bodies import PERM_READ, PERM_WRITE
-from remoting.receipt import pop_retry_topic
-from store.dispatch import Arrival
-from store.message_codec import (
+from codec import (
     MessageInner,
     RecordError,
     decode_properties,
@@ -53,6 +50,9 @@ from store.message_codec import (
     inner_from_record,
     offset_msg_id,
 )
+from remoting.bodies import PERM_READ, PERM_WRITE
+from remoting.receipt import pop_retry_topic
+from store.dispatch import Arrival
 
 if TYPE_CHECKING:
     from broker.broker import Broker

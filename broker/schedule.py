@@ -30,7 +30,7 @@ import structlog
 from broker.parked import Delivery, put_back
 from broker.periodic import Periodic
 from broker.persist import read_json, try_write_json
-from store.message_codec import (
+from codec import (
     SCHEDULE_TOPIC,
 )
 

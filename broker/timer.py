@@ -51,24 +51,24 @@ from broker.parked import Delivery, put_back
 from broker.periodic import Periodic
 from broker.persist import read_json, try_write_json
 from broker.topics import TIMER_TOPIC
-from store.errors import DiskFullError
-from store.mapped_file import MappedFileQueue
-from store.message_codec import (
+from codec import (
+    PROPERTY_START_DELIVER_TIME,
+    PROPERTY_TIMER_DELAY_MS,
+    PROPERTY_TIMER_DELAY_SEC,
+    PROPERTY_TIMER_DELIVER_MS,
+    PROPERTY_TIMER_OUT_MS,
     RecordError,
     decode_properties,
     inner_from_record,
 )
+from store.errors import DiskFullError
+from store.mapped_file import MappedFileQueue
 
 if TYPE_CHECKING:
     from broker.broker import Broker
 
 log = structlog.get_logger(__name__)
 
-PROPERTY_TIMER_DELIVER_MS: Final = "TIMER_DELIVER_MS"
-PROPERTY_TIMER_DELAY_SEC: Final = "TIMER_DELAY_SEC"
-PROPERTY_TIMER_DELAY_MS: Final = "TIMER_DELAY_MS"
-PROPERTY_START_DELIVER_TIME: Final = "__STARTDELIVERTIME"
-PROPERTY_TIMER_OUT_MS: Final = "TIMER_OUT_MS"
 TRIGGERS: Final = (
     PROPERTY_TIMER_DELIVER_MS,
     PROPERTY_TIMER_DELAY_SEC,

@@ -43,13 +43,15 @@ import structlog
 from broker.parked import refused_for_good
 from broker.periodic import Periodic
 from broker.topics import TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
-from remoting.bodies import PERM_READ, PERM_WRITE
-from remoting.codes import RequestCode
-from remoting.command import RemotingCommand
-from remoting.headers import CheckTransactionStateRequestHeader
-from store.message_codec import (
+from codec import (
+    PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS,
+    PROPERTY_PRODUCER_GROUP,
     PROPERTY_REAL_QUEUE_ID,
     PROPERTY_REAL_TOPIC,
+    PROPERTY_TRANSACTION_CHECK_TIMES,
+    PROPERTY_TRANSACTION_PREPARED,
+    PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET,
+    PROPERTY_UNIQ_KEY,
     TRANSACTION_PREPARED_TYPE,
     TRANSACTION_TYPE_MASK,
     MessageInner,
@@ -62,6 +64,10 @@ from store.message_codec import (
     offset_msg_id,
     patch_append_fields,
 )
+from remoting.bodies import PERM_READ, PERM_WRITE
+from remoting.codes import RequestCode
+from remoting.command import RemotingCommand
+from remoting.headers import CheckTransactionStateRequestHeader
 from store.results import AppendResult, PutResult
 
 if TYPE_CHECKING:
@@ -72,12 +78,6 @@ log = structlog.get_logger(__name__)
 CHECK_GROUP = "CID_RMQ_SYS_TRANS"
 HALF_QUEUE_ID = 0
 OP_TAG = "d"
-PROPERTY_TRANSACTION_PREPARED = "TRAN_MSG"
-PROPERTY_PRODUCER_GROUP = "PGROUP"
-PROPERTY_CHECK_TIMES = "TRANSACTION_CHECK_TIMES"
-PROPERTY_CHECK_IMMUNITY = "CHECK_IMMUNITY_TIME_IN_SECONDS"
-PROPERTY_PREPARED_QUEUE_OFFSET = "TRAN_PREPARED_QUEUE_OFFSET"
-PROPERTY_UNIQ_KEY = "UNIQ_KEY"
 MAX_SCAN_S = 60.0  # MAX_PROCESS_TIME_LIMIT: one scan stops after a minute
 _OP_PROPERTIES = encode_properties({"TAGS": OP_TAG, "WAIT": "true"})
 
@@ -229,14 +229,14 @@ class TransactionService:
                 position += 1
                 continue
             props = decode_properties(info.properties)
-            renewed_from = props.get(PROPERTY_PREPARED_QUEUE_OFFSET, "")
+            renewed_from = props.get(PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET, "")
             if renewed_from.isdigit() and int(renewed_from) in decided:
                 # A copy made for its immunity time; the producer decided the original.
                 done_ops.append(decided.pop(int(renewed_from)))
                 done.skipped_done += 1
                 position += 1
                 continue
-            times = _int(props.get(PROPERTY_CHECK_TIMES), 0)
+            times = _int(props.get(PROPERTY_TRANSACTION_CHECK_TIMES), 0)
             reserved_ms = broker.config.store.file_reserved_hours * 3_600_000
             if times >= self.check_max or started_ms - info.store_timestamp > reserved_ms:
                 if not await self._discard(info, inner, props, times, done):
@@ -247,7 +247,7 @@ class TransactionService:
                 break  # stored after the scan began
             age_ms = started_ms - info.born_timestamp
             immunity_ms = self.timeout_ms
-            custom = _int(props.get(PROPERTY_CHECK_IMMUNITY), -1)
+            custom = _int(props.get(PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS), -1)
             if custom >= 0:
                 immunity_ms = custom * 1000
             if age_ms < immunity_ms:
@@ -255,7 +255,7 @@ class TransactionService:
                     break  # younger than the timeout: so is everything after it
                 # A long immunity of its own must not hold up the queue behind it: append
                 # a copy that remembers this offset, and move on.
-                props[PROPERTY_PREPARED_QUEUE_OFFSET] = str(position)
+                props[PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET] = str(position)
                 appended = await self._append_half(inner, props)
                 if appended is None:
                     break  # the store refused for now; try again next round
@@ -271,7 +271,7 @@ class TransactionService:
                 else:
                     done.no_producer += 1
                 continue
-            props[PROPERTY_CHECK_TIMES] = str(times + 1)
+            props[PROPERTY_TRANSACTION_CHECK_TIMES] = str(times + 1)
             appended = await self._append_half(inner, props)
             if appended is None:
                 break  # the store refused for now; try again next round
@@ -426,7 +426,7 @@ class TransactionService:
             producer_group=group,
             msg_id=uniq,
             peer=conn.peer,
-            checks=props.get(PROPERTY_CHECK_TIMES),
+            checks=props.get(PROPERTY_TRANSACTION_CHECK_TIMES),
         )
         return True
 

@@ -22,12 +22,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import socket
-import struct
 import time
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
+import codec
 from client.errors import ClientError, InvalidMessageError, MessageDecodeError, NoRouteError
 from client.instance import ClientInstance, TlsOption, namesrv_from_env
 from client.message import MessageView, check_topic, decode_messages
@@ -69,7 +68,6 @@ QUERY_TIMEOUT_S = 5.0
 ADMIN_TIMEOUT_S = 10.0
 TOOLS_GROUP = "TOOLS_CONSUMER"  # MixAll.TOOLS_CONSUMER_GROUP: mqadmin's reads
 MAX_QUERY_NUM = 64  # the broker caps maxNum here
-_PORT_OFFSET = struct.Struct(">iq")
 
 TimeSide = Literal["first_at_or_after", "first_after"]
 """Which message a search by time lands on (``Admin.offset_for_time``)."""
@@ -79,23 +77,15 @@ def decode_offset_msg_id(msg_id: str) -> tuple[str, int]:
     """(``ip:port`` of the storing broker, commit-log offset) from an offset message id.
 
     Raises:
-        InvalidMessageError: not 32 (IPv4) or 56 (IPv6) hex digits.
+        InvalidMessageError: not 32 (IPv4) or 56 (IPv6) hex digits, or no broker position.
     """
-    if len(msg_id) not in (32, 56):
-        raise InvalidMessageError(
-            f"offset message id {msg_id!r} must have 32 (IPv4) or 56 (IPv6) hex digits"
-        )
     try:
-        raw = bytes.fromhex(msg_id)
-    except ValueError:
-        raise InvalidMessageError(f"offset message id {msg_id!r} is not hex") from None
-    addr_len = len(raw) - 12
-    ip = socket.inet_ntop(socket.AF_INET if addr_len == 4 else socket.AF_INET6, raw[:addr_len])
-    port, offset = _PORT_OFFSET.unpack_from(raw, addr_len)
-    if not 0 < port < 65536 or offset < 0:
+        host, offset = codec.decode_offset_msg_id(msg_id)
+    except ValueError as exc:
+        raise InvalidMessageError(str(exc)) from None
+    if not 0 < host[1] < 65536 or offset < 0:
         raise InvalidMessageError(f"offset message id {msg_id!r} names no broker position")
-    host = ip if addr_len == 4 else f"[{ip}]"
-    return f"{host}:{port}", offset
+    return codec.host_text(host), offset
 
 
 class Admin(ClientService):

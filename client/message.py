@@ -2,21 +2,14 @@
 
 RocketMQ counterpart: ``Message``, ``MessageExt`` (here ``MessageView``, RocketMQ 5's name),
 ``SendResult``/``SendStatus``, ``ConsumeConcurrentlyStatus`` (here ``ConsumeResult``),
-``MessageDecoder`` (the stored-record layout of pull bodies, store-format.md §2, decoded on
-the client side because ``client`` imports only ``remoting``), ``MessageClientIDSetter``
-(UNIQ_KEY ids) and ``Validators`` (topic and body checks before anything is sent).
+and ``Validators`` (topic and body checks before anything is sent). The bytes of a message
+(records, properties, ids, hashes) are ``codec``'s; the names used here are re-exported.
 """
 
 from __future__ import annotations
 
-import functools
-import os
 import re
 import socket
-import struct
-import threading
-import time
-import zlib
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import Enum
@@ -27,48 +20,24 @@ from client.errors import InvalidArgumentError, InvalidMessageError
 # Defined here before client.errors held the whole tree: ``from client.message import
 # MessageDecodeError`` keeps working (the alias marks it re-exported for mypy).
 from client.errors import MessageDecodeError as MessageDecodeError  # noqa: PLC0414
-from remoting.route import MessageQueue
-
-# ----------------------------------------------------------------------- property keys
-
-PROPERTY_KEYS: Final = "KEYS"
-PROPERTY_TAGS: Final = "TAGS"
-PROPERTY_WAIT: Final = "WAIT"
-PROPERTY_DELAY: Final = "DELAY"
-PROPERTY_UNIQ_KEY: Final = "UNIQ_KEY"
-PROPERTY_RETRY_TOPIC: Final = "RETRY_TOPIC"
-PROPERTY_TIMER_DELIVER_MS: Final = "TIMER_DELIVER_MS"
-PROPERTY_TIMER_DELAY_MS: Final = "TIMER_DELAY_MS"
-PROPERTY_MAX_RECONSUME_TIMES: Final = "MAX_RECONSUME_TIMES"
-PROPERTY_RECONSUME_TIME: Final = "RECONSUME_TIME"
-PROPERTY_MIN_OFFSET: Final = "MIN_OFFSET"
-PROPERTY_MAX_OFFSET: Final = "MAX_OFFSET"
-PROPERTY_ORIGIN_MESSAGE_ID: Final = "ORIGIN_MESSAGE_ID"
-PROPERTY_CONSUME_START_TIME: Final = "CONSUME_START_TIME"
-# Set by the SDK or the broker: users may not set them through ``properties``.
-RESERVED_PROPERTIES: Final = frozenset(
-    {
-        PROPERTY_KEYS,
-        PROPERTY_TAGS,
-        PROPERTY_WAIT,
-        PROPERTY_DELAY,
-        PROPERTY_UNIQ_KEY,
-        PROPERTY_RETRY_TOPIC,
-        "REAL_TOPIC",
-        "REAL_QID",
-        "TRAN_MSG",
-        "PGROUP",
-        PROPERTY_MIN_OFFSET,
-        PROPERTY_MAX_OFFSET,
-        "CLUSTER",
-        PROPERTY_RECONSUME_TIME,
-        PROPERTY_MAX_RECONSUME_TIMES,
-        PROPERTY_ORIGIN_MESSAGE_ID,
-    }
+from codec import (
+    NAME_VALUE_SEPARATOR,
+    PROPERTY_DELAY,
+    PROPERTY_KEYS,
+    PROPERTY_RETRY_TOPIC,
+    PROPERTY_SEPARATOR,
+    PROPERTY_TAGS,
+    PROPERTY_TIMER_DELAY_MS,
+    PROPERTY_TIMER_DELIVER_MS,
+    PROPERTY_UNIQ_KEY,
+    PROPERTY_WAIT,
+    RESERVED_PROPERTIES,
+    RecordError,
+    UniqIdGenerator,
+    decode_records,
+    encode_properties,
 )
-
-NAME_VALUE_SEPARATOR: Final = "\x01"
-PROPERTY_SEPARATOR: Final = "\x02"
+from remoting.route import MessageQueue
 
 # ----------------------------------------------------------------------------- limits
 
@@ -88,13 +57,6 @@ _NOT_ALLOWED_SEND = frozenset(
         "OFFSET_MOVED_EVENT",
     }
 )
-
-# sysFlag bits (protocol.md §9.3)
-FLAG_COMPRESSED: Final = 0x1
-FLAG_BORNHOST_V6: Final = 0x10
-FLAG_STOREHOST_V6: Final = 0x20
-COMPRESSION_ZLIB: Final = 0x300  # compression type 3 in bits 8-10, as Java 4.9.8 sends
-_COMPRESSION_MASK = 0x700
 
 
 def check_topic(topic: str, error: type[InvalidArgumentError] = InvalidArgumentError) -> None:
@@ -288,21 +250,6 @@ class Message:
         return f"{head}{PROPERTY_UNIQ_KEY}\x01{uniq_key}\x02{PROPERTY_WAIT}\x01{flag}"
 
 
-def encode_properties(props: dict[str, str]) -> str:
-    """``name\\x01value`` pairs joined by ``\\x02`` (Java 4.9.1+ writes no trailing one)."""
-    return PROPERTY_SEPARATOR.join(f"{k}{NAME_VALUE_SEPARATOR}{v}" for k, v in props.items())
-
-
-def decode_properties(text: str) -> dict[str, str]:
-    """Parse as Java does: skip empty segments, pairs without ``\\x01``, empty names/values."""
-    out: dict[str, str] = {}
-    for item in text.split(PROPERTY_SEPARATOR):
-        name, sep, value = item.partition(NAME_VALUE_SEPARATOR)
-        if sep and name and value:
-            out[name] = value
-    return out
-
-
 # ----------------------------------------------------------------------------- results
 
 
@@ -390,192 +337,16 @@ class MessageView:
         )
 
 
-_HEAD = struct.Struct(">iiiiiqqiq")  # TOTALSIZE .. BORNTIMESTAMP (48 bytes)
-_INT = struct.Struct(">i")
-_LONG = struct.Struct(">q")
-_SHORT = struct.Struct(">h")
-_TAIL = struct.Struct(">iq")  # RECONSUMETIMES, PREPAREDTRANSACTIONOFFSET
-# Both hosts IPv4 (the usual case): TOTALSIZE .. BODYLENGTH in one unpack.
-_HEAD_V4 = struct.Struct(">iiiiiqqiq8sq8siqi")
-assert _HEAD.size == 48 and _TAIL.size == 12 and _HEAD_V4.size == 88
-_V6_FLAGS = FLAG_BORNHOST_V6 | FLAG_STOREHOST_V6
-
-
-@functools.lru_cache(maxsize=1024)
-def _host_text(raw: bytes) -> str:
-    """``ip:port`` of a stored host field (address bytes + port); few distinct per process."""
-    v6 = len(raw) == 20
-    ip = socket.inet_ntop(socket.AF_INET6 if v6 else socket.AF_INET, raw[:-4])
-    (port,) = _INT.unpack_from(raw, len(raw) - 4)
-    return f"[{ip}]:{port}" if v6 else f"{ip}:{port}"
-
-
-# host field → (ip:port, upper-case hex); a process talks to a handful of brokers, so this
-# stays tiny, and a plain dict lookup is what the per-message path can afford.
-_HOSTS: dict[bytes, tuple[str, str]] = {}
-
-
-def _host_info(raw: bytes) -> tuple[str, str]:
-    info = _HOSTS.get(raw)
-    if info is None:
-        if len(_HOSTS) > 1024:
-            _HOSTS.clear()
-        info = _HOSTS[raw] = (_host_text(raw), raw.hex().upper())
-    return info
-
-
 def decode_messages(body: bytes | memoryview, broker_name: str) -> list[MessageView]:
-    """The records of a pull (or query) reply, bodies inflated.
+    """The records of a pull (or query) reply as messages, bodies inflated.
 
     Raises:
         MessageDecodeError: the body is truncated or not in the record layout.
     """
-    data = body if isinstance(body, bytes) else bytes(body)
-    out: list[MessageView] = []
-    append = out.append
-    pos = 0
-    end = len(data)
-    while pos < end:
-        try:
-            view, total = _decode_one(data, pos, end, broker_name)
-        except (struct.error, IndexError, ValueError, OSError) as exc:
-            if isinstance(exc, MessageDecodeError):
-                raise
-            raise MessageDecodeError(f"record at byte {pos} is malformed: {exc}") from None
-        append(view)
-        pos += total
-    return out
-
-
-def _decode_one(data: bytes, pos: int, end: int, broker_name: str) -> tuple[MessageView, int]:
-    """One record at ``pos``; every inner length is checked against TOTALSIZE."""
-    if end - pos < _HEAD.size:
-        raise MessageDecodeError(f"truncated record header at byte {pos}")
-    if not data[pos + 39] & _V6_FLAGS and end - pos >= _HEAD_V4.size:  # SYSFLAG's low byte
-        (
-            total,
-            _magic,
-            body_crc,
-            queue_id,
-            flag,
-            queue_offset,
-            commit_log_offset,
-            sys_flag,
-            born_ts,
-            born_raw,
-            store_ts,
-            store_raw,
-            reconsume_times,
-            _prepared,
-            body_len,
-        ) = _HEAD_V4.unpack_from(data, pos)
-        p = pos + _HEAD_V4.size
-        record_end = pos + total
-        if total < _HEAD_V4.size or record_end > end:
-            raise MessageDecodeError(f"record at byte {pos} claims {total} bytes")
-    else:
-        (
-            total,
-            _magic,
-            body_crc,
-            queue_id,
-            flag,
-            queue_offset,
-            commit_log_offset,
-            sys_flag,
-            born_ts,
-        ) = _HEAD.unpack_from(data, pos)
-        record_end = pos + total
-        if total < _HEAD.size or record_end > end:
-            raise MessageDecodeError(f"record at byte {pos} claims {total} bytes")
-        p = pos + _HEAD.size
-        born_len = 20 if sys_flag & FLAG_BORNHOST_V6 else 8
-        born_raw = data[p : p + born_len]
-        p += born_len
-        (store_ts,) = _LONG.unpack_from(data, p)
-        p += 8
-        store_len = 20 if sys_flag & FLAG_STOREHOST_V6 else 8
-        store_raw = data[p : p + store_len]
-        p += store_len
-        reconsume_times, _prepared = _TAIL.unpack_from(data, p)
-        p += _TAIL.size
-        (body_len,) = _INT.unpack_from(data, p)
-        p += 4
-    if body_len < 0 or p + body_len + 3 > record_end:
-        raise MessageDecodeError(f"record at byte {pos}: body length {body_len} overruns it")
-    payload = data[p : p + body_len]
-    p += body_len
-    topic_len = data[p]
-    if p + 1 + topic_len + 2 > record_end:
-        raise MessageDecodeError(f"record at byte {pos}: topic length overruns it")
-    topic = data[p + 1 : p + 1 + topic_len].decode("utf-8", "replace")
-    p += 1 + topic_len
-    props_len = (data[p] << 8) | data[p + 1]
-    p += 2
-    if props_len > 0x7FFF or p + props_len > record_end:
-        raise MessageDecodeError(f"record at byte {pos}: properties length overruns it")
-    props = decode_properties(data[p : p + props_len].decode("utf-8", "replace"))
-    if sys_flag & FLAG_COMPRESSED:
-        payload = _inflate(payload, sys_flag)
-    born_host = _host_info(born_raw)[0]
-    store_host, store_hex = _host_info(store_raw)
-    offset_id = f"{store_hex}{commit_log_offset:016X}"
-    keys = props.get(PROPERTY_KEYS)
-    return (
-        MessageView(
-            topic,
-            payload,
-            props.get(PROPERTY_TAGS),
-            [k for k in keys.split(" ") if k] if keys else [],
-            props,
-            props.get(PROPERTY_UNIQ_KEY) or offset_id,
-            offset_id,
-            queue_id,
-            queue_offset,
-            commit_log_offset,
-            born_ts,
-            store_ts,
-            born_host,
-            store_host,
-            reconsume_times,
-            sys_flag,
-            flag,
-            broker_name,
-            body_crc,
-        ),
-        total,
-    )
-
-
-def _inflate(payload: bytes, sys_flag: int) -> bytes:
-    kind = sys_flag & _COMPRESSION_MASK
-    if kind not in (0, COMPRESSION_ZLIB):
-        # LZ4/ZSTD (types 1 and 2) come from RocketMQ 5 clients; hand the bytes over as
-        # stored rather than drop the message.
-        return payload
     try:
-        return zlib.decompress(payload)
-    except zlib.error:
-        return payload
-
-
-def compress_body(body: bytes, level: int = 5) -> bytes:
-    return zlib.compress(body, level)
-
-
-# ------------------------------------------------------------------------- java hash
-
-
-def java_hash(text: str) -> int:
-    """Java ``String.hashCode`` (UTF-16 code units), as a signed 32-bit int."""
-    h = 0
-    data = text.encode("utf-16-be")
-    for i in range(0, len(data), 2):
-        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
-    return h - (1 << 32) if h >= 1 << 31 else h
-
-
-# ----------------------------------------------------------------------- UNIQ_KEY ids
+        return decode_records(body, broker_name, MessageView)
+    except RecordError as exc:
+        raise MessageDecodeError(str(exc)) from None
 
 
 def _local_ipv4() -> bytes:
@@ -588,47 +359,5 @@ def _local_ipv4() -> bytes:
         return socket.inet_aton("127.0.0.1")
 
 
-class UniqIdGenerator:
-    """``MessageClientIDSetter``: 32 hex chars = IPv4 + pid + a per-process hash (the fixed
-    prefix) + milliseconds since the start of the month + a 16-bit counter."""
-
-    def __init__(self) -> None:
-        prefix = _local_ipv4() + struct.pack(">h", os.getpid() & 0x7FFF) + os.urandom(4)
-        self._prefix = prefix.hex().upper()
-        self._counter = 0
-        self._lock = threading.Lock()  # the blocking facade may call from other threads
-        self._month_start_ms = 0
-        self._next_month_ms = 0
-        self._last_ms = -1
-        self._head = ""  # prefix + the time part of _last_ms
-
-    def _set_month(self, now_ms: int) -> None:
-        now = datetime.fromtimestamp(now_ms / 1000)
-        start = now.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
-        nxt = (
-            start.replace(year=start.year + 1, month=1)
-            if start.month == 12
-            else start.replace(month=start.month + 1)
-        )
-        self._month_start_ms = int(start.timestamp() * 1000)
-        self._next_month_ms = int(nxt.timestamp() * 1000)
-
-    def next_id(self) -> str:
-        now_ms = int(time.time() * 1000)
-        with self._lock:
-            counter = self._counter
-            self._counter = (counter + 1) & 0xFFFF
-            if now_ms != self._last_ms:
-                # Many ids share a millisecond: format its part once.
-                if now_ms >= self._next_month_ms:
-                    self._set_month(now_ms)
-                # Java writes (int) of the span and reads the 4 bytes back unsigned
-                # (getNearlyTimeFromID): past 24.8 days into a month the top bit is set.
-                elapsed = (now_ms - self._month_start_ms) & 0xFFFFFFFF
-                self._head = f"{self._prefix}{elapsed:08X}"
-                self._last_ms = now_ms
-            head = self._head
-        return f"{head}{counter:04X}"
-
-
-UNIQ_IDS = UniqIdGenerator()
+# The process's UNIQ_KEY generator (MessageClientIDSetter is a static one in Java).
+UNIQ_IDS = UniqIdGenerator(_local_ipv4())

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import struct
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -39,18 +38,15 @@ from client.fault import FaultStrategy, TopicPublishInfo
 from client.instance import DEFAULT_TOPIC, ClientInstance, TlsOption, namesrv_from_env
 from client.message import (
     COMPRESS_OVER_BYTES,
-    COMPRESSION_ZLIB,
     DEFAULT_MAX_MESSAGE_BYTES,
-    FLAG_COMPRESSED,
     UNIQ_IDS,
     Message,
     SendResult,
     SendStatus,
     check_group,
-    compress_body,
-    java_hash,
 )
 from client.service import ClientService
+from codec import COMPRESSED_FLAG, COMPRESSION_ZLIB, compress_body, encode_batch_entry, java_hash
 from remoting.acl import SessionCredentials
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
@@ -83,8 +79,6 @@ _RETRY_CODES = frozenset(
 )
 # Keeps a coalesced request well inside any broker's maxMessageSize (4 MiB by default).
 _COALESCED_MAX_BYTES = 1024 * 1024
-_BATCH_ENTRY_HEAD = struct.Struct(">iiiii")  # TOTALSIZE, MAGICCODE, BODYCRC, FLAG, BODYLEN
-_SHORT = struct.Struct(">h")
 
 
 @dataclass(slots=True, eq=False)
@@ -286,7 +280,7 @@ class Producer(ClientService):
         sys_flag = 0
         if len(body) >= self.compress_over_bytes:
             body = compress_body(body, self.compress_level)
-            sys_flag |= FLAG_COMPRESSED | COMPRESSION_ZLIB
+            sys_flag |= COMPRESSED_FLAG | COMPRESSION_ZLIB
         props = msg.wire_properties_text(uniq, wait=wait)
         return body, sys_flag, props, uniq
 
@@ -328,14 +322,7 @@ class Producer(ClientService):
             uniq = UNIQ_IDS.next_id()
             ids.append(uniq)
             props = msg.wire_properties_text(uniq).encode()
-            body = bytes(msg.body)
-            total = _BATCH_ENTRY_HEAD.size + len(body) + 2 + len(props)
-            parts += [
-                _BATCH_ENTRY_HEAD.pack(total, 0, 0, msg.flag, len(body)),
-                body,
-                _SHORT.pack(len(props)),
-                props,
-            ]
+            parts.append(encode_batch_entry(msg.flag, bytes(msg.body), props))
         blob = b"".join(parts)
         if len(blob) > self.max_message_bytes:
             raise InvalidMessageError(
@@ -378,20 +365,7 @@ class Producer(ClientService):
                 self._schedule_flush(msg.topic, acc)
         loop = asyncio.get_running_loop()
         props_bytes = props.encode()
-        entry = b"".join(
-            (
-                _BATCH_ENTRY_HEAD.pack(
-                    _BATCH_ENTRY_HEAD.size + len(body) + 2 + len(props_bytes),
-                    0,
-                    0,
-                    msg.flag,
-                    len(body),
-                ),
-                body,
-                _SHORT.pack(len(props_bytes)),
-                props_bytes,
-            )
-        )
+        entry = encode_batch_entry(msg.flag, body, props_bytes)
         future: asyncio.Future[SendResult] = loop.create_future()
         acc.pending.append(
             _Pending(entry, body, props, msg.flag, uniq, loop.time() + timeout, future)

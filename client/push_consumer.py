@@ -37,17 +37,7 @@ from typing import Any, cast
 
 from client.errors import ClientError, ClientStateError, InvalidArgumentError
 from client.instance import ClientInstance, TlsOption, namesrv_from_env
-from client.message import (
-    PROPERTY_MAX_OFFSET,
-    PROPERTY_MIN_OFFSET,
-    PROPERTY_RETRY_TOPIC,
-    ConsumeResult,
-    MessageView,
-    check_group,
-    check_topic,
-    decode_messages,
-    java_hash,
-)
+from client.message import ConsumeResult, MessageView, check_group, check_topic, decode_messages
 from client.offset_store import (
     LocalOffsetStore,
     OffsetStore,
@@ -56,6 +46,7 @@ from client.offset_store import (
 )
 from client.rebalance import AllocateStrategy, allocate_averagely
 from client.service import ClientService
+from codec import PROPERTY_MAX_OFFSET, PROPERTY_MIN_OFFSET, PROPERTY_RETRY_TOPIC, java_hash
 from remoting.acl import SessionCredentials
 from remoting.bodies import (
     PERM_READ,

@@ -27,19 +27,17 @@ from typing import Any
 
 from client.admin import decode_offset_msg_id
 from client.errors import InvalidMessageError
-from client.message import (
+from client.message import UNIQ_IDS, Message, MessageView, SendResult, SendStatus
+from client.producer import Producer, _Outgoing
+from codec import (
+    COMPRESSED_FLAG,
     COMPRESSION_ZLIB,
-    FLAG_COMPRESSED,
     PROPERTY_DELAY,
-    UNIQ_IDS,
-    Message,
-    MessageView,
-    SendResult,
-    SendStatus,
+    PROPERTY_PRODUCER_GROUP,
+    PROPERTY_TRANSACTION_PREPARED,
     compress_body,
     encode_properties,
 )
-from client.producer import Producer, _Outgoing
 from remoting.codes import RequestCode
 from remoting.command import RemotingCommand
 from remoting.connection import Connection
@@ -48,8 +46,6 @@ from remoting.headers import CheckTransactionStateRequestHeader, EndTransactionR
 log = logging.getLogger(__name__)
 
 TRANSACTION_PREPARED_TYPE = 0x4
-PROPERTY_TRANSACTION_PREPARED = "TRAN_MSG"
-PROPERTY_PRODUCER_GROUP = "PGROUP"
 END_TRANSACTION_TIMEOUT_S = 3.0
 
 
@@ -136,7 +132,7 @@ class TransactionProducer(Producer):
         sys_flag = TRANSACTION_PREPARED_TYPE
         if len(body) >= self.compress_over_bytes:
             body = compress_body(body, self.compress_level)
-            sys_flag |= FLAG_COMPRESSED | COMPRESSION_ZLIB
+            sys_flag |= COMPRESSED_FLAG | COMPRESSION_ZLIB
         props = msg.wire_properties(uniq)
         props.pop(PROPERTY_DELAY, None)
         props[PROPERTY_TRANSACTION_PREPARED] = "true"

@@ -36,9 +36,7 @@ from typing import NamedTuple
 
 import structlog
 
-from store.errors import DiskFullError
-from store.mapped_file import MappedFile, MappedFileQueue
-from store.message_codec import (
+from codec import (
     BLANK_MAGIC_CODE,
     MAX_PROPERTIES_BYTES,
     MAX_TOPIC_BYTES,
@@ -69,6 +67,8 @@ from store.message_codec import (
     store_timestamp_pos,
     verify_record,
 )
+from store.errors import DiskFullError
+from store.mapped_file import MappedFile, MappedFileQueue
 from store.results import AppendResult, PutMessageStatus, PutResult
 
 log = structlog.get_logger(__name__)

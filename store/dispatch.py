@@ -42,11 +42,7 @@ from typing import NamedTuple
 
 import structlog
 
-from store.commit_log import Appended, CommitLog
-from store.consume_queue import ConsumeQueueTable
-from store.errors import CorruptRecordError
-from store.index_file import IndexService, index_key_hashes
-from store.message_codec import (
+from codec import (
     BLANK_MAGIC_CODE,
     MESSAGE_MAGIC_CODE,
     RECORD_HEAD,
@@ -59,9 +55,14 @@ from store.message_codec import (
     RecordInfo,
     decode_properties,
     decode_record,
+    index_key_hashes,
     property_value,
     tags_code,
 )
+from store.commit_log import Appended, CommitLog
+from store.consume_queue import ConsumeQueueTable
+from store.errors import CorruptRecordError
+from store.index_file import IndexService
 
 log = structlog.get_logger(__name__)
 

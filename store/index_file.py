@@ -59,6 +59,11 @@ from typing import NamedTuple
 
 import structlog
 
+from codec import (
+    TRANSACTION_ROLLBACK_TYPE,
+    TRANSACTION_TYPE_MASK,
+    index_key_hash,
+)
 from store.mapped_file import (
     MADV_DONTNEED,
     OS_PAGE_BYTES,
@@ -69,12 +74,6 @@ from store.mapped_file import (
     allocation_end,
     map_file,
     writable_until,
-)
-from store.message_codec import (
-    TRANSACTION_ROLLBACK_TYPE,
-    TRANSACTION_TYPE_MASK,
-    java_hash,
-    java_hashes_ascii,
 )
 
 log = structlog.get_logger(__name__)
@@ -118,26 +117,6 @@ _NAME_TIME_FORMAT = "%Y%m%d%H%M%S"
 def index_file_bytes(hash_slot_num: int, index_num: int) -> int:
     """Size of one index file: 420,000,040 bytes with RocketMQ's defaults."""
     return HEADER_BYTES + hash_slot_num * SLOT_BYTES + index_num * ENTRY_BYTES
-
-
-def index_key_hash(key: str) -> int:
-    """RocketMQ ``indexKeyHashMethod``: abs(hashCode), and 0 where abs overflows (-2^31)."""
-    h = java_hash(key)
-    return 0 if h == -(2**31) else abs(h)
-
-
-def index_key_hashes(topic: bytes, keys: list[bytes]) -> list[int]:
-    """``index_key_hash`` of ``topic#key`` for each key, topic and keys given as UTF-8
-    bytes (decoded as the store decodes properties, invalid bytes replaced); ASCII keys
-    are hashed without decoding, the topic's part once."""
-    prefix = topic + b"#"
-    if prefix.isascii() and all(map(bytes.isascii, keys)):
-        # abs() of the hash as a signed int, and 0 for -2^31
-        return [
-            h if h < 0x80000000 else (0x100000000 - h) & 0x7FFFFFFF
-            for h in java_hashes_ascii(prefix, keys)
-        ]
-    return [index_key_hash((prefix + key).decode(errors="replace")) for key in keys]
 
 
 def index_key(topic: str, key: str) -> str:

@@ -29,15 +29,7 @@ from typing import TYPE_CHECKING, Self
 
 import structlog
 
-from store.checkpoint import Checkpoint
-from store.commit_log import CommitLog
-from store.config import FlushDiskType, StoreConfig
-from store.consume_queue import ConsumeQueueTable
-from store.dispatch import ArrivalListener, DispatchService
-from store.errors import StoreLockedError
-from store.flush import CommitLogFlusher, QueueFlusher
-from store.index_file import IndexService
-from store.message_codec import (
+from codec import (
     PROPERTY_DELAY,
     PROPERTY_REAL_QUEUE_ID,
     PROPERTY_REAL_TOPIC,
@@ -51,6 +43,14 @@ from store.message_codec import (
     decode_properties,
     encode_properties,
 )
+from store.checkpoint import Checkpoint
+from store.commit_log import CommitLog
+from store.config import FlushDiskType, StoreConfig
+from store.consume_queue import ConsumeQueueTable
+from store.dispatch import ArrivalListener, DispatchService
+from store.errors import StoreLockedError
+from store.flush import CommitLogFlusher, QueueFlusher
+from store.index_file import IndexService
 from store.results import (
     GetMessageStatus,
     GetResult,

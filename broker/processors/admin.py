@@ -18,6 +18,7 @@ import structlog
 from broker.acl import owner_topic
 from broker.subscriptions import check_group_name
 from broker.topics import check_topic_name
+from codec import RecordError, decode_properties, decode_record
 from remoting.bodies import (
     KVTable,
     LockBatchBody,
@@ -45,7 +46,6 @@ from remoting.headers import (
     ViewMessageRequestHeader,
 )
 from remoting.route import MessageQueue, dumps, loads
-from store.message_codec import RecordError, decode_properties, decode_record
 
 if TYPE_CHECKING:
     from broker.broker import Broker

@@ -18,12 +18,8 @@ import structlog
 from broker.config import BrokerRole
 from broker.processors.send import STATUS_CODES, delay_level_of
 from broker.topics import TRANS_HALF_TOPIC
-from broker.transaction import PROPERTY_PRODUCER_GROUP
-from remoting.codes import ResponseCode
-from remoting.command import RemotingCommand, response_to
-from remoting.connection import Connection
-from remoting.headers import EndTransactionRequestHeader
-from store.message_codec import (
+from codec import (
+    PROPERTY_PRODUCER_GROUP,
     PROPERTY_REAL_QUEUE_ID,
     PROPERTY_REAL_TOPIC,
     TRANSACTION_COMMIT_TYPE,
@@ -34,6 +30,10 @@ from store.message_codec import (
     decode_properties,
     inner_from_record,
 )
+from remoting.codes import ResponseCode
+from remoting.command import RemotingCommand, response_to
+from remoting.connection import Connection
+from remoting.headers import EndTransactionRequestHeader
 
 if TYPE_CHECKING:
     from broker.broker import Broker

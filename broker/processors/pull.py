@@ -24,13 +24,13 @@ from broker.config import BrokerRole
 from broker.filter_sql import SqlFilterError, compile_sql
 from broker.long_polling import TagFilter
 from broker.subscriptions import group_refusal
+from codec import RecordError, decode_properties, decode_record
 from remoting.bodies import PERM_READ, MessageModel, SubscriptionData
 from remoting.codes import ResponseCode
 from remoting.command import RemotingCommand, response_to
 from remoting.connection import Connection
 from remoting.dispatch import send_response
 from remoting.headers import PullMessageRequestHeader
-from store.message_codec import RecordError, decode_properties, decode_record
 from store.message_store import RecordFilter
 from store.results import GetMessageStatus
 

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 import structlog
 
 from broker.config import BrokerRole
-from broker.timer import PROPERTY_TIMER_OUT_MS, TimerPropertyError, deliver_time_ms, has_trigger
+from broker.timer import TimerPropertyError, deliver_time_ms, has_trigger
 from broker.topics import (
     DLQ_GROUP_TOPIC_PREFIX,
     RETRY_GROUP_TOPIC_PREFIX,
@@ -34,15 +34,11 @@ from broker.topics import (
     send_forbidden,
 )
 from broker.transaction import ensure_system_topics, is_half
-from remoting.bodies import PERM_READ, PERM_WRITE, TopicConfig
-from remoting.codes import RequestCode, ResponseCode
-from remoting.command import RemotingCommand, response_to
-from remoting.connection import Connection
-from remoting.headers import SendMessageRequestHeader
-from store.message_codec import (
+from codec import (
     MULTI_TAGS_FLAG,
     PROPERTY_REAL_QUEUE_ID,
     PROPERTY_REAL_TOPIC,
+    PROPERTY_TIMER_OUT_MS,
     TRANSACTION_TYPE_MASK,
     Host,
     MessageBatch,
@@ -51,6 +47,11 @@ from store.message_codec import (
     encode_properties,
     host_of,
 )
+from remoting.bodies import PERM_READ, PERM_WRITE, TopicConfig
+from remoting.codes import RequestCode, ResponseCode
+from remoting.command import RemotingCommand, response_to
+from remoting.connection import Connection
+from remoting.headers import SendMessageRequestHeader
 from store.results import PutMessageStatus, PutResult
 
 if TYPE_CHECKING:

@@ -22,13 +22,12 @@ import structlog
 from broker.processors.send import DLQ_QUEUE_NUMS
 from broker.subscriptions import group_refusal
 from broker.topics import DLQ_GROUP_TOPIC_PREFIX, retry_topic
-from remoting.bodies import PERM_READ, PERM_WRITE
-from remoting.codes import ResponseCode
-from remoting.command import RemotingCommand, response_to
-from remoting.connection import Connection
-from remoting.headers import ConsumerSendMsgBackRequestHeader
-from store.message_codec import (
+from codec import (
     BORNHOST_V6_FLAG,
+    PROPERTY_DELAY,
+    PROPERTY_ORIGIN_MESSAGE_ID,
+    PROPERTY_RETRY_TOPIC,
+    PROPERTY_WAIT,
     STOREHOSTADDRESS_V6_FLAG,
     RecordError,
     decode_properties,
@@ -36,16 +35,17 @@ from store.message_codec import (
     inner_from_record,
     offset_msg_id,
 )
+from remoting.bodies import PERM_READ, PERM_WRITE
+from remoting.codes import ResponseCode
+from remoting.command import RemotingCommand, response_to
+from remoting.connection import Connection
+from remoting.headers import ConsumerSendMsgBackRequestHeader
 
 if TYPE_CHECKING:
     from broker.broker import Broker
 
 log = structlog.get_logger(__name__)
 
-PROPERTY_RETRY_TOPIC = "RETRY_TOPIC"
-PROPERTY_ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"
-PROPERTY_DELAY = "DELAY"
-PROPERTY_WAIT = "WAIT"
 FIRST_RETRY_LEVEL = 3  # 10 s with the default messageDelayLevel
 
 

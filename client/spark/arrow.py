@@ -17,7 +17,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from client.message import RESERVED_PROPERTIES, Message, MessageView
+from client.message import Message, MessageView
+from codec import RESERVED_PROPERTIES
 
 SCHEMA_DDL = (
     "topic STRING, brokerName STRING, queueId INT, queueOffset BIGINT, msgId STRING, "

@@ -54,11 +54,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from store.commit_log import CommitLog
-from store.config import FlushDiskType, StoreConfig
-from store.consume_queue import ConsumeQueueTable
-from store.index_file import index_file_bytes
-from store.message_codec import (
+from codec import (
     MESSAGE_MAGIC_CODE,
     MessageBatch,
     MessageInner,
@@ -66,6 +62,10 @@ from store.message_codec import (
     host_of,
     record_length,
 )
+from store.commit_log import CommitLog
+from store.config import FlushDiskType, StoreConfig
+from store.consume_queue import ConsumeQueueTable
+from store.index_file import index_file_bytes
 from store.message_store import MessageStore
 from store.results import PutMessageStatus, PutResult
 from tests.bench.common import bench_work_dir

@@ -32,9 +32,9 @@ from broker.broker import Broker
 from broker.config import BrokerConfig
 from broker.logs import configure_logging
 from broker.topics import TIMER_TOPIC
+from codec import MessageInner, decode_properties, decode_record, encode_properties
 from remoting.bodies import PERM_READ, PERM_WRITE
 from store.config import StoreConfig
-from store.message_codec import MessageInner, decode_properties, decode_record, encode_properties
 from tests.bench.common import bench_work_dir, progress
 from tests.bench.report import Report, machine_info, machine_line, markdown_table, text_table
 

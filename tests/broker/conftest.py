@@ -4,7 +4,7 @@ Real servers on 127.0.0.1:0 and our own ``RemotingClient``; nothing of ours is m
 ``NameServer`` and a ``Broker`` (store in ``tmp_path``, small segments and index files, short
 flush intervals) are started by factories that own an ``AsyncExitStack``, so everything shuts
 down even when a test fails. Request builders follow docs/protocol.md §7 (headers), §8 (JSON
-bodies) and §10 (batch bodies); pulled bodies are parsed with ``store.message_codec``.
+bodies) and §10 (batch bodies); pulled bodies are parsed with ``codec``.
 
 Test modules import the helpers: ``from tests.broker.conftest import …``. Every wait here has a
 deadline, so a broken server fails a test instead of hanging it.
@@ -25,6 +25,7 @@ import pytest
 from broker.broker import Broker
 from broker.config import BrokerConfig, NamesrvConfig
 from broker.namesrv.server import NameServer
+from codec import RecordInfo, decode_properties, decode_record, java_hash
 from remoting.bodies import (
     ConsumerData,
     HeartbeatData,
@@ -38,7 +39,6 @@ from remoting.command import RemotingCommand, decode_command, next_opaque
 from remoting.dispatch import ProcessorTable
 from remoting.headers import PullMessageRequestHeader, SendMessageRequestHeader
 from store.config import StoreConfig
-from store.message_codec import RecordInfo, decode_properties, decode_record, java_hash
 
 LOOPBACK = "127.0.0.1"
 TIMEOUT_S = 5.0

@@ -15,12 +15,12 @@ import pytest
 
 from broker.broker import Broker
 from client import SessionCredentials
+from codec import decode_offset_msg_id, decode_record, encode_record, java_hash
 from remoting.acl import AclClientHook
 from remoting.client import RemotingClient
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
 from remoting.headers import QueryMessageRequestHeader
-from store.message_codec import decode_offset_msg_id, decode_record, encode_record, java_hash
 from tests.broker.conftest import BrokerFactory, call, pull, send
 from tests.broker.test_acl import ACL_FILE
 

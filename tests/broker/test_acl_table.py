@@ -25,6 +25,7 @@ from client import (
     SimpleConsumer,
 )
 from client.admin import Admin
+from codec import decode_offset_msg_id
 from remoting.acl import AclClientHook
 from remoting.bodies import ConsumerData, HeartbeatData, LockBatchBody
 from remoting.client import RemotingClient
@@ -39,7 +40,6 @@ from remoting.headers import (
     ResetOffsetRequestHeader,
 )
 from remoting.route import MessageQueue
-from store.message_codec import decode_offset_msg_id
 from tests.broker.conftest import BrokerFactory, call, pull, send, subscription
 from tests.broker.test_acl import ACL_FILE
 

@@ -14,6 +14,7 @@ import pytest
 from broker.broker import Broker
 from broker.logs import event_fields
 from broker.namesrv.server import NameServer
+from codec import decode_offset_msg_id
 from remoting.bodies import (
     SubscriptionGroupConfig,
     TopicList,
@@ -25,7 +26,6 @@ from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
 from remoting.headers import CreateTopicRequestHeader
 from remoting.route import MessageQueue, TopicRouteData, loads
-from store.message_codec import decode_offset_msg_id
 from tests.broker.conftest import (
     BrokerFactory,
     call,

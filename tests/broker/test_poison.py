@@ -35,6 +35,14 @@ from client.errors import InvalidArgumentError
 from client.producer import Producer
 from client.push_consumer import PushConsumer
 from client.simple_consumer import SimpleConsumer
+from codec import (
+    MAX_PROPERTIES_BYTES,
+    MessageInner,
+    decode_offset_msg_id,
+    decode_properties,
+    encode_properties,
+    inner_from_record,
+)
 from remoting.bodies import ConsumerData, HeartbeatData, SubscriptionGroupConfig
 from remoting.client import RemotingClient
 from remoting.codes import RequestCode, ResponseCode
@@ -44,14 +52,6 @@ from remoting.headers import (
     UpdateConsumerOffsetRequestHeader,
 )
 from remoting.route import dumps
-from store.message_codec import (
-    MAX_PROPERTIES_BYTES,
-    MessageInner,
-    decode_offset_msg_id,
-    decode_properties,
-    encode_properties,
-    inner_from_record,
-)
 from store.results import PutMessageStatus
 from tests.broker.conftest import (
     BrokerFactory,

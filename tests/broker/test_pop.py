@@ -9,6 +9,7 @@ import asyncio
 from pathlib import Path
 
 from broker.broker import Broker
+from codec import RecordInfo
 from remoting.bodies import SubscriptionGroupConfig
 from remoting.client import RemotingClient
 from remoting.codes import RequestCode, ResponseCode
@@ -19,7 +20,6 @@ from remoting.headers import (
     PopMessageRequestHeader,
 )
 from remoting.receipt import Receipt, parse_offset_info, topic_type
-from store.message_codec import RecordInfo
 from tests.broker.conftest import (
     BrokerFactory,
     call,

@@ -17,16 +17,16 @@ from typing import Any
 import pytest
 
 from broker.broker import Broker
-from remoting.client import RemotingClient
-from remoting.codes import ResponseCode
-from remoting.command import RemotingCommand
-from store.message_codec import (
+from codec import (
     TRANSACTION_PREPARED_TYPE,
     MessageInner,
     RecordInfo,
     decode_record,
     java_hash,
 )
+from remoting.client import RemotingClient
+from remoting.codes import ResponseCode
+from remoting.command import RemotingCommand
 from tests.broker.conftest import (
     BORN_TIMESTAMP,
     BrokerFactory,

@@ -13,11 +13,11 @@ import pytest
 
 from broker.broker import Broker
 from broker.config import BrokerRole
+from codec import decode_offset_msg_id, decode_record
 from remoting.client import RemotingClient
 from remoting.codes import RequestCode, ResponseCode, SerializeType
 from remoting.command import RemotingCommand
 from store.config import FlushDiskType
-from store.message_codec import decode_offset_msg_id, decode_record
 from tests.broker.conftest import (
     BORN_TIMESTAMP,
     BrokerFactory,

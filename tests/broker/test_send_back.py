@@ -20,11 +20,11 @@ from typing import Any
 import pytest
 
 from broker.broker import Broker
+from codec import RecordInfo
 from remoting.client import RemotingClient
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand, next_opaque
 from remoting.headers import ConsumerSendMsgBackRequestHeader, SendMessageRequestHeader
-from store.message_codec import RecordInfo
 from tests.broker.conftest import (
     BORN_TIMESTAMP,
     BrokerFactory,

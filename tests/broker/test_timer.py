@@ -16,9 +16,9 @@ from typing import Any
 
 from broker.broker import Broker
 from broker.timer import ENTRY_BYTES
+from codec import MessageInner, RecordInfo, encode_properties
 from remoting.client import RemotingClient
 from remoting.codes import ResponseCode
-from store.message_codec import MessageInner, RecordInfo, encode_properties
 from tests.broker.conftest import (
     BrokerFactory,
     pull,

@@ -10,13 +10,13 @@ from pathlib import Path
 from typing import Any
 
 from broker.broker import Broker
+from codec import decode_offset_msg_id, decode_record
 from remoting.client import RemotingClient
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
 from remoting.connection import Connection
 from remoting.dispatch import Lane, ProcessorTable
 from remoting.headers import EndTransactionRequestHeader
-from store.message_codec import decode_offset_msg_id, decode_record
 from tests.broker.conftest import (
     BrokerFactory,
     ClientFactory,

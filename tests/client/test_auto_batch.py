@@ -14,8 +14,8 @@ from collections import Counter
 from broker.broker import Broker
 from broker.namesrv.server import NameServer
 from client import Message, Producer, SendResult, SendStatus
-from client.message import FLAG_COMPRESSED
 from client.producer import select_by_hash
+from codec import COMPRESSED_FLAG
 from tests.client.conftest import BrokerFactory, create_topic, max_offsets, stored, wait_until
 
 TOPIC = "AutoBatch"
@@ -117,7 +117,7 @@ async def test_delayed_and_compressed_messages_go_alone_among_coalesced_ones(
     assert all(r.status is SendStatus.SEND_OK for r in results)
     by_slot = {(m.queue_id, m.queue_offset): m for m in await stored(broker, TOPIC)}
     big_stored = by_slot[(results[10].message_queue.queue_id, results[10].queue_offset)]
-    assert big_stored.body == big and big_stored.sys_flag & FLAG_COMPRESSED
+    assert big_stored.body == big and big_stored.sys_flag & COMPRESSED_FLAG
     # The delayed one waits in SCHEDULE_TOPIC_XXXX first, then arrives in the topic.
     await wait_until(
         lambda: sum(max_offsets(broker, TOPIC, range(4)).values()) == 100, "the delayed message"

@@ -20,17 +20,14 @@ from broker.namesrv.server import NameServer
 from client import InvalidArgumentError, InvalidMessageError, Message, Producer
 from client.message import (
     DEFAULT_MAX_MESSAGE_BYTES,
-    FLAG_COMPRESSED,
     TOPIC_MAX_LENGTH,
     UNIQ_IDS,
     MessageDecodeError,
-    UniqIdGenerator,
     check_group,
     decode_messages,
-    encode_properties,
-    java_hash,
 )
-from store.message_codec import java_hash as store_java_hash
+from codec import COMPRESSED_FLAG, UniqIdGenerator, encode_properties, java_hash
+from codec import java_hash as store_java_hash
 from tests.client.conftest import raw_pull
 
 # ---------------------------------------------------------------------------- validation
@@ -169,7 +166,7 @@ async def test_invalid_messages_are_never_sent(
 
 
 def test_uniq_ids_format_and_uniqueness() -> None:
-    gen = UniqIdGenerator()
+    gen = UniqIdGenerator(bytes([127, 0, 0, 1]))
     ids = [gen.next_id() for _ in range(66_000)]
     assert len(set(ids)) == len(ids)
     for msg_id in ids[:100]:
@@ -189,7 +186,7 @@ def test_uniq_ids_format_and_uniqueness() -> None:
 
 def test_uniq_id_time_is_ms_since_month_start() -> None:
     before = int(time.time() * 1000)
-    msg_id = UniqIdGenerator().next_id()
+    msg_id = UniqIdGenerator(bytes([127, 0, 0, 1])).next_id()
     after = int(time.time() * 1000)
     # unsigned, as Java's getNearlyTimeFromID reads it: a month has more ms than an int
     (since_month,) = struct.unpack(">I", bytes.fromhex(msg_id)[10:14])
@@ -202,7 +199,7 @@ def test_uniq_id_time_is_ms_since_month_start() -> None:
 def test_uniq_id_time_keeps_the_top_bit_late_in_a_month() -> None:
     """Past 2**31 ms (24.8 days) into a month the span's top bit is set: Java's int cast
     keeps it, and readers take the 4 bytes unsigned, so it must not be masked away."""
-    gen = UniqIdGenerator()
+    gen = UniqIdGenerator(bytes([127, 0, 0, 1]))
     now_ms = int(time.time() * 1000)
     gen.next_id()  # sets the month
     late = 2**31 + 12_345
@@ -214,7 +211,7 @@ def test_uniq_id_time_keeps_the_top_bit_late_in_a_month() -> None:
 
 
 def test_two_generators_differ_in_prefix() -> None:
-    a, b = UniqIdGenerator(), UniqIdGenerator()
+    a, b = UniqIdGenerator(bytes([127, 0, 0, 1])), UniqIdGenerator(bytes([127, 0, 0, 1]))
     assert a.next_id()[:20] != b.next_id()[:20]
 
 
@@ -280,8 +277,8 @@ async def test_decode_pulled_records(broker: Broker, producer: Producer) -> None
     assert first.message_queue == results[0].message_queue
     assert first.size == len(sent[0].body)
     assert 0 < first.born_timestamp <= first.store_timestamp
-    assert not first.sys_flag & FLAG_COMPRESSED
-    assert second.sys_flag & FLAG_COMPRESSED
+    assert not first.sys_flag & COMPRESSED_FLAG
+    assert second.sys_flag & COMPRESSED_FLAG
     assert second.tags == "TagB"
     assert second.keys == []
 

@@ -31,11 +31,10 @@ from client import (
     SendStatus,
 )
 from client.fault import FaultStrategy
-from client.message import FLAG_COMPRESSED, java_hash
 from client.producer import select_by_hash
+from codec import COMPRESSED_FLAG, decode_record, java_hash
 from remoting.bodies import PERM_READ
 from remoting.errors import MessageIllegalError, NoPermissionError
-from store.message_codec import decode_record
 from tests.client.conftest import (
     BrokerFactory,
     Received,
@@ -158,7 +157,7 @@ async def test_compressed_body_on_the_wire(
     record = broker.store.look_message_by_offset(offset_id_parts(r_big.offset_msg_id)[1])
     assert record is not None
     info = decode_record(record, 0)
-    assert info.sys_flag & FLAG_COMPRESSED
+    assert info.sys_flag & COMPRESSED_FLAG
     assert info.body_length < len(big)
     payload = record[info.body_offset : info.body_offset + info.body_length]
     assert zlib.decompress(payload) == big
@@ -166,7 +165,7 @@ async def test_compressed_body_on_the_wire(
     record = broker.store.look_message_by_offset(offset_id_parts(r_small.offset_msg_id)[1])
     assert record is not None
     info = decode_record(record, 0)
-    assert not info.sys_flag & FLAG_COMPRESSED
+    assert not info.sys_flag & COMPRESSED_FLAG
     assert info.body_length == len(small)
 
     received = Received()
@@ -182,7 +181,7 @@ async def test_compress_over_bytes_argument(namesrv: NameServer, broker: Broker)
         result = await p.send(Message("TopicZ2", b"a" * 10))
     record = broker.store.look_message_by_offset(offset_id_parts(result.offset_msg_id)[1])
     assert record is not None
-    assert decode_record(record, 0).sys_flag & FLAG_COMPRESSED
+    assert decode_record(record, 0).sys_flag & COMPRESSED_FLAG
     (view,) = await stored(broker, "TopicZ2", [result.message_queue.queue_id])
     assert view.body == b"a" * 10
 

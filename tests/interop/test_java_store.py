@@ -42,9 +42,7 @@ from typing import Any
 
 import pytest
 
-from store.config import FlushDiskType, StoreConfig
-from store.errors import StoreLockedError
-from store.message_codec import (
+from codec import (
     BLANK_MAGIC_CODE,
     BORNHOST_V6_FLAG,
     MESSAGE_MAGIC_CODE,
@@ -66,6 +64,8 @@ from store.message_codec import (
     read_int,
     store_timestamp_pos,
 )
+from store.config import FlushDiskType, StoreConfig
+from store.errors import StoreLockedError
 from store.message_store import MessageStore
 from store.results import GetMessageStatus, PutMessageStatus
 from tests.interop.conftest import JavaProgram

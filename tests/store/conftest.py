@@ -3,7 +3,7 @@
 Stores live in ``tmp_path`` with tiny files (4 KiB commit-log segments, 8-entry consume-queue
 segments, a few index entries per file), so rollover happens in every test. The helpers build
 messages and batch bodies by hand from docs/protocol.md §9-§10, parse records straight from
-the table of docs/store-format.md §2.2 (independently of ``store.message_codec``) and read the
+the table of docs/store-format.md §2.2 (independently of ``codec``) and read the
 bytes the store left on disk. Test modules import them: ``from tests.store.conftest import …``.
 """
 
@@ -18,8 +18,8 @@ from typing import Any, NamedTuple
 
 import pytest
 
+from codec import Host, MessageBatch, MessageInner
 from store.config import StoreConfig
-from store.message_codec import Host, MessageBatch, MessageInner
 from store.message_store import MessageStore
 from store.results import GetMessageStatus
 

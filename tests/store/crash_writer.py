@@ -38,8 +38,7 @@ from pathlib import Path
 
 import structlog
 
-from store.config import FlushDiskType, StoreConfig
-from store.message_codec import (
+from codec import (
     MESSAGE_MAGIC_CODE,
     MessageBatch,
     MessageInner,
@@ -47,6 +46,7 @@ from store.message_codec import (
     encode_properties,
     host_of,
 )
+from store.config import FlushDiskType, StoreConfig
 from store.message_store import MessageStore
 from store.results import PutMessageStatus, PutResult
 

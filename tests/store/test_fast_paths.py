@@ -24,15 +24,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import store.commit_log as commit_log_module
-from store.config import StoreConfig
-from store.consume_queue import ConsumeQueue
-from store.index_file import IndexFile, index_key, index_key_hash, index_key_hashes
-from store.message_codec import (
+from codec import (
     MessageBatch,
     MessageInner,
     decode_properties,
     encode_batch_records,
     encode_record,
+    index_key_hash,
+    index_key_hashes,
     java_hash,
     java_hash_ascii,
     java_hashes_ascii,
@@ -46,6 +45,9 @@ from store.message_codec import (
     record_sys_flag,
     split_batch,
 )
+from store.config import StoreConfig
+from store.consume_queue import ConsumeQueue
+from store.index_file import IndexFile, index_key
 from store.message_store import MessageStore
 from store.results import PutMessageStatus
 from tests.store.conftest import (

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from codec import MessageInner, host_of
 from store.checkpoint import Checkpoint
 from store.config import FlushDiskType, StoreConfig
-from store.message_codec import MessageInner, host_of
 from store.message_store import MessageStore
 from store.results import GetMessageStatus, PutMessageStatus
 

@@ -18,6 +18,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from codec import (
+    MULTI_TAGS_FLAG,
+    TRANSACTION_COMMIT_TYPE,
+    TRANSACTION_NOT_TYPE,
+    TRANSACTION_PREPARED_TYPE,
+    TRANSACTION_ROLLBACK_TYPE,
+    java_hash,
+)
 from store.errors import StoreLoadError
 from store.index_file import (
     MAX_MSGS_NUM_BATCH,
@@ -27,14 +35,6 @@ from store.index_file import (
     index_file_name,
     index_key,
     index_key_hash,
-)
-from store.message_codec import (
-    MULTI_TAGS_FLAG,
-    TRANSACTION_COMMIT_TYPE,
-    TRANSACTION_NOT_TYPE,
-    TRANSACTION_PREPARED_TYPE,
-    TRANSACTION_ROLLBACK_TYPE,
-    java_hash,
 )
 
 SLOTS = 7

@@ -17,8 +17,7 @@ from typing import NamedTuple
 
 import pytest
 
-from store.config import StoreConfig
-from store.message_codec import (
+from codec import (
     Host,
     MessageBatch,
     decode_offset_msg_id,
@@ -26,6 +25,7 @@ from store.message_codec import (
     offset_msg_id,
     tags_code,
 )
+from store.config import StoreConfig
 from store.message_store import MessageStore
 from store.results import PutMessageStatus, PutResult
 from tests.store.conftest import (

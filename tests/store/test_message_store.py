@@ -13,10 +13,10 @@ from collections.abc import Callable
 
 import pytest
 
+from codec import java_hash
 from store.config import FlushDiskType, StoreConfig
 from store.dispatch import Arrival
 from store.errors import StoreLockedError
-from store.message_codec import java_hash
 from store.message_store import MessageStore
 from store.results import (
     AppendResult,

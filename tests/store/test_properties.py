@@ -16,7 +16,7 @@ from pathlib import Path
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from store.message_codec import (
+from codec import (
     MessageBatch,
     MessageInner,
     decode_properties,

@@ -2,7 +2,7 @@
 
 docs/store-format.md §2.4 (what a valid record is), §5 (checkpoint, abort), §7 (dispatch), §8
 (recovery) and §9 (flush). The store is checked against the files it leaves on disk, parsed
-here independently of ``store.message_codec``: every record up to the recovered end verifies,
+here independently of ``codec``: every record up to the recovered end verifies,
 every consume-queue entry points at a record of its queue with the right queue offset and
 every record has its entry, the index finds what is in the log, and cut bytes are kept under
 ``<root>/torn/``.

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from structlog.testing import capture_logs
 
+from codec import SCHEDULE_TOPIC
 from store.dispatch import RETRY_FIRST_S
-from store.message_codec import SCHEDULE_TOPIC
 from store.message_store import MessageStore
 from store.results import PutMessageStatus
 from tests.store.conftest import (

@@ -9,8 +9,8 @@ import os
 import time
 from pathlib import Path
 
+from codec import MessageInner, encode_properties, host_of
 from store.config import StoreConfig
-from store.message_codec import MessageInner, encode_properties, host_of
 from store.message_store import MessageStore
 from store.results import GetMessageStatus, PutMessageStatus
 

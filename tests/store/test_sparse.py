@@ -25,12 +25,12 @@ import pytest
 from broker.broker import Broker
 from broker.config import BrokerConfig, NamesrvConfig, load_config
 from broker.namesrv.server import NameServer
+from codec import decode_record
 from remoting.client import RemotingClient
 from remoting.codes import ResponseCode
 from remoting.command import RemotingCommand
 from remoting.errors import RemotingError
 from store.config import StoreConfig
-from store.message_codec import decode_record
 from store.message_store import MessageStore
 from tests.broker.conftest import CLIENT_CONFIG, pull, record_body, records, send
 from tests.standalone import StandaloneBroker, start_standalone
