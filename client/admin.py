@@ -53,6 +53,7 @@ from remoting.headers import (
     CreateTopicRequestHeader,
     KVConfigRequestHeader,
     PullMessageRequestHeader,
+    PullMessageResponseHeader,
     QueryConsumeQueueRequestHeader,
     QueryConsumerOffsetRequestHeader,
     QueryMessageRequestHeader,
@@ -803,7 +804,7 @@ class Admin(ClientService):
                 ResponseCode.PULL_OFFSET_MOVED,
             ),
         )
-        ext = response.ext_fields
+        answer = PullMessageResponseHeader.from_ext_fields(response.ext_fields)
         messages = (
             decode_messages(response.body_bytes, mq.broker_name)
             if response.code == ResponseCode.SUCCESS
@@ -811,9 +812,9 @@ class Admin(ClientService):
         )
         return PulledBatch(
             messages,
-            int(ext.get("nextBeginOffset", offset)),
-            int(ext.get("minOffset", "0")),
-            int(ext.get("maxOffset", "0")),
+            answer.next_begin_offset,
+            answer.min_offset,
+            answer.max_offset,
             response.code == ResponseCode.PULL_OFFSET_MOVED,
         )
 

@@ -65,12 +65,23 @@ from remoting.errors import RemotingError
 from remoting.headers import (
     ConsumerSendMsgBackRequestHeader,
     PullMessageRequestHeader,
+    PullMessageResponseHeader,
     QueueRequestHeader,
     SearchOffsetRequestHeader,
 )
 from remoting.route import MessageQueue, TopicRouteData, dumps
 
 log = logging.getLogger(__name__)
+
+# The codes a pull is answered with (PullAPIWrapper.processPullResponse); others are errors.
+_PULL_ANSWERS = frozenset(
+    {
+        ResponseCode.SUCCESS,
+        ResponseCode.PULL_NOT_FOUND,
+        ResponseCode.PULL_RETRY_IMMEDIATELY,
+        ResponseCode.PULL_OFFSET_MOVED,
+    }
+)
 
 Listener = Callable[[MessageView], Awaitable[ConsumeResult | None] | ConsumeResult | None]
 
@@ -786,20 +797,22 @@ class PushConsumer(ClientService):
         if pq.dropped:
             return
         pq.last_pull_ms = int(time.time() * 1000)
-        ext = response.ext_fields
         code = response.code
-        suggest = ext.get("suggestWhichBrokerId", "0")
-        pq.pull_from_broker_id = int(suggest) if suggest.isdigit() else 0
+        if code not in _PULL_ANSWERS:
+            raise ClientError(f"pull of {mq} refused: code {code} {response.remark}")
+        # Every answer of a pull carries the four fields (Java's client requires them too).
+        answer = PullMessageResponseHeader.from_ext_fields(response.ext_fields)
+        pq.pull_from_broker_id = max(answer.suggest_which_broker_id, 0)
         if code == ResponseCode.SUCCESS:
             msgs = decode_messages(response.body_bytes, mq.broker_name)
-            next_offset = int(ext["nextBeginOffset"])
+            next_offset = answer.next_begin_offset
             if sub.tags_set:
                 # The broker filters by hash code only; drop hash collisions here.
                 wanted = set(sub.tags_set)
                 msgs = [m for m in msgs if m.tags in wanted]
             extra = {
-                PROPERTY_MIN_OFFSET: ext.get("minOffset", ""),
-                PROPERTY_MAX_OFFSET: ext.get("maxOffset", ""),
+                PROPERTY_MIN_OFFSET: str(answer.min_offset),
+                PROPERTY_MAX_OFFSET: str(answer.max_offset),
             }
             for m in msgs:
                 m.properties.update(extra)
@@ -810,19 +823,17 @@ class PushConsumer(ClientService):
             elif not pq.messages:
                 self.offsets.update(mq, next_offset, increase_only=True)
         elif code in (ResponseCode.PULL_NOT_FOUND, ResponseCode.PULL_RETRY_IMMEDIATELY):
-            pq.next_offset = int(ext.get("nextBeginOffset", pq.next_offset))
+            pq.next_offset = answer.next_begin_offset
             if not pq.messages:
                 self.offsets.update(mq, pq.next_offset, increase_only=True)
         elif code == ResponseCode.PULL_OFFSET_MOVED:
-            moved_to = int(ext.get("nextBeginOffset", pq.next_offset))
+            moved_to = answer.next_begin_offset
             log.warning(
                 "pull_offset_moved queue=%s requested=%s moved_to=%s", mq, pq.next_offset, moved_to
             )
             pq.next_offset = moved_to
             self.offsets.update(mq, moved_to)
             await self.offsets.persist([mq])
-        else:
-            raise ClientError(f"pull of {mq} refused: code {code} {response.remark}")
 
     # --------------------------------------------------------------------- consume
 

@@ -393,7 +393,12 @@ class MessageStore:
         return None
 
     async def put_message(self, msg: MessageInner) -> PutResult:
-        """Store one message; under SYNC_FLUSH (and WAIT) return once it is durable."""
+        """Store one message; under SYNC_FLUSH (and WAIT) return once it is durable.
+
+        A message with a ``delay_level`` (and no transaction type other than commit) is
+        parked in SCHEDULE_TOPIC_XXXX (``schedule_properties``); a caller that holds the
+        properties as a dict already may park it itself and pass ``delay_level`` 0.
+        """
         refused = self._refusal()
         if refused is not None:
             return refused
@@ -401,27 +406,34 @@ class MessageStore:
             TRANSACTION_NOT_TYPE,
             TRANSACTION_COMMIT_TYPE,
         ):
-            msg = self._to_schedule_topic(msg)
+            props = decode_properties(msg.properties)
+            topic, queue_id, level = self.schedule_properties(
+                props, msg.topic, msg.queue_id, msg.delay_level
+            )
+            msg = dataclasses.replace(
+                msg,
+                topic=topic,
+                queue_id=queue_id,
+                properties=encode_properties(props),
+                delay_level=level,
+            )
         result = self.commit_log.put(msg)
         return await self._after_put(result, msg.wait_store_msg_ok)
 
-    def _to_schedule_topic(self, msg: MessageInner) -> MessageInner:
-        """``CommitLog.asyncPutMessage`` for a delayed message: park it in queue level-1 of
-        SCHEDULE_TOPIC_XXXX (levels above the configured ones are clamped), the real topic
-        and queue kept in REAL_TOPIC / REAL_QID; dispatch gives it the deliver time as its
-        tags code and the schedule service brings it back when that time comes."""
-        level = min(msg.delay_level, len(self.config.delay_levels_ms))
-        props = decode_properties(msg.properties)
+    def schedule_properties(
+        self, props: dict[str, str], topic: str, queue_id: int, delay_level: int
+    ) -> tuple[str, int, int]:
+        """``CommitLog.asyncPutMessage`` for a delayed message: it is parked in queue
+        level-1 of SCHEDULE_TOPIC_XXXX (levels above the configured ones are clamped), its
+        real topic and queue kept in REAL_TOPIC / REAL_QID, which this sets in ``props``
+        with the clamped DELAY. Returns (topic, queue id, level) to store it under; dispatch
+        gives it the deliver time as its tags code and the schedule service brings it back
+        when that time comes."""
+        level = min(delay_level, len(self.config.delay_levels_ms))
         props[PROPERTY_DELAY] = str(level)
-        props[PROPERTY_REAL_TOPIC] = msg.topic
-        props[PROPERTY_REAL_QUEUE_ID] = str(msg.queue_id)
-        return dataclasses.replace(
-            msg,
-            topic=SCHEDULE_TOPIC,
-            queue_id=level - 1,
-            properties=encode_properties(props),
-            delay_level=level,
-        )
+        props[PROPERTY_REAL_TOPIC] = topic
+        props[PROPERTY_REAL_QUEUE_ID] = str(queue_id)
+        return SCHEDULE_TOPIC, level - 1, level
 
     async def put_messages(self, batch: MessageBatch) -> PutResult:
         """Store a batch in one queue with consecutive offsets."""

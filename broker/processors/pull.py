@@ -30,7 +30,7 @@ from remoting.codes import ResponseCode
 from remoting.command import RemotingCommand, response_to
 from remoting.connection import Connection
 from remoting.dispatch import send_response
-from remoting.headers import PullMessageRequestHeader
+from remoting.headers import PullMessageRequestHeader, PullMessageResponseHeader
 from store.message_store import RecordFilter
 from store.results import GetMessageStatus
 
@@ -277,12 +277,12 @@ class PullProcessor:
             )
         else:
             suggest = 0
-        ext = {
-            "suggestWhichBrokerId": str(suggest),
-            "nextBeginOffset": str(next_begin),
-            "minOffset": str(got.min_offset),
-            "maxOffset": str(got.max_offset),
-        }
+        ext = PullMessageResponseHeader(
+            suggest_which_broker_id=suggest,
+            next_begin_offset=next_begin,
+            min_offset=got.min_offset,
+            max_offset=got.max_offset,
+        ).to_ext_fields()
 
         if allow_suspend and h.sys_flag & FLAG_COMMIT_OFFSET and self._is_master:
             broker.offsets.commit(h.consumer_group, h.topic, h.queue_id, h.commit_offset)

@@ -39,6 +39,8 @@ from codec import (
     PROPERTY_REAL_QUEUE_ID,
     PROPERTY_REAL_TOPIC,
     PROPERTY_TIMER_OUT_MS,
+    TRANSACTION_COMMIT_TYPE,
+    TRANSACTION_NOT_TYPE,
     TRANSACTION_TYPE_MASK,
     Host,
     MessageBatch,
@@ -188,6 +190,13 @@ class SendProcessor:
             # re-serialises them, WAIT included, when it parks the message); so does a half
             # message, whose property string the commit stores unchanged.
             props.pop("WAIT", None)
+        elif sys_flag & TRANSACTION_TYPE_MASK in (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE):
+            # Parked in the schedule topic here, on the dict parsed above, so the properties
+            # are parsed once and encoded once (the store would parse them again to do it).
+            topic, store_queue_id, _level = self.broker.store.schedule_properties(
+                props, topic, store_queue_id, delay_level
+            )
+            delay_level = 0
         born_host = _born_host(conn.peer)
         store_host = self.broker.store_host
         body = request.body if request.body is not None else b""
