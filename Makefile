@@ -45,15 +45,18 @@ lint: install  ## ruff
 	$(VENV)/bin/ruff check $(LINTED) tests
 	$(VENV)/bin/ruff format --check $(LINTED) tests
 
-type: install  ## mypy --strict on the four packages, and on the tests
+type: install  ## mypy --strict on the five packages, and on the tests
 	$(VENV)/bin/mypy
 	$(VENV)/bin/mypy tests
 
-test: lint type  ## lint, types and the whole suite on uvloop
-	$(PY) -m pytest -q
+# make test runs the compiled codec (a test fails if the speedups were not built); the
+# second run takes the pure-Python codec (AEROLITE_NO_EXTENSIONS=1), so the fallback is
+# exercised by the whole suite and can never rot.
+test: lint type  ## lint, types and the whole suite on uvloop, with the codec's speedups
+	AEROLITE_REQUIRE_SPEEDUPS=1 $(PY) -m pytest -q
 
-test-asyncio: install  ## the suite once more on stdlib asyncio in debug mode
-	AEROLITE_LOOP=asyncio PYTHONASYNCIODEBUG=1 $(PY) -m pytest -q -p no:cacheprovider
+test-asyncio: install  ## the suite once more on stdlib asyncio in debug mode, pure-Python codec
+	AEROLITE_NO_EXTENSIONS=1 AEROLITE_LOOP=asyncio PYTHONASYNCIODEBUG=1 $(PY) -m pytest -q -p no:cacheprovider
 
 check: test test-asyncio  ## everything CI checks before interop
 

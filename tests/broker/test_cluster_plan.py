@@ -97,12 +97,25 @@ def test_slaves_start_after_their_master_and_brokers_after_the_name_servers(
 
 def test_the_image_is_slim_non_root_and_healthchecked() -> None:
     text = DOCKERFILE.read_text()
-    base = re.search(r"^FROM (\S+)", text, re.M)
-    assert base is not None and re.fullmatch(r"python:3\.1[1-9]-slim", base.group(1))
+    stages = re.findall(r"^FROM (\S+)", text, re.M)
+    # The image that runs is the last stage: slim, without a compiler.
+    assert stages and re.fullmatch(r"python:3\.1[1-9]-slim", stages[-1])
     users = re.findall(r"^USER (\S+)", text, re.M)
     assert users and users[-1] not in ("root", "0")
     assert re.search(r"^HEALTHCHECK .*\n?.*CMD aerolite ping", text, re.M)
     assert 'ENTRYPOINT ["aerolite"]' in text
+
+
+def test_the_image_is_built_with_the_compiled_codec() -> None:
+    """A full Python image builds the wheel (gcc and headers are there) and refuses one
+    without the speedups; the slim stage installs that wheel and reports them."""
+    text = DOCKERFILE.read_text()
+    build, run = text.split("\nFROM python:3.11-slim", 1)
+    assert re.search(r"^FROM python:3\.1[1-9] AS build$", build, re.M)
+    assert "COPY codec ./codec" in build and "setup.py" in build
+    assert "pip wheel" in build and "the codec speedups were not built" in build
+    assert "COPY --from=build /wheels /wheels" in run
+    assert "pip install /wheels/*.whl" in run and "aerolite --version" in run
 
 
 def test_each_planned_command_is_accepted_by_the_cli(tmp_path: Path) -> None:
