@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import random
 import sys
 import threading
 from collections import deque
@@ -25,7 +26,7 @@ from typing import Any, TypeVar
 
 from client.admin import Admin
 from client.blocking import _LoopThread
-from client.errors import ClientError
+from client.errors import ClientError, SystemBusyError
 from client.message import Message, MessageView, SendResult
 from client.producer import Producer
 from client.spark.offsets import (
@@ -73,6 +74,11 @@ CALL_TIMEOUT_S = 120.0
 _STALL_RETRIES = 50  # pulls that make no progress (a segment being swapped) before giving up
 _WINDOWS_IN_FLIGHT = 8  # concurrent pulls per partition being read
 _SEND_WINDOW = 512  # sends in flight per task: enough to fill the producer's auto-batches
+# A send refused with SYSTEM_BUSY (the broker's send queue waited out
+# waitTimeMillsInSendQueue) is sent again, backing off, for this long after the first send.
+_BUSY_RETRY_S = 60.0
+_BUSY_FIRST_WAIT_S = 0.05
+_BUSY_MAX_WAIT_S = 1.0
 
 
 def _run(coro: Awaitable[T], timeout_s: float = CALL_TIMEOUT_S) -> T:
@@ -310,7 +316,8 @@ class BrokerSession:
     ) -> list[SendResult]:
         """Send every message (to its queue id when one is given) and wait for all the
         broker's answers; the first failure raises with the broker's reason, after the
-        other sends have finished (so none is left in flight when a task fails)."""
+        other sends have finished (so none is left in flight when a task fails). A send
+        refused for flow control (SYSTEM_BUSY: nothing stored) is sent again, backing off."""
 
         async def run() -> list[SendResult]:
             producer = Producer(group, self.namesrv, credentials=self.credentials)
@@ -318,11 +325,28 @@ class BrokerSession:
             try:
                 window = asyncio.Semaphore(_SEND_WINDOW)
 
+                loop = asyncio.get_running_loop()
+                deadline = loop.time() + _BUSY_RETRY_S
+
                 async def one(msg: Message, queue_id: int | None) -> SendResult:
-                    async with window:
-                        if queue_id is None:
-                            return await producer.send(msg)
-                        return await producer.send_orderly(msg, selector=_pick_queue, arg=queue_id)
+                    delay = _BUSY_FIRST_WAIT_S
+                    while True:
+                        try:
+                            async with window:
+                                if queue_id is None:
+                                    return await producer.send(msg)
+                                return await producer.send_orderly(
+                                    msg, selector=_pick_queue, arg=queue_id
+                                )
+                        except SystemBusyError:
+                            # Flow control: the broker answered before storing anything, so
+                            # sending again cannot duplicate; a whole task failing for a
+                            # moment's backlog would. Jittered, so the refused do not all
+                            # come back in one wave.
+                            if loop.time() + delay > deadline:
+                                raise
+                        await asyncio.sleep(delay * random.uniform(0.5, 1.5))  # noqa: S311
+                        delay = min(2 * delay, _BUSY_MAX_WAIT_S)
 
                 results = await asyncio.gather(
                     *(one(m, q) for m, q in messages), return_exceptions=True
