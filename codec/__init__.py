@@ -27,12 +27,14 @@ from codec.batch import (
     split_batch,
 )
 from codec.hashing import (
+    index_hashes,
     index_key_hash,
     index_key_hashes,
     java_hash,
     java_hash_ascii,
     java_hashes_ascii,
     tags_code,
+    tags_codes,
 )
 from codec.message import SCHEDULE_TOPIC, MessageBatch, MessageInner, inner_from_record
 from codec.msgid import (
@@ -210,6 +212,7 @@ __all__ = [
     "host_bytes",
     "host_of",
     "host_text",
+    "index_hashes",
     "index_key_hash",
     "index_key_hashes",
     "inflate_body",
@@ -231,5 +234,6 @@ __all__ = [
     "split_batch",
     "store_timestamp_pos",
     "tags_code",
+    "tags_codes",
     "verify_record",
 ]

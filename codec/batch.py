@@ -9,10 +9,12 @@ PROPERTIES; Java's client leaves MAGICCODE and BODYCRC 0, and the broker ignores
 
 from __future__ import annotations
 
+import contextlib
 import struct
 import zlib
 from typing import NamedTuple
 
+from codec import _ext
 from codec.record import (
     MAX_PROPERTIES_BYTES,
     MESSAGE_MAGIC_CODE,
@@ -236,3 +238,14 @@ def encode_batch_records(  # noqa: PLR0917 - one pass over a batch
     if not sizes:
         raise RecordError("empty batch")
     return EncodedBatch(buf, out, sizes, props_list)
+
+
+# The compiled speedups (codec/_cbatch.pyx) when built and not disabled; the pure functions
+# stay importable as <name>_py, the reference the compiled ones are tested against.
+encode_batch_entry_py = encode_batch_entry
+split_batch_py = split_batch
+encode_batch_records_py = encode_batch_records
+
+if not _ext.DISABLED:
+    with contextlib.suppress(ImportError):
+        from codec._cbatch import encode_batch_entry, encode_batch_records, split_batch

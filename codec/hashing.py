@@ -3,15 +3,22 @@
 RocketMQ counterpart: ``MessageExtBrokerInner.tagsString2tagsCode`` (a tag's hash is its
 consume-queue tags code), ``IndexFile.indexKeyHashMethod`` over ``IndexService.buildKey``
 (``topic#key``: an index slot), and ``MessageQueueSelector`` by hash on the client. Every one is
-``String.hashCode`` over UTF-16 code units, wrapped to 32 bits.
+``String.hashCode`` over UTF-16 code units, wrapped to 32 bits. ``tags_codes`` and
+``index_hashes`` give what dispatch enters for the records of an append (the tags codes of
+``CommitLog.checkMessageAndReturnSize``, the keys of ``IndexService.buildIndex``).
+
+The hot functions have compiled twins in codec/_chash.pyx, bound here when built (below).
 """
 
 from __future__ import annotations
 
-import functools
+import contextlib
 import operator
 import struct
 from collections.abc import Callable
+
+from codec import _ext
+from codec.properties import property_value
 
 _HASH_MASK = 0xFFFFFFFF
 _POWERS_OF_31: dict[int, tuple[int, ...]] = {}
@@ -27,21 +34,38 @@ def _powers_of_31(length: int) -> tuple[int, ...]:
     return powers
 
 
-@functools.lru_cache(maxsize=4096)
+# java_hash's results by text: tags and keys recur (a bound, cleared when reached, keeps
+# it small; a miss only costs a hash). A dict rather than functools.lru_cache so that
+# java_hash stays a plain function with the signature of the compiled one.
+_JAVA_HASHES: dict[str, int] = {}
+_JAVA_HASHES_MAX = 4096
+
+
 def java_hash(text: str) -> int:
     """Java ``String.hashCode``: over UTF-16 code units, wrapped to a signed 32-bit int.
+
+    A character beyond the BMP is two units (its surrogate pair) and a lone surrogate, which
+    a Java string may hold as well, is the one unit it is (``surrogatepass``).
 
     Computed as sum(unit * 31^(n-1-i)) mod 2^32 with ``map`` over precomputed powers:
     1.9 us for a 43-character key against 2.9 us for the per-character loop (dispatch
     hashes every key of every message for the index, and the cache cannot help UNIQ_KEYs).
     """
+    cached = _JAVA_HASHES.get(text)
+    if cached is not None:
+        return cached
     if text.isascii():
         units: bytes | tuple[int, ...] = text.encode("ascii")
     else:
-        raw = text.encode("utf-16-be")
+        raw = text.encode("utf-16-be", "surrogatepass")
         units = struct.unpack(f">{len(raw) // 2}H", raw)
     h: int = sum(map(operator.mul, units, _powers_of_31(len(units)))) & _HASH_MASK
-    return h - (1 << 32) if h & 0x80000000 else h
+    if h & 0x80000000:
+        h -= 1 << 32
+    if len(_JAVA_HASHES) >= _JAVA_HASHES_MAX:
+        _JAVA_HASHES.clear()
+    _JAVA_HASHES[text] = h
+    return h
 
 
 def tags_code(tags: str | None) -> int:
@@ -139,3 +163,90 @@ def index_key_hashes(topic: bytes, keys: list[bytes]) -> list[int]:
             for h in java_hashes_ascii(prefix, keys)
         ]
     return [index_key_hash((prefix + key).decode(errors="replace")) for key in keys]
+
+
+# ---------------------------------------------------------------- dispatch: a batch's hashes
+# What dispatch enters for the records of one append (store/dispatch.py), from their stored
+# properties: only TAGS, KEYS and UNIQ_KEY are looked up (``property_value``), nothing parsed.
+
+
+def _tags_code_of(props: bytes) -> int:
+    """The tags code of a record (not in SCHEDULE_TOPIC_XXXX) from its stored properties:
+    the hashCode of its TAGS value decoded as the store decodes properties, 0 without one."""
+    tags = property_value(props, b"TAGS")
+    return tags_code(tags.decode(errors="replace")) if tags else 0
+
+
+def tags_codes(properties: list[bytes]) -> list[int]:
+    """The consume-queue tags code of each record, from its stored properties (RocketMQ's
+    ``tagsString2tagsCode`` in ``CommitLog.checkMessageAndReturnSize``): ``tags_code`` of its
+    TAGS, 0 without one. Not for SCHEDULE_TOPIC_XXXX, whose code is a deliver time."""
+    # Every pair starts right after a \x02 here, so one search tells whether any record
+    # has a TAGS pair at all; many batches have none.
+    if (b"\x02" + b"\x02".join(properties)).find(b"\x02TAGS\x01") < 0:
+        return [0] * len(properties)
+    return [_tags_code_of(props) for props in properties]
+
+
+def index_hashes(
+    topic: bytes, properties: list[bytes], offsets: list[int]
+) -> tuple[list[int], list[int]]:
+    """The index entries of records of ``topic`` (UTF-8), RocketMQ's ``IndexService.buildIndex``
+    for each: the ``index_key_hash`` of ``topic#UNIQ_KEY`` and of ``topic#key`` for each key of
+    KEYS (split at spaces, empty keys skipped), each with the commit-log offset
+    ``offsets[i]`` of the record ``properties[i]`` it is a key of; a record's keys are
+    adjacent, in that order. A pair with an empty value is no pair (Java skips it, and an
+    earlier pair of that name counts). Returns the hashes and their offsets."""
+    if len(offsets) != len(properties):
+        raise ValueError(f"properties of {len(properties)} records for {len(offsets)} offsets")
+    keys: list[bytes] = []
+    key_offsets: list[int] = []
+    with_keys = (b"\x02" + b"\x02".join(properties)).find(b"\x02KEYS\x01") >= 0
+    for offset, props in zip(offsets, properties, strict=True):
+        # property_value(props, b"UNIQ_KEY"), inlined for the pair every message has
+        i = props.rfind(b"\x02UNIQ_KEY\x01")
+        if i >= 0:
+            i += 10
+        elif props.startswith(b"UNIQ_KEY\x01"):
+            i = 9
+        if i >= 0:
+            j = props.find(b"\x02", i)
+            uniq: bytes | None = props[i:j] if j >= 0 else props[i:]
+            if not uniq:
+                uniq = property_value(props, b"UNIQ_KEY")  # Java skips an empty value
+            if uniq is not None:
+                keys.append(uniq)
+                key_offsets.append(offset)
+        if with_keys:
+            value = property_value(props, b"KEYS")
+            if value:
+                for key in value.split(b" "):
+                    if key:
+                        keys.append(key)
+                        key_offsets.append(offset)
+    return index_key_hashes(topic, keys), key_offsets
+
+
+# The compiled speedups (codec/_chash.pyx) when built and not disabled; the pure functions
+# stay importable as <name>_py, the reference the compiled ones are tested against.
+java_hash_py = java_hash
+java_hash_ascii_py = java_hash_ascii
+java_hashes_ascii_py = java_hashes_ascii
+tags_code_py = tags_code
+index_key_hash_py = index_key_hash
+index_key_hashes_py = index_key_hashes
+tags_codes_py = tags_codes
+index_hashes_py = index_hashes
+
+if not _ext.DISABLED:
+    with contextlib.suppress(ImportError):
+        from codec._chash import (
+            index_hashes,
+            index_key_hash,
+            index_key_hashes,
+            java_hash,
+            java_hash_ascii,
+            java_hashes_ascii,
+            tags_code,
+            tags_codes,
+        )

@@ -4,11 +4,17 @@ RocketMQ counterpart: ``common/message/MessageConst`` (the names, and ``STRING_H
 the names users may not set) and ``MessageDecoder.messageProperties2String`` /
 ``string2messageProperties`` (the codec). A properties string is ``name\\x01value`` pairs
 joined by ``\\x02``; it is stored and sent as UTF-8, at most 32,767 bytes in a record.
+
+The codec's functions have compiled twins in codec/_cprops.pyx, bound here when built
+(below).
 """
 
 from __future__ import annotations
 
+import contextlib
 from typing import Final
+
+from codec import _ext
 
 NAME_VALUE_SEPARATOR: Final = "\x01"
 PROPERTY_SEPARATOR: Final = "\x02"
@@ -111,3 +117,14 @@ def property_value(props: bytes, name: bytes) -> bytes | None:
         return value
     text = decode_properties(props.decode(errors="replace")).get(name.decode())
     return None if text is None else text.encode()
+
+
+# The compiled speedups (codec/_cprops.pyx) when built and not disabled; the pure functions
+# stay importable as <name>_py, the reference the compiled ones are tested against.
+encode_properties_py = encode_properties
+decode_properties_py = decode_properties
+property_value_py = property_value
+
+if not _ext.DISABLED:
+    with contextlib.suppress(ImportError):
+        from codec._cprops import decode_properties, encode_properties, property_value

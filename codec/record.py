@@ -30,11 +30,13 @@ append, record by record with everything packed at once (``codec.batch``).
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import struct
 import zlib
 from typing import NamedTuple
 
+from codec import _ext
 from codec.sysflag import BORNHOST_V6_FLAG, STOREHOSTADDRESS_V6_FLAG
 
 MESSAGE_MAGIC_CODE = -626843481  # 0xDAA320A7
@@ -429,3 +431,13 @@ def verify_record(
     if check_crc and zlib.crc32(buf[pos + body_pos : topic_pos]) & 0x7FFFFFFF != crc:
         raise RecordError("body CRC mismatch")
     return int(total)
+
+
+# The compiled speedups (codec/_cbatch.pyx) when built and not disabled; the pure functions
+# stay importable as <name>_py, the reference the compiled ones are tested against.
+decode_record_py = decode_record
+verify_record_py = verify_record
+
+if not _ext.DISABLED:
+    with contextlib.suppress(ImportError):
+        from codec._cbatch import decode_record, verify_record

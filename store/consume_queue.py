@@ -29,6 +29,7 @@ from pathlib import Path
 
 import structlog
 
+from codec.units import pack_cq_units
 from store.mapped_file import MappedFileQueue
 
 log = structlog.get_logger(__name__)
@@ -180,12 +181,7 @@ class ConsumeQueue:
             end = pos + n * UNIT_BYTES
             if mf.start_offset + pos == expected and end <= mf.file_bytes:
                 mf.reserve(end)  # before a byte goes into the mapping
-                mm = mf.mm
-                pack = _UNIT.pack_into
-                for offset, size, code in zip(offsets, sizes, tags_codes, strict=True):
-                    pack(mm, pos, offset, size, code)
-                    pos += UNIT_BYTES
-                mf.wrote_position = pos
+                mf.wrote_position = pack_cq_units(mf.mm, pos, offsets, sizes, tags_codes)
                 self.max_physic_offset = offsets[-1] + sizes[-1]
                 return [True] * n
         return [

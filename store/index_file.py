@@ -64,6 +64,7 @@ from codec import (
     TRANSACTION_TYPE_MASK,
     index_key_hash,
 )
+from codec.units import put_index_entries
 from store.mapped_file import (
     MADV_DONTNEED,
     OS_PAGE_BYTES,
@@ -519,43 +520,37 @@ class IndexFile:
             self._allocate_slot_pages(key_hashes[start:stop])
         mm = self._mm
         slot_num = self.hash_slot_num
-        unpack_slot = _SLOT.unpack_from
-        pack_slot = _SLOT.pack_into
-        pack_entry = _ENTRY.pack_into
         slot_count = self._hash_slot_count
-        entry_pos = self._entries_pos + count * ENTRY_BYTES
         first = start
         if count <= 1:
             # The first entry: its timeDiff is 0 (or measured from a begin time taken over
             # from the previous file), and it sets the file's begin values.
-            key_hash = key_hashes[first]
-            offset = offsets[first]
-            slot_pos = HEADER_BYTES + (key_hash % slot_num) * SLOT_BYTES
-            (prev,) = unpack_slot(mm, slot_pos)
-            if prev <= 0 or prev > count:
-                prev = 0
-            pack_entry(mm, entry_pos, key_hash, offset, self._time_diff_s(store_timestamp), prev)
-            pack_slot(mm, slot_pos, count)
-            self._begin_phy_offset = offset
+            count, slot_count = put_index_entries(
+                mm,
+                slot_num,
+                count,
+                slot_count,
+                key_hashes,
+                offsets,
+                first,
+                first + 1,
+                self._time_diff_s(store_timestamp),
+            )
+            self._begin_phy_offset = offsets[first]
             self._begin_timestamp = store_timestamp
-            if prev == 0:
-                slot_count += 1
-            count += 1
-            entry_pos += ENTRY_BYTES
             first += 1
         # Every later entry is measured from the same begin time: one timeDiff for all.
-        time_diff_s = self._time_diff_s(store_timestamp)
-        for i in range(first, stop):
-            key_hash = key_hashes[i]
-            slot_pos = HEADER_BYTES + (key_hash % slot_num) * SLOT_BYTES
-            (prev,) = unpack_slot(mm, slot_pos)
-            if prev <= 0 or prev > count:
-                prev = 0
-                slot_count += 1
-            pack_entry(mm, entry_pos, key_hash, offsets[i], time_diff_s, prev)
-            pack_slot(mm, slot_pos, count)
-            count += 1
-            entry_pos += ENTRY_BYTES
+        count, slot_count = put_index_entries(
+            mm,
+            slot_num,
+            count,
+            slot_count,
+            key_hashes,
+            offsets,
+            first,
+            stop,
+            self._time_diff_s(store_timestamp),
+        )
         self._hash_slot_count = slot_count
         self._index_count = count
         self._end_phy_offset = offsets[stop - 1]

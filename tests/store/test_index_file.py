@@ -24,6 +24,7 @@ from codec import (
     TRANSACTION_NOT_TYPE,
     TRANSACTION_PREPARED_TYPE,
     TRANSACTION_ROLLBACK_TYPE,
+    index_key_hash,
     java_hash,
 )
 from store.errors import StoreLoadError
@@ -34,7 +35,6 @@ from store.index_file import (
     index_file_bytes,
     index_file_name,
     index_key,
-    index_key_hash,
 )
 
 SLOTS = 7
