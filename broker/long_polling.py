@@ -44,6 +44,29 @@ class HeldPull:
     timer: asyncio.TimerHandle | None = field(default=None)
 
 
+def _wakes(pull: HeldPull, arrival: Arrival) -> bool:
+    """Whether a message of ``arrival`` at or after the pull's offset passes its tag filter
+    and, for an SQL92 pull, its expression (RocketMQ's listener checks isMatchedByCommitLog
+    on the dispatched properties; the periodic re-check still wakes it for anything, in case
+    it missed an arrival)."""
+    first = arrival.first_offset
+    start = pull.pull_from_offset - first
+    codes = arrival.tags_codes
+    if start >= len(codes):
+        return False
+    start = max(start, 0)
+    tag_filter = pull.tag_filter
+    props_filter = pull.props_filter
+    if tag_filter is None and props_filter is None:
+        return True
+    for i in range(start, len(codes)):
+        if tag_filter is not None and not tag_filter(codes[i]):
+            continue
+        if props_filter is None or props_filter(arrival.properties(i)):
+            return True
+    return False
+
+
 class PullHoldService:
     """Parked pulls by ``topic@queueId``.
 
@@ -124,26 +147,17 @@ class PullHoldService:
         self._run_again(key, pull)
 
     def on_arrival(self, arrival: Arrival) -> None:
-        """Store dispatch listener: wake the pulls this message satisfies."""
+        """Store dispatch listener: wake the pulls these messages satisfy (one call per
+        queue and dispatch round, however many messages it entered)."""
         key = (arrival.topic, arrival.queue_id)
         pulls = self.held.get(key)
         if not pulls:
             return
-        woken = [
-            p
-            for p in pulls
-            if arrival.max_offset > p.pull_from_offset
-            and (p.tag_filter is None or p.tag_filter(arrival.tags_code))
-        ]
-        if any(p.props_filter is not None for p in woken):
-            # An SQL92 pull wakes only for a message its expression selects, as RocketMQ's
-            # listener checks isMatchedByCommitLog on the dispatched properties; the periodic
-            # re-check still wakes it for anything (it may have missed an arrival).
-            props = arrival.properties
-            woken = [p for p in woken if p.props_filter is None or p.props_filter(props)]
+        woken = [p for p in pulls if _wakes(p, arrival)]
         if not woken:
             return
-        # Run after dispatch has finished its batch, not inside it.
+        # Run after dispatch has finished its round, not inside it: the answer then carries
+        # every message the round entered.
         loop = asyncio.get_running_loop()
         for p in woken:
             loop.call_soon(self._run_again, key, p)

@@ -55,9 +55,9 @@ from codec import (
     RecordInfo,
     decode_properties,
     decode_record,
-    index_key_hashes,
-    property_value,
+    index_hashes,
     tags_code,
+    tags_codes,
 )
 from store.commit_log import Appended, CommitLog
 from store.consume_queue import ConsumeQueueTable
@@ -72,28 +72,33 @@ RETRY_MAX_S = 10.0
 
 
 class Arrival(NamedTuple):
-    """A message now visible in its consume queue (long polling wakes on it)."""
+    """Messages now visible in one consume queue, at consecutive queue offsets: what one
+    dispatch round entered there, told to the listeners once (long polling wakes on it).
+
+    RocketMQ's ``ReputMessageService`` calls ``arriving`` per message; a round here covers
+    every record dispatch found, so a woken pull answers with all of them at once and a
+    listener runs once per queue and round, not once per message.
+    """
 
     topic: str
     queue_id: int
-    max_offset: int  # the queue's new max: the message's queue offset + 1, as RocketMQ passes
-    tags_code: int
-    store_timestamp: int
-    raw_properties: bytes | str  # as stored; parsed only when ``properties`` is asked for
+    first_offset: int  # queue offset of the first message
+    tags_codes: list[int]  # one per message, in queue order
+    store_timestamp: int  # of the last message
+    raw_properties: list[bytes | str]  # as stored, one per message; parsed on demand
 
     @property
-    def properties(self) -> dict[str, str]:
-        raw = self.raw_properties
+    def max_offset(self) -> int:
+        """The queue's max offset once these are in (RocketMQ passes queueOffset + 1)."""
+        return self.first_offset + len(self.tags_codes)
+
+    def properties(self, i: int) -> dict[str, str]:
+        """The parsed properties of message ``i`` of this arrival."""
+        raw = self.raw_properties[i]
         return decode_properties(raw.decode(errors="replace") if isinstance(raw, bytes) else raw)
 
 
 ArrivalListener = Callable[[Arrival], None]
-
-
-def _tags_code_of(props: bytes) -> int:
-    """The tags code of a record (not in SCHEDULE_TOPIC_XXXX) from its stored properties."""
-    tags = property_value(props, b"TAGS")
-    return tags_code(tags.decode(errors="replace")) if tags else 0
 
 
 class DispatchService:
@@ -113,6 +118,8 @@ class DispatchService:
         self.reput_from_offset = 0
         self.logics_msg_timestamp = 0  # store time of the last record entered in a queue
         self.listeners: list[ArrivalListener] = []
+        # What this round entered, per queue, told to the listeners when the round ends.
+        self._arrived: dict[tuple[str, int], Arrival] = {}
         self._wakeup = asyncio.Event()
         self._stopping = False
         self._task: asyncio.Task[None] | None = None
@@ -151,16 +158,16 @@ class DispatchService:
             entered = cq.put(info.commit_log_offset, info.total_size, code, info.queue_offset)
             self.logics_msg_timestamp = info.store_timestamp
             if entered and notify and self.listeners:
-                arrival = Arrival(
-                    topic,
-                    info.queue_id,
-                    info.queue_offset + 1,
-                    code,
-                    info.store_timestamp,
-                    info.properties,
+                self._arrive(
+                    Arrival(
+                        topic,
+                        info.queue_id,
+                        info.queue_offset,
+                        [code],
+                        info.store_timestamp,
+                        [info.properties],
+                    )
                 )
-                for listener in self.listeners:
-                    listener(arrival)
         if self.index is not None:
             self.index.build_index(
                 topic,
@@ -185,61 +192,67 @@ class DispatchService:
         tran = appended.sys_flag & TRANSACTION_TYPE_MASK
         properties = appended.properties
         ts = appended.store_timestamp
-        # Every pair starts right after a \x02 here, so one search tells whether any
-        # record has a TAGS (or KEYS) pair at all; most batches have neither.
-        joined = b"\x02" + b"\x02".join(properties)
         if tran in (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE):
-            if joined.find(b"\x02TAGS\x01") >= 0:
-                codes = [_tags_code_of(props) for props in properties]
-            else:
-                codes = [0] * len(properties)
+            # the tags code of each record (codec.hashing.tags_codes: what
+            # dispatch_record's _tags_code gives outside SCHEDULE_TOPIC_XXXX)
+            codes = tags_codes(properties)
             topic = appended.topic
             queue_id = appended.queue_id
             first = appended.queue_offset
             cq = self.queues.find_or_create(topic, queue_id)
             entered = cq.put_many(appended.offsets, appended.sizes, codes, first)
             self.logics_msg_timestamp = ts
-            listeners = self.listeners
-            if listeners:
-                new_arrival = tuple.__new__  # Arrival(...) without its Python-level __new__
-                for i, code in enumerate(codes):
-                    if entered[i]:
-                        arrival = new_arrival(
-                            Arrival, (topic, queue_id, first + i + 1, code, ts, properties[i])
-                        )
-                        for listener in listeners:
-                            listener(arrival)
+            if self.listeners:
+                if all(entered):
+                    self._arrive(Arrival(topic, queue_id, first, codes, ts, list(properties)))
+                else:  # some were in the queue already (a replay): only the new ones
+                    for i, code in enumerate(codes):
+                        if entered[i]:
+                            self._arrive(
+                                Arrival(topic, queue_id, first + i, [code], ts, [properties[i]])
+                            )
         if self.index is None or tran == TRANSACTION_ROLLBACK_TYPE:
             return
-        keys: list[bytes] = []
-        offsets: list[int] = []
-        with_keys = joined.find(b"\x02KEYS\x01") >= 0
-        for offset, props in zip(appended.offsets, properties, strict=True):
-            # property_value(props, b"UNIQ_KEY"), inlined for the pair every message has
-            i = props.rfind(b"\x02UNIQ_KEY\x01")
-            if i >= 0:
-                i += 10
-            elif props.startswith(b"UNIQ_KEY\x01"):
-                i = 9
-            if i >= 0:
-                j = props.find(b"\x02", i)
-                uniq: bytes | None = props[i:j] if j >= 0 else props[i:]
-                if not uniq:
-                    uniq = property_value(props, b"UNIQ_KEY")  # Java skips an empty value
-                if uniq is not None:
-                    keys.append(uniq)
-                    offsets.append(offset)
-            if with_keys:
-                value = property_value(props, b"KEYS")
-                if value:
-                    for key in value.split(b" "):
-                        if key:
-                            keys.append(key)
-                            offsets.append(offset)
-        if keys:
-            self.index.put_hashes(index_key_hashes(appended.topic_bytes, keys), offsets, ts)
+        # topic#UNIQ_KEY and topic#key for each key of KEYS, hashed, with their records'
+        # offsets: what build_index enters for each record in turn
+        hashes, offsets = index_hashes(appended.topic_bytes, properties, appended.offsets)
+        if hashes:
+            self.index.put_hashes(hashes, offsets, ts)
+
+    def _arrive(self, arrival: Arrival) -> None:
+        """Add messages just entered to this round's arrivals in their queue."""
+        key = (arrival.topic, arrival.queue_id)
+        held = self._arrived.get(key)
+        if held is not None and held.max_offset == arrival.first_offset:
+            held.tags_codes.extend(arrival.tags_codes)
+            held.raw_properties.extend(arrival.raw_properties)
+            self._arrived[key] = held._replace(store_timestamp=arrival.store_timestamp)
+            return
+        if held is not None:  # not adjacent (a replay skipped some): tell the first apart
+            self._notify(held)
+        self._arrived[key] = arrival
+
+    def _notify(self, arrival: Arrival) -> None:
+        for listener in self.listeners:
+            listener(arrival)
+
+    def _notify_arrivals(self) -> None:
+        """End of a round: each queue's arrivals to the listeners, once."""
+        arrived = self._arrived
+        if arrived:
+            self._arrived = {}
+            for arrival in arrived.values():
+                self._notify(arrival)
 
     def dispatch_available(self, budget: int = _BATCH) -> int:
+        """``_dispatch_available``, then the round's arrivals told to the listeners (also
+        when it fails part-way: what was entered is visible)."""
+        try:
+            return self._dispatch_available(budget)
+        finally:
+            self._notify_arrivals()
+
+    def _dispatch_available(self, budget: int = _BATCH) -> int:
         """Dispatch up to ``budget`` records (a little more to finish an append); returns how
         many were dispatched.
 

@@ -468,7 +468,7 @@ async def test_put_after_shutdown_is_service_not_available(store: MessageStore) 
     await store.shutdown()  # idempotent
 
 
-async def test_arrival_listener_once_per_message(store: MessageStore) -> None:
+async def test_arrival_listener_tells_every_message(store: MessageStore) -> None:
     """RocketMQ's ReputMessageService calls ``arriving(topic, queueId, queueOffset + 1, …)``:
     ``Arrival.max_offset`` is the queue's max offset once the message is in, which is
     what a parked pull at that offset compares against."""
@@ -485,11 +485,34 @@ async def test_arrival_listener_once_per_message(store: MessageStore) -> None:
     assert put.append is not None
     expected += [("T", 1, put.append.queue_offset + 1, 0), ("T", 1, put.append.queue_offset + 2, 0)]
     await wait_dispatched(store)
-    assert [(a.topic, a.queue_id, a.max_offset, a.tags_code) for a in arrivals] == expected
-    assert [a.max_offset for a in arrivals if (a.topic, a.queue_id) == ("T", 1)] == [
-        1,
-        2,
-        3,
-        4,
-        5,
+    told = [
+        (a.topic, a.queue_id, a.first_offset + i + 1, code)
+        for a in arrivals
+        for i, code in enumerate(a.tags_codes)
     ]
+    assert sorted(told) == sorted(expected)
+    assert sorted(o for t, q, o, _c in told if (t, q) == ("T", 1)) == [1, 2, 3, 4, 5]
+
+
+async def test_arrivals_of_a_dispatch_round_are_told_once_per_queue(store: MessageStore) -> None:
+    """Messages dispatched in one round reach a listener as one Arrival per queue, in queue
+    order with consecutive offsets: a pull woken by it answers with all of them."""
+    await wait_dispatched(store)
+    arrivals: list[Arrival] = []
+    store.add_arrival_listener(arrivals.append)
+    # Puts that do not wait for a flush do not yield: dispatch sees them in one round.
+    for i in range(5):
+        _ok(await store.put_message(message("T", 0, b"x", tags=f"t{i}")))
+    _ok(await store.put_messages(batch("T", 0, [(0, b"a", b""), (0, b"b", b"")])))
+    _ok(await store.put_message(message("T", 1, b"y", tags="other")))
+    await wait_dispatched(store)
+    by_queue = {(a.topic, a.queue_id): a for a in arrivals}
+    assert len(arrivals) == len(by_queue) == 2
+    q0 = by_queue["T", 0]
+    assert (q0.first_offset, q0.max_offset) == (0, 7)
+    assert q0.tags_codes == [java_hash(f"t{i}") for i in range(5)] + [0, 0]
+    assert [q0.properties(i).get("TAGS") for i in range(7)] == [f"t{i}" for i in range(5)] + [
+        None,
+        None,
+    ]
+    assert by_queue["T", 1].tags_codes == [java_hash("other")]
