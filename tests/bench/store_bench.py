@@ -1,8 +1,9 @@
 """Store benchmark: commit-log appends against a pure-Python floor, group commit, recovery.
 
-What is measured, in this process, on the file system of ``bench-results/`` (a temporary
-directory there, deleted at the end), with 1 KiB bodies and segments of ``segment_bytes``
-(64 MiB; RocketMQ's default is 1 GiB):
+What is measured, in this process (but for the pure-Python codec's append rows, see
+**Codec**), on the file system of ``bench-results/`` (a temporary directory there, deleted
+at the end), with 1 KiB bodies and segments of ``segment_bytes`` (64 MiB; RocketMQ's
+default is 1 GiB):
 
 - **Floor.** For each message: ``zlib.crc32`` of the body, ``pack_into`` of the 84-byte
   fixed part of a RocketMQ record (TOTALSIZE .. PREPARED TRANSACTION OFFSET, one
@@ -21,6 +22,17 @@ directory there, deleted at the end), with 1 KiB bodies and segments of ``segmen
   segments; a rate is the best of its rounds (timeit's convention: the least disturbed run),
   because the floor, which spends much of its time in page faults on fresh pages, swings
   with the kernel's memory state far more than the store does.
+- **Codec.** The store binds the codec's functions at import, so a process runs one
+  implementation (``codec.SPEEDUPS``). The append rows above (floor included) are taken
+  twice: in this process, with whatever codec it runs (compiled, when the extensions are
+  built), and in a child process (``python -m tests.bench.store_bench --append-only``, the
+  same interpreter, ``AEROLITE_NO_EXTENSIONS=1``, killed after ``pure_child_max_s``) with
+  the pure-Python codec, whose ratios are to the floor it measured itself. The child runs
+  after this process's append rows and before the rest, while this process waits. When this
+  process already runs the pure-Python codec there is one set, and a note says so; when the
+  child fails, a note says why and the table has this process's rows only. The goals are
+  judged on this process's rows (``append`` in the JSON; the child's are
+  ``append_pure_python``).
 - **SYNC_FLUSH.** 1, 16 and 256 writer tasks, each putting one message at a time and
   waiting for it to be durable, for ``sync_max_s``: messages/s, p50/p99 put latency, and
   ``fdatasync`` rounds (``CommitLogFlusher.flushes``) per message. For scale, the latency
@@ -33,29 +45,35 @@ directory there, deleted at the end), with 1 KiB bodies and segments of ``segmen
   crash with the checkpoint removed, which walks every segment and re-dispatches every
   record (the index is rebuilt, the consume queues skip what they have).
 
-Goals (from the issue): single appends ≥ 50 % of the floor's rate, batches ≥ 80 %; SYNC_FLUSH
-with 256 writers ≥ 20x the rate of one writer; recovery ≥ 1 GiB/s of verified commit log
-(the full ``CommitLog.walk`` with CRC checks, warm page cache).
+Goals (from the issue), on this process's codec (compiled, when built): single appends
+≥ 50 % of the floor's rate, batches ≥ 80 %; SYNC_FLUSH with 256 writers ≥ 20x the rate of
+one writer; recovery ≥ 1 GiB/s of verified commit log (the full ``CommitLog.walk`` with CRC
+checks, warm page cache).
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
+import json
 import mmap
 import os
 import shutil
 import statistics
 import struct
+import subprocess
+import sys
 import time
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from codec import (
     MESSAGE_MAGIC_CODE,
+    SPEEDUPS,
     MessageBatch,
     MessageInner,
     encode_properties,
@@ -127,6 +145,8 @@ class StoreBenchConfig:
     # Index sizes (maxHashSlotNum / maxIndexNum): RocketMQ's defaults, a 420 MB file.
     max_hash_slot_num: int = 5_000_000
     max_index_num: int = 20_000_000
+    # The pure-Python codec's append rows (a child process): killed after this long.
+    pure_child_max_s: float = 600.0
 
 
 FULL = StoreBenchConfig()
@@ -152,6 +172,7 @@ QUICK = replace(
     disk_margin_bytes=64 * MIB,
     max_hash_slot_num=5_000,
     max_index_num=20_000,
+    pure_child_max_s=120.0,
 )
 
 
@@ -563,6 +584,95 @@ async def append_bench(work_dir: Path, work: Workload, cfg: StoreBenchConfig) ->
     return out
 
 
+# ------------------------------------------------------------------------------- codec
+
+
+def is_pure(speedups: str) -> bool:
+    """Whether ``codec.SPEEDUPS`` (of some process) says it runs the pure-Python codec."""
+    return speedups.startswith("pure-python")
+
+
+def codec_label(speedups: str) -> str:
+    """The table's name for a set of append rows, from ``codec.SPEEDUPS`` of its process."""
+    if speedups == "compiled":
+        return "compiled codec"
+    return "pure-Python codec" if is_pure(speedups) else "partly compiled codec"
+
+
+PURE_ENV = {"AEROLITE_NO_EXTENSIONS": "1"}
+
+
+def _config_from_json(path: Path) -> StoreBenchConfig:
+    data: dict[str, Any] = json.loads(path.read_text())
+    fields: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items()}
+    return StoreBenchConfig(**fields)
+
+
+def _tail(text: str, lines: int = 5) -> str:
+    return " | ".join(line.strip() for line in text.strip().splitlines()[-lines:]) or "no output"
+
+
+def pure_codec_append(work_dir: Path, cfg: StoreBenchConfig) -> tuple[dict[str, Any] | None, str]:
+    """The append rows (floor included) with the pure-Python codec, in a child process.
+
+    Returns (the child's result, a note) on success, (None, why) when the child failed or
+    timed out; its files go under ``work_dir`` and are removed here either way.
+    """
+    config, out = work_dir / "pure-codec-config.json", work_dir / "pure-codec.json"
+    directory = work_dir / "pure-codec"
+    config.write_text(json.dumps(asdict(cfg)))
+    argv = [
+        sys.executable,
+        "-m",
+        "tests.bench.store_bench",
+        "--append-only",
+        "--config",
+        str(config),
+        "--work-dir",
+        str(directory),
+        "--json",
+        str(out),
+    ]
+    what = "the pure-Python codec's append rows (a child process with AEROLITE_NO_EXTENSIONS=1)"
+    try:
+        proc = subprocess.run(
+            argv,
+            cwd=REPO_ROOT,
+            env={**os.environ, **PURE_ENV},
+            capture_output=True,
+            text=True,
+            timeout=cfg.pure_child_max_s,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        return None, f"{what} did not finish in {cfg.pure_child_max_s:g} s: not shown"
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+    if proc.returncode != 0:
+        return None, f"{what} failed, exit code {proc.returncode}: {_tail(proc.stderr)}"
+    child: dict[str, Any] = json.loads(out.read_text())
+    if not is_pure(child["speedups"]):
+        return None, f"{what} ran the codec {child['speedups']!r}: not shown"
+    return child, (
+        f"{what} took {child['seconds']:g} s; its ratios are to the floor it measured itself"
+    )
+
+
+def append_only(work_dir: Path, cfg: StoreBenchConfig) -> dict[str, Any]:
+    """The child's side: the append rows with this process's codec, nothing else."""
+    import uvloop
+
+    started = time.perf_counter()
+    work = build_workload(cfg)
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        append = runner.run(append_bench(work_dir, work, cfg))
+    return {
+        "speedups": SPEEDUPS,
+        "append": append,
+        "seconds": round(time.perf_counter() - started, 1),
+    }
+
+
 # ---------------------------------------------------------------------------- SYNC_FLUSH
 
 
@@ -910,11 +1020,44 @@ def _work_dir() -> Iterator[Path]:
         shutil.rmtree(path, ignore_errors=True)
 
 
-async def _measure(work_dir: Path, work: Workload, cfg: StoreBenchConfig) -> dict[str, Any]:
+async def _measure_rest(work_dir: Path, work: Workload, cfg: StoreBenchConfig) -> dict[str, Any]:
     return {
-        "append": await append_bench(work_dir, work, cfg),
         "sync_flush": await sync_section(work_dir, work, cfg),
         "recovery": await recovery_bench(work_dir, work, cfg),
+    }
+
+
+def _measure(work_dir: Path, work: Workload, cfg: StoreBenchConfig) -> dict[str, Any]:
+    """This process's append rows, then the pure-Python codec's (a child process, unless
+    this one is pure already), then SYNC_FLUSH and recovery here."""
+    import uvloop
+
+    notes: list[str] = []
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        append = runner.run(append_bench(work_dir, work, cfg))
+        child: dict[str, Any] | None = None
+        if is_pure(SPEEDUPS):
+            notes.append(
+                f"this process runs the pure-Python codec (`codec.SPEEDUPS`: {SPEEDUPS}), so "
+                "the append rows are one set, with no compiled rows beside them"
+            )
+        else:
+            child, note = pure_codec_append(work_dir, cfg)
+            notes.append(note)
+        rest = runner.run(_measure_rest(work_dir, work, cfg))
+    pure = None if child is None else child["append"]
+    return {
+        "codec": {
+            "speedups": SPEEDUPS,
+            "label": codec_label(SPEEDUPS),
+            "pure_python_child": None
+            if child is None
+            else {"speedups": child["speedups"], "seconds": child["seconds"]},
+        },
+        "append": append,
+        "append_pure_python": pure,
+        **rest,
+        "notes": notes + rest["recovery"].pop("notes"),
     }
 
 
@@ -925,6 +1068,7 @@ def _goals(results: dict[str, Any]) -> dict[str, Any]:
     group = s["256"]["vs_one_writer"] if "256" in s else None
     walk = r["walk_crc"]["gib_per_s"] if "walk_crc" in r else None
     return {
+        "codec": results["codec"]["speedups"],  # the figures judged: this process's
         "single_vs_floor_min": SINGLE_GOAL,
         "batch_vs_floor_min": BATCH_GOAL,
         "group_commit_ratio_min": GROUP_COMMIT_GOAL,
@@ -942,16 +1086,13 @@ def _goals(results: dict[str, Any]) -> dict[str, Any]:
 
 def run(quick: bool = False, config: StoreBenchConfig | None = None) -> Report:
     """Run the whole store benchmark and return its report."""
-    import uvloop
-
     cfg = config or (QUICK if quick else FULL)
     started = time.perf_counter()
     machine = machine_info()
     work = build_workload(cfg)
     with _work_dir() as work_dir:
         filesystem = _filesystem(work_dir)
-        with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
-            measured = runner.run(_measure(work_dir, work, cfg))
+        measured = _measure(work_dir, work, cfg)
         where = str(work_dir.relative_to(REPO_ROOT))
     results: dict[str, Any] = {
         "benchmark": NAME,
@@ -966,7 +1107,6 @@ def run(quick: bool = False, config: StoreBenchConfig | None = None) -> Report:
             "properties": work.messages[0].properties.replace("\x01", "=").replace("\x02", ";"),
         },
         **measured,
-        "notes": measured["recovery"].pop("notes"),
         "seconds": 0.0,
     }
     results["goals"] = _goals(results)
@@ -981,21 +1121,33 @@ def _verdict(met: bool) -> str:
     return "met" if met else "**not met**"
 
 
-_APPEND_HEADERS = ("path", "msgs/s", "MB/s", "µs/msg", "vs floor")
+_APPEND_HEADERS = ("path", "run", "msgs/s", "MB/s", "µs/msg", "vs floor")
+
+
+def _append_sets(results: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """(label, rows) of each set of append rows: this process's, then the pure-Python
+    codec's from the child when there is one."""
+    sets = [(results["codec"]["label"], results["append"])]
+    if results.get("append_pure_python") is not None:
+        sets.append((codec_label("pure-python"), results["append_pure_python"]))
+    return sets
 
 
 def _append_rows(results: dict[str, Any]) -> list[list[str]]:
+    """Each path's row in every set, side by side; a set's ratios are to its own floor."""
     batch = f" (x{results['config']['batch_size']})"
     return [
         [
             row["label"] + (batch if kind.batch else ""),
+            label,
             f"{row['messages_per_s']:,}",
             f"{row['mb_per_s']:.0f}",
             f"{row['us_per_message']:.2f}",
             f"{row['vs_floor']:.2f}",
         ]
         for kind in APPEND_KINDS
-        for row in [results["append"][kind.key]]
+        for label, rows in _append_sets(results)
+        for row in [rows[kind.key]]
     ]
 
 
@@ -1060,7 +1212,8 @@ def _recovery_rows(results: dict[str, Any]) -> list[list[str]]:
 def _goal_text(results: dict[str, Any]) -> str:
     g = results["goals"]
     parts = [
-        "Goals: single appends (`store.put_message`, ASYNC_FLUSH) ≥ "
+        f"Goals: single appends (`store.put_message`, ASYNC_FLUSH, {results['codec']['label']})"
+        " ≥ "
         f"{g['single_vs_floor_min']:.2f}x the floor "
         f"({g['single']:.2f}: {_verdict(g['single_met'])}); batches of "
         f"{results['config']['batch_size']} (`store.put_messages`) ≥ "
@@ -1094,6 +1247,18 @@ def _reading_text(results: dict[str, Any]) -> str:
         f"single puts reach {a['store_put_dispatch']['vs_floor']:.2f}x and batches "
         f"{a['store_batch_dispatch']['vs_floor']:.2f}x the floor."
     )
+    pure = results.get("append_pure_python")
+    if pure is not None:
+        p_single, p_batch = pure["store_put"], pure["store_batch"]
+        text += (
+            f" With the pure-Python codec (against its own floor, "
+            f"{pure['floor']['us_per_message']:.2f} µs) a single put costs "
+            f"{p_single['us_per_message']:.2f} µs ({p_single['vs_floor']:.2f}x the floor), a "
+            f"message of a batch {p_batch['us_per_message']:.2f} µs "
+            f"({p_batch['vs_floor']:.2f}x): the {results['codec']['label']} makes them "
+            f"{p_single['us_per_message'] / single_us:.2f}x and "
+            f"{p_batch['us_per_message'] / batch_us:.2f}x as fast."
+        )
     widest = s[str(max(int(k) for k in s))]
     one = s[str(min(int(k) for k in s))]
     if widest["messages_per_fdatasync"] is not None:
@@ -1115,7 +1280,7 @@ def render_console(results: dict[str, Any]) -> str:
         f"store: {cfg['body_bytes']} B bodies ({cfg['record_bytes']} B records), "
         f"{cfg['segment_bytes'] // MIB} MiB segments, {cfg['rounds']} round(s)"
         f"{', quick' if results['quick'] else ''}; {cfg['work_dir']} on {cfg['filesystem']}; "
-        f"{machine_line(results['machine'])}",
+        f"codec {results['codec']['speedups']}; {machine_line(results['machine'])}",
         "",
         text_table(_APPEND_HEADERS, _append_rows(results)),
         "",
@@ -1133,7 +1298,7 @@ def render_console(results: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _spread_text(append: dict[str, Any]) -> str:
+def _spread_text(append: dict[str, Any], label: str) -> str:
     def spread(key: str) -> tuple[float, float]:
         rounds = append[key]["rounds"]
         return min(rounds), max(rounds)
@@ -1143,9 +1308,27 @@ def _spread_text(append: dict[str, Any]) -> str:
         (top - low) / top for low, top in (spread(k.key) for k in APPEND_KINDS if k.key != "floor")
     )
     return (
-        f"here the floor's rounds ranged from {lo:,.0f} to {hi:,.0f} msgs/s, while a store "
+        f"here, in the {label} run, the floor's rounds ranged from {lo:,.0f} to {hi:,.0f} "
+        "msgs/s, while a store "
         f"row's worst round was typically {100 * median(spreads):.0f} % below its best "
         f"(at most {100 * spreads[-1]:.0f} %)"
+    )
+
+
+def _codec_text(results: dict[str, Any]) -> str:
+    """How the two codecs' rows were taken (the store binds the codec at import)."""
+    label = results["codec"]["label"]
+    if results.get("append_pure_python") is None:
+        return (
+            f"The store ran the {label} (`codec.SPEEDUPS`: {results['codec']['speedups']}); "
+            "there is no second set of rows (see the notes)."
+        )
+    return (
+        f'Two runs: "{label}" is this process (`codec.SPEEDUPS`: '
+        f'{results["codec"]["speedups"]}); "pure-Python codec" is a child process (the '
+        "same interpreter, `AEROLITE_NO_EXTENSIONS=1`) run right after this process's append "
+        "rows; it measures its own floor, so each run's ratios are to a floor taken in the "
+        "same process. The floor itself uses no codec."
     )
 
 
@@ -1158,7 +1341,7 @@ def render_markdown(results: dict[str, Any]) -> str:
         f"Measured {machine_line(results['machine'])}; the run took {results['seconds']} s. "
         f"Files in a temporary directory under `bench-results/` ({cfg['filesystem']}), "
         f"segments of {cfg['segment_bytes'] // MIB} MiB (RocketMQ's default is 1 GiB), "
-        "everything in one process on uvloop.",
+        "everything on uvloop, in one process but for the pure-Python codec's append rows.",
         "",
         f"**Appends.** {cfg['body_bytes']} B bodies; topic `{TOPIC}`, queue 0, properties "
         f"`{cfg['properties']}` with a distinct key per message ({cfg['record_bytes']} B "
@@ -1174,8 +1357,9 @@ def render_markdown(results: dict[str, Any]) -> str:
         f"{cfg['append_max_s']:g} s per run, fresh segments every run, best of "
         f"{cfg['rounds']} rounds (alternating order; timeit's convention, because the floor, "
         "much of whose time goes to page faults on fresh pages, swings with the kernel's "
-        f"memory state far more than the store does: {_spread_text(a)}). MB/s counts "
-        "commit-log bytes.",
+        f"memory state far more than the store does: "
+        f"{_spread_text(a, results['codec']['label'])}). MB/s counts commit-log bytes. "
+        f"{_codec_text(results)}",
         "",
         markdown_table(_APPEND_HEADERS, _append_rows(results)),
         "",
@@ -1219,3 +1403,48 @@ def render_markdown(results: dict[str, Any]) -> str:
     if results["notes"]:
         parts += ["", *(f"Note: {n}." for n in results["notes"])]
     return "\n".join(parts)
+
+
+# -------------------------------------------------------------------------------- main
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The pure-Python codec's child (``--append-only``); the whole benchmark runs with
+    ``python -m tests.bench --only store``."""
+    import structlog
+
+    parser = argparse.ArgumentParser(
+        prog="python -m tests.bench.store_bench",
+        description="The store benchmark's append rows alone, with this process's codec "
+        "(set AEROLITE_NO_EXTENSIONS=1 for the pure-Python one); the whole benchmark runs "
+        "with python -m tests.bench --only store.",
+    )
+    parser.add_argument("--append-only", action="store_true", help="required: the append rows")
+    parser.add_argument("--quick", action="store_true", help="tiny counts (without --config)")
+    parser.add_argument("--config", type=Path, help="a StoreBenchConfig as JSON")
+    parser.add_argument(
+        "--work-dir", type=Path, help="for the runs' files (default: one under bench-results/)"
+    )
+    parser.add_argument("--json", type=Path, help="write the result here, else to stdout")
+    args = parser.parse_args(argv)
+    if not args.append_only:
+        parser.error("only --append-only runs here; use python -m tests.bench --only store")
+    # Warnings only: nothing may log per message while figures are taken.
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(30))
+    cfg = _config_from_json(args.config) if args.config else (QUICK if args.quick else FULL)
+    if args.work_dir is None:
+        with _work_dir() as work_dir:
+            result = append_only(work_dir, cfg)
+    else:  # every run removes its own files; the caller removes the directory
+        args.work_dir.mkdir(parents=True, exist_ok=True)
+        result = append_only(args.work_dir, cfg)
+    text = json.dumps(result, indent=2, ensure_ascii=False)
+    if args.json is None:
+        print(text)
+    else:
+        args.json.write_text(text + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
