@@ -20,6 +20,30 @@ def encode_batch_records(
     commit_log_offset: int,
     store_timestamp: int,
 ) -> EncodedBatch: ...
+def encode_record(
+    *,
+    topic: bytes,
+    queue_id: int,
+    body: bytes | memoryview,
+    flag: int,
+    properties: bytes,
+    sys_flag: int,
+    born_timestamp: int,
+    born_host: Host,
+    store_host: Host,
+    reconsume_times: int = 0,
+    prepared_transaction_offset: int = 0,
+    crc: int | None = None,
+) -> bytes: ...
+def patch_append_fields(
+    buf: bytearray | memoryview,
+    pos: int,
+    *,
+    queue_offset: int,
+    commit_log_offset: int,
+    store_timestamp: int,
+    sys_flag: int,
+) -> None: ...
 def decode_record(
     buf: bytes | bytearray | memoryview, pos: int, *, check_crc: bool = False
 ) -> RecordInfo: ...

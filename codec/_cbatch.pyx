@@ -487,6 +487,198 @@ cdef object _encode_batch_records_ref(
     )
 
 
+# ------------------------------------------------------------------------ single records
+
+
+cdef object _record_ref():
+    _ready()
+    return _record_module
+
+
+def encode_record(
+    *,
+    topic,
+    queue_id,
+    body,
+    flag,
+    properties,
+    sys_flag,
+    born_timestamp,
+    born_host,
+    store_host,
+    reconsume_times=0,
+    prepared_transaction_offset=0,
+    crc=None,
+):
+    """See codec.record.encode_record (the reference)."""
+    cdef Py_buffer b
+    cdef bint held = False
+    cdef int64_t qid, f, sflag, born_ts, reconsume, prepared, born_port, store_port
+    cdef int64_t body_crc = 0
+    cdef object born_addr = None, store_addr = None
+    cdef Py_ssize_t born_len, store_len, topic_len, props_len, body_len, total
+    cdef const unsigned char* body_ptr
+    cdef unsigned char* rec
+    if not (
+        type(topic) is bytes
+        and PyBytes_GET_SIZE(topic) <= 255
+        and type(properties) is bytes
+        and PyBytes_GET_SIZE(properties) <= MAX_PROPERTIES_BYTES
+        and _i32(queue_id, &qid)
+        and _i32(flag, &f)
+        and _i32(sys_flag, &sflag)
+        and _i64(born_timestamp, &born_ts)
+        and _i32(reconsume_times, &reconsume)
+        and _i64(prepared_transaction_offset, &prepared)
+        and (crc is None or _i32(crc, &body_crc))
+        and (born_addr := _host_address(born_host, &born_port)) is not None
+        and (store_addr := _host_address(store_host, &store_port)) is not None
+    ):
+        return _encode_record_ref(
+            topic, queue_id, body, flag, properties, sys_flag, born_timestamp, born_host,
+            store_host, reconsume_times, prepared_transaction_offset, crc,
+        )
+    if type(body) is bytes:
+        body_ptr = <const unsigned char*>PyBytes_AS_STRING(body)
+        body_len = PyBytes_GET_SIZE(body)
+    elif _borrow(body, &b, PyBUF_SIMPLE):
+        held = True
+        body_ptr = <const unsigned char*>b.buf
+        body_len = b.len
+    else:
+        return _encode_record_ref(
+            topic, queue_id, body, flag, properties, sys_flag, born_timestamp, born_host,
+            store_host, reconsume_times, prepared_transaction_offset, crc,
+        )
+    try:
+        born_len = PyBytes_GET_SIZE(born_addr)
+        store_len = PyBytes_GET_SIZE(store_addr)
+        # record_sys_flag: the V6 bits from the address widths (an int32 stays one)
+        sflag &= ~(<int64_t>(BORNHOST_V6_FLAG | STOREHOSTADDRESS_V6_FLAG))
+        if born_len == 16:
+            sflag |= BORNHOST_V6_FLAG
+        if store_len == 16:
+            sflag |= STOREHOSTADDRESS_V6_FLAG
+        topic_len = PyBytes_GET_SIZE(topic)
+        props_len = PyBytes_GET_SIZE(properties)
+        # record_length: 91 for IPv4 hosts, 12 more for each IPv6 one
+        total = 83 + born_len + store_len + body_len + topic_len + props_len
+        if total > INT32_MAX:
+            # TOTALSIZE does not fit an int: struct's error, from the reference
+            return _encode_record_ref(
+                topic, queue_id, body, flag, properties, sys_flag, born_timestamp, born_host,
+                store_host, reconsume_times, prepared_transaction_offset, crc,
+            )
+        if crc is None:
+            body_crc = _body_crc(body_ptr, body_len)
+        result = PyBytes_FromStringAndSize(NULL, total)
+        rec = <unsigned char*>PyBytes_AS_STRING(result)
+        _put32(rec, <uint32_t>total)
+        _put32(rec + 4, <uint32_t>MESSAGE_MAGIC_CODE)
+        _put32(rec + 8, <uint32_t>body_crc)
+        _put32(rec + 12, <uint32_t>qid)
+        _put32(rec + 16, <uint32_t>f)
+        _put64(rec + 20, 0)  # QUEUEOFFSET      (append)
+        _put64(rec + 28, 0)  # PHYSICALOFFSET   (append)
+        _put32(rec + 36, <uint32_t>sflag)
+        _put64(rec + 40, <uint64_t>born_ts)
+        rec += 48
+        memcpy(rec, PyBytes_AS_STRING(born_addr), born_len)
+        rec += born_len
+        _put32(rec, <uint32_t>born_port)
+        _put64(rec + 4, 0)  # STORETIMESTAMP   (append)
+        rec += 12
+        memcpy(rec, PyBytes_AS_STRING(store_addr), store_len)
+        rec += store_len
+        _put32(rec, <uint32_t>store_port)
+        _put32(rec + 4, <uint32_t>reconsume)
+        _put64(rec + 8, <uint64_t>prepared)
+        _put32(rec + 16, <uint32_t>body_len)
+        rec += 20
+        memcpy(rec, body_ptr, body_len)
+        rec += body_len
+        rec[0] = <unsigned char>topic_len
+        memcpy(rec + 1, PyBytes_AS_STRING(topic), topic_len)
+        rec += 1 + topic_len
+        _put16(rec, <uint16_t>props_len)
+        memcpy(rec + 2, PyBytes_AS_STRING(properties), props_len)
+        return result
+    finally:
+        if held:
+            PyBuffer_Release(&b)
+
+
+cdef object _encode_record_ref(
+    topic,
+    queue_id,
+    body,
+    flag,
+    properties,
+    sys_flag,
+    born_timestamp,
+    born_host,
+    store_host,
+    reconsume_times,
+    prepared_transaction_offset,
+    crc,
+):
+    return _record_ref().encode_record_py(
+        topic=topic,
+        queue_id=queue_id,
+        body=body,
+        flag=flag,
+        properties=properties,
+        sys_flag=sys_flag,
+        born_timestamp=born_timestamp,
+        born_host=born_host,
+        store_host=store_host,
+        reconsume_times=reconsume_times,
+        prepared_transaction_offset=prepared_transaction_offset,
+        crc=crc,
+    )
+
+
+def patch_append_fields(buf, pos, *, queue_offset, commit_log_offset, store_timestamp, sys_flag):
+    """See codec.record.patch_append_fields (the reference)."""
+    cdef Py_buffer v
+    cdef Py_ssize_t start, ts_pos
+    cdef int64_t qoff, phys, store_ts, sflag
+    cdef unsigned char* dst
+    if not (
+        _position(pos, &start)
+        and _i64(queue_offset, &qoff)
+        and _i64(commit_log_offset, &phys)
+        and _i64(store_timestamp, &store_ts)
+        and _i64(sys_flag, &sflag)
+    ) or not _borrow(buf, &v, PyBUF_WRITABLE):
+        return _record_ref().patch_append_fields_py(
+            buf,
+            pos,
+            queue_offset=queue_offset,
+            commit_log_offset=commit_log_offset,
+            store_timestamp=store_timestamp,
+            sys_flag=sys_flag,
+        )
+    # store_timestamp_pos: after BORNHOST, whose width depends on BORNHOST_V6
+    ts_pos = start + 48 + (20 if sflag & BORNHOST_V6_FLAG else 8)
+    if start + 20 + 16 > v.len or ts_pos + 8 > v.len:
+        # struct's error (after the offsets it could write, if any), from the reference
+        PyBuffer_Release(&v)
+        return _record_ref().patch_append_fields_py(
+            buf,
+            pos,
+            queue_offset=queue_offset,
+            commit_log_offset=commit_log_offset,
+            store_timestamp=store_timestamp,
+            sys_flag=sys_flag,
+        )
+    dst = <unsigned char*>v.buf
+    _put64(dst + start + 20, <uint64_t>qoff)
+    _put64(dst + start + 28, <uint64_t>phys)
+    _put64(dst + ts_pos, <uint64_t>store_ts)
+    PyBuffer_Release(&v)
+
+
 # ------------------------------------------------------------------------ records
 
 

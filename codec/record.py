@@ -435,9 +435,16 @@ def verify_record(
 
 # The compiled speedups (codec/_cbatch.pyx) when built and not disabled; the pure functions
 # stay importable as <name>_py, the reference the compiled ones are tested against.
+encode_record_py = encode_record
+patch_append_fields_py = patch_append_fields
 decode_record_py = decode_record
 verify_record_py = verify_record
 
 if not _ext.DISABLED:
     with contextlib.suppress(ImportError):
-        from codec._cbatch import decode_record, verify_record
+        from codec._cbatch import (
+            decode_record,
+            encode_record,
+            patch_append_fields,
+            verify_record,
+        )

@@ -1,12 +1,13 @@
 """The compiled batch and record codec (codec/_cbatch.pyx) against its pure reference.
 
 ``encode_batch_entry``, ``split_batch``, ``encode_batch_records`` (codec/batch.py) and
-``verify_record``, ``decode_record`` (codec/record.py) exist twice: the compiled function must
-return what the pure one returns, leave the same bytes in the buffers it writes, and raise
-the same exception type with the same message, on valid input and on anything a peer or a
-damaged log can hand it: truncated entries, negative and oversized lengths, properties of
-32,767 and 32,768 bytes, non-UTF-8 topics and properties, IPv6 hosts, the empty batch,
-every buffer type, and arguments outside the C types (which the compiled one hands over).
+``encode_record``, ``patch_append_fields``, ``verify_record``, ``decode_record``
+(codec/record.py) exist twice: the compiled function must return what the pure one returns,
+leave the same bytes in the buffers it writes, and raise the same exception type with the
+same message, on valid input and on anything a peer or a damaged log can hand it: truncated
+entries, negative and oversized lengths, properties of 32,767 and 32,768 bytes, non-UTF-8
+topics and properties, IPv6 hosts, the empty batch, every buffer type, values out of range
+for their fields, and arguments outside the C types (which the compiled one hands over).
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ pure_split_batch = codec.batch.split_batch_py
 pure_encode_batch_records = codec.batch.encode_batch_records_py
 pure_verify_record = codec.record.verify_record_py
 pure_decode_record = codec.record.decode_record_py
+pure_encode_record = codec.record.encode_record_py
+pure_patch_append_fields = codec.record.patch_append_fields_py
 
 INT32 = st.integers(-(2**31), 2**31 - 1)
 INT64 = st.integers(-(2**63), 2**63 - 1)
@@ -534,6 +537,394 @@ def test_records_odd_arguments(buf: Any, pos: Any, commit_log_offset: Any) -> No
     assert outcome(compiled.verify_record, raw, 0, 4096.0, check_crc=True) == outcome(
         pure_verify_record, raw, 0, 4096.0, check_crc=True
     )
+
+
+# ------------------------------------------------------------------------ single records
+
+# Ints inside and outside the int32 / int64 fields they are packed into.
+WIDE = st.one_of(INT32, INT64, st.integers(-(2**70), 2**70))
+V6_BITS = BORNHOST_V6_FLAG | STOREHOSTADDRESS_V6_FLAG
+SYS_FLAGS = st.one_of(
+    st.integers(0, 0xFFFF), INT32.map(lambda f: f | V6_BITS), INT32.map(lambda f: f & ~V6_BITS)
+)
+# Properties up to and past the 32,767 a PROPERTIESLENGTH short can say.
+PROPERTIES = st.one_of(
+    st.binary(max_size=200),
+    st.sampled_from([0, 1, 32766, 32767, 32768, 40000]).map(lambda n: b"K\x01" * (n // 2)),
+)
+
+
+def mostly(common: st.SearchStrategy[Any], rare: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    """``common`` four times in five, else ``rare`` (one_of would weigh each of their
+    branches alike)."""
+    return st.sampled_from([True, True, True, True, False]).flatmap(lambda c: common if c else rare)
+
+
+MOSTLY_INT64 = mostly(INT64, WIDE)
+BODIES = st.one_of(
+    st.binary(max_size=2000), st.integers(0, 1 << 20).map(lambda n: bytes([n % 251]) * n)
+)
+
+
+def _record_args(**overrides: Any) -> dict[str, Any]:
+    born_host, store_host = HOST_PAIRS[0]
+    args: dict[str, Any] = {
+        "topic": b"TopicTest",
+        "queue_id": 3,
+        "body": b"golden body \xc3\xa9",
+        "flag": 0x5A5A,
+        "properties": b"TAGS\x01TagA\x02KEYS\x01k1 k2",
+        "sys_flag": 0x8,
+        "born_timestamp": BORN_TIMESTAMP,
+        "born_host": born_host,
+        "store_host": store_host,
+        "reconsume_times": 2,
+        "prepared_transaction_offset": 4242,
+    }
+    args.update(overrides)
+    return args
+
+
+def encode_record_both(**kwargs: Any) -> tuple[Any, ...]:
+    fast = outcome(compiled.encode_record, **kwargs)
+    assert fast == outcome(pure_encode_record, **kwargs)
+    if fast[0] == "ok":
+        assert type(fast[1]) is bytes
+    return fast
+
+
+@SETTINGS
+@given(
+    topic=st.one_of(st.binary(min_size=1, max_size=127), st.binary(min_size=127, max_size=127)),
+    queue_id=INT32,
+    body=BODIES,
+    body_kind=BUFFER_KINDS,
+    flag=INT32,
+    properties=PROPERTIES,
+    sys_flag=SYS_FLAGS,
+    host_pair=hosts(),
+    born_timestamp=INT64,
+    reconsume_times=INT32,
+    prepared_transaction_offset=INT64,
+    crc=st.one_of(st.none(), INT32),
+)
+def test_encode_record_matches(
+    *,
+    topic: bytes,
+    queue_id: int,
+    body: bytes,
+    body_kind: str,
+    flag: int,
+    properties: bytes,
+    sys_flag: int,
+    host_pair: tuple[Host, Host],
+    born_timestamp: int,
+    reconsume_times: int,
+    prepared_transaction_offset: int,
+    crc: int | None,
+) -> None:
+    born_host, store_host = host_pair
+    got = encode_record_both(
+        topic=topic,
+        queue_id=queue_id,
+        body=as_kind(body, body_kind),
+        flag=flag,
+        properties=properties,
+        sys_flag=sys_flag,
+        born_timestamp=born_timestamp,
+        born_host=born_host,
+        store_host=store_host,
+        reconsume_times=reconsume_times,
+        prepared_transaction_offset=prepared_transaction_offset,
+        crc=crc,
+    )
+    if len(properties) <= 32767:
+        assert got[0] == "ok"
+        info = pure_decode_record(got[1], 0, check_crc=crc is None)
+        assert info.sys_flag == record_sys_flag(sys_flag, born_host, store_host)
+
+
+@SETTINGS
+@given(
+    queue_id=WIDE,
+    flag=WIDE,
+    sys_flag=WIDE,
+    born_timestamp=WIDE,
+    reconsume_times=WIDE,
+    prepared_transaction_offset=WIDE,
+    crc=st.one_of(st.none(), WIDE),
+    born_port=WIDE,
+    store_port=WIDE,
+    host_pair=hosts(),
+)
+def test_encode_record_values_out_of_range(
+    *,
+    queue_id: int,
+    flag: int,
+    sys_flag: int,
+    born_timestamp: int,
+    reconsume_times: int,
+    prepared_transaction_offset: int,
+    crc: int | None,
+    born_port: int,
+    store_port: int,
+    host_pair: tuple[Host, Host],
+) -> None:
+    """struct's error for the first field that does not fit, from both."""
+    (born_address, _), (store_address, _) = host_pair
+    encode_record_both(
+        **_record_args(
+            queue_id=queue_id,
+            flag=flag,
+            sys_flag=sys_flag,
+            born_timestamp=born_timestamp,
+            reconsume_times=reconsume_times,
+            prepared_transaction_offset=prepared_transaction_offset,
+            crc=crc,
+            born_host=(born_address, born_port),
+            store_host=(store_address, store_port),
+        )
+    )
+
+
+@pytest.mark.parametrize(("born_host", "store_host"), HOST_PAIRS, ids=HOST_PAIR_IDS)
+@pytest.mark.parametrize("sys_flag", [0, V6_BITS, 0x8 | BORNHOST_V6_FLAG, 2**31 - 1, -(2**31)])
+@pytest.mark.parametrize("crc", [None, 0, 2**31 - 1, -(2**31)])
+def test_encode_record_ipv6_hosts_and_v6_flags(
+    born_host: Host, store_host: Host, sys_flag: int, crc: int | None
+) -> None:
+    """The V6 bits follow the address widths, whatever sys_flag says."""
+    got = encode_record_both(
+        **_record_args(born_host=born_host, store_host=store_host, sys_flag=sys_flag, crc=crc)
+    )
+    assert got[0] == "ok"
+    info = pure_decode_record(got[1], 0)
+    assert info.sys_flag & V6_BITS == record_sys_flag(0, born_host, store_host)
+    assert info.body_crc == (codec.record.body_crc(_record_args()["body"]) if crc is None else crc)
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"topic": b"t" * 127},
+        {"topic": b"t" * 128},
+        {"topic": b"t" * 255},
+        {"topic": b"t" * 256},  # bytes((256,)): ValueError
+        {"topic": b""},
+        {"topic": "TopicTest"},
+        {"topic": bytearray(b"TopicTest")},
+        {"topic": memoryview(b"TopicTest")},
+        {"properties": b""},
+        {"properties": b"p" * 32767},
+        {"properties": b"p" * 32768},
+        {"properties": "TAGS\x01a"},
+        {"properties": bytearray(b"TAGS\x01a")},
+        {"body": b""},
+        {"body": bytearray(b"body")},
+        {"body": memoryview(b"body")},
+        {"body": memoryview(b"abcdefgh").cast("I")},  # len() counts items, not bytes
+        {"body": memoryview(b"abcdefgh")[::2]},  # not contiguous
+        {"body": "text"},
+        {"body": "text", "crc": 5},
+        {"body": None},
+        {"crc": 2**31},
+        {"crc": -(2**31) - 1},
+        {"crc": 1.5},
+        {"crc": True},
+        {"queue_id": 2**31},
+        {"queue_id": True},
+        {"flag": -(2**31) - 1},
+        {"flag": 1.0},
+        {"sys_flag": 2**31},
+        {"sys_flag": "0"},
+        {"born_timestamp": 2**63},
+        {"born_timestamp": -(2**63)},
+        {"reconsume_times": 2**31},
+        {"prepared_transaction_offset": -(2**63) - 1},
+        {"born_host": (b"\x01\x02\x03", 1)},  # short: struct pads it
+        {"born_host": (b"\x01\x02\x03\x04\x05", 1)},  # long: struct cuts it
+        {"born_host": (b"\x00" * 16, 2**31)},
+        {"born_host": [b"\x01\x02\x03\x04", 1]},
+        {"born_host": (bytearray(b"\x01\x02\x03\x04"), 1)},
+        {"born_host": (b"\x01\x02\x03\x04", 1, 2)},
+        {"store_host": (b"\x01\x02\x03\x04", -1)},
+        {"store_host": (b"\x00" * 15, 1)},
+        {"store_host": ("1.2.3.4", 1)},
+        {"store_host": None},
+    ],
+    ids=repr,
+)
+def test_encode_record_odd_arguments(overrides: dict[str, Any]) -> None:
+    encode_record_both(**_record_args(**overrides))
+
+
+def test_encode_record_from_an_mmap() -> None:
+    body = bytes(range(256)) * 3
+    with mmap.mmap(-1, len(body)) as mm:
+        mm[:] = body
+        got = encode_record_both(**_record_args(body=mm))
+    assert got == ("ok", pure_encode_record(**_record_args(body=body)))
+
+
+def patch_both(buf_bytes: bytes, buf_kind: str, pos: Any, **kwargs: Any) -> None:
+    """Both implementations on copies of one buffer: the same outcome and the same bytes
+    left in it (an offset written before struct's error on the store time included)."""
+    results = []
+    for fn in (compiled.patch_append_fields, pure_patch_append_fields):
+        if buf_kind == "mmap":
+            with mmap.mmap(-1, max(len(buf_bytes), 1)) as mm:
+                mm[: len(buf_bytes)] = buf_bytes
+                if buf_bytes:
+                    got = outcome(fn, mm, pos, **kwargs)
+                else:
+                    with memoryview(mm) as whole, whole[:0] as empty:
+                        got = outcome(fn, empty, pos, **kwargs)
+                results.append((got, mm[: len(buf_bytes)]))
+            continue
+        buf: Any
+        backing = bytearray(buf_bytes)
+        if buf_kind == "bytearray":
+            buf = backing
+        elif buf_kind == "memoryview":
+            buf = memoryview(backing)
+        elif buf_kind == "slice":
+            buf = memoryview(backing)[3:]
+        else:
+            buf = bytes(backing)  # read-only: struct's TypeError
+        results.append((outcome(fn, buf, pos, **kwargs), bytes(backing)))
+    assert results[0] == results[1]
+
+
+@SETTINGS
+@given(
+    data=st.data(),
+    size=mostly(st.integers(80, 300), st.integers(0, 100)),
+    buf_kind=st.sampled_from(["bytearray", "memoryview", "slice", "mmap", "bytes"]),
+    queue_offset=MOSTLY_INT64,
+    commit_log_offset=MOSTLY_INT64,
+    store_timestamp=MOSTLY_INT64,
+    sys_flag=mostly(SYS_FLAGS, WIDE),
+)
+def test_patch_append_fields_matches(
+    *,
+    data: st.DataObject,
+    size: int,
+    buf_kind: str,
+    queue_offset: int,
+    commit_log_offset: int,
+    store_timestamp: int,
+    sys_flag: int,
+) -> None:
+    pos = data.draw(
+        mostly(
+            st.integers(0, max(0, size - 80)),  # the record's fields inside the buffer
+            st.one_of(st.integers(-size - 10, size + 10), WIDE),
+        )
+    )
+    patch_both(
+        bytes(range(256))[:size] + bytes(max(0, size - 256)),
+        buf_kind,
+        pos,
+        queue_offset=queue_offset,
+        commit_log_offset=commit_log_offset,
+        store_timestamp=store_timestamp,
+        sys_flag=sys_flag,
+    )
+
+
+@pytest.mark.parametrize(
+    ("size", "pos", "overrides"),
+    [
+        (88, 0, {}),
+        (100, 0, {"sys_flag": BORNHOST_V6_FLAG}),
+        (100, 12, {"sys_flag": BORNHOST_V6_FLAG}),  # offsets written, store time does not fit
+        (88, 1, {}),
+        (88, -88, {}),  # struct counts a negative offset from the end
+        (88, -89, {}),
+        (88, True, {}),
+        (88, 0.0, {}),
+        (88, 2**70, {}),
+        (88, 0, {"queue_offset": 2**63}),
+        (88, 0, {"commit_log_offset": -(2**63) - 1}),
+        (88, 0, {"store_timestamp": 2**63}),  # offsets written, store time does not fit
+        (88, 0, {"store_timestamp": 1.0}),
+        (88, 0, {"sys_flag": 2**70 | BORNHOST_V6_FLAG}),
+        (88, 0, {"sys_flag": -1}),
+        (88, 0, {"sys_flag": None}),
+    ],
+    ids=repr,
+)
+def test_patch_append_fields_edges(size: int, pos: Any, overrides: dict[str, Any]) -> None:
+    kwargs: dict[str, Any] = {
+        "queue_offset": 41,
+        "commit_log_offset": 1 << 40,
+        "store_timestamp": BORN_TIMESTAMP + 5,
+        "sys_flag": 0,
+    }
+    kwargs.update(overrides)
+    for buf_kind in ("bytearray", "memoryview", "slice", "mmap", "bytes"):
+        patch_both(b"\xee" * size, buf_kind, pos, **kwargs)
+
+
+def test_patch_append_fields_of_other_buffers() -> None:
+    for buf in ("text", None, memoryview(bytearray(96)).cast("I")):
+        assert outcome(
+            compiled.patch_append_fields,
+            buf,
+            0,
+            queue_offset=1,
+            commit_log_offset=2,
+            store_timestamp=3,
+            sys_flag=0,
+        ) == outcome(
+            pure_patch_append_fields,
+            buf,
+            0,
+            queue_offset=1,
+            commit_log_offset=2,
+            store_timestamp=3,
+            sys_flag=0,
+        )
+
+
+def test_single_records_stay_in_c(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ordinary arguments: encode_record and patch_append_fields do not hand over."""
+    expected = {
+        (pair, kind, crc): pure_encode_record(
+            **_record_args(born_host=pair[0], store_host=pair[1], body=b"body" * 9, crc=crc)
+        )
+        for pair in HOST_PAIRS
+        for kind in ("bytes", "bytearray", "memoryview", "slice")
+        for crc in (None, 77)
+    }
+
+    def handed_over(*_args: Any, **_kwargs: Any) -> Any:
+        raise AssertionError("handed over to the pure function")
+
+    monkeypatch.setattr(codec.record, "encode_record_py", handed_over)
+    monkeypatch.setattr(codec.record, "patch_append_fields_py", handed_over)
+    for (pair, kind, crc), record in expected.items():
+        got = compiled.encode_record(
+            **_record_args(
+                born_host=pair[0], store_host=pair[1], body=as_kind(b"body" * 9, kind), crc=crc
+            )
+        )
+        assert got == record
+        patched = bytearray(b"\x00" * 5 + record)
+        compiled.patch_append_fields(
+            memoryview(patched),
+            5,
+            queue_offset=41,
+            commit_log_offset=4096,
+            store_timestamp=BORN_TIMESTAMP + 5,
+            sys_flag=codec.record.read_int(record, 36),
+        )
+        info = pure_decode_record(patched, 5, check_crc=crc is None)
+        assert (info.queue_offset, info.commit_log_offset, info.store_timestamp) == (
+            41,
+            4096,
+            BORN_TIMESTAMP + 5,
+        )
 
 
 # ------------------------------------------------------------------ the C paths are taken
