@@ -37,6 +37,7 @@ from codec import (
     decode_records,
     encode_properties,
 )
+from codec.view import MessageExt
 from remoting.route import MessageQueue
 
 # ----------------------------------------------------------------------------- limits
@@ -286,33 +287,14 @@ class ConsumeResult(Enum):
 # ------------------------------------------------------------------------ message view
 
 
-@dataclass(slots=True)
-class MessageView:
-    """A received message (RocketMQ ``MessageExt``).
+class MessageView(MessageExt):
+    """A received message (RocketMQ ``MessageExt``; RocketMQ 5 names it ``MessageView``).
 
-    Built once per delivered message, so it is a plain slotted dataclass: a frozen one costs
-    ten times as much to construct. Changing a field changes only this copy.
+    Decoded lazily (``codec.view``): the header fields when the reply is decoded, the
+    body, topic, properties, tags, keys, ids and hosts when first read. It is a dataclass
+    of those fields, built from keyword arguments too; changing a field changes only this
+    copy, ``==`` compares the fields.
     """
-
-    topic: str
-    body: bytes
-    tags: str | None
-    keys: list[str]
-    properties: dict[str, str]
-    msg_id: str
-    offset_msg_id: str
-    queue_id: int
-    queue_offset: int
-    commit_log_offset: int
-    born_timestamp: int
-    store_timestamp: int
-    born_host: str
-    store_host: str
-    reconsume_times: int
-    sys_flag: int
-    flag: int
-    broker_name: str
-    body_crc: int
 
     @property
     def message_queue(self) -> MessageQueue:
@@ -338,10 +320,12 @@ class MessageView:
 
 
 def decode_messages(body: bytes | memoryview, broker_name: str) -> list[MessageView]:
-    """The records of a pull (or query) reply as messages, bodies inflated.
+    """The records of a pull (or query) reply as messages: their header fields read, the
+    rest decoded (bodies inflated) when first read.
 
     Raises:
-        MessageDecodeError: the body is truncated or not in the record layout.
+        MessageDecodeError: the body is truncated or not in the record layout; checked
+            here, for every record, so that reading a field later cannot fail.
     """
     try:
         return decode_records(body, broker_name, MessageView)

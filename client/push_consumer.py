@@ -815,7 +815,7 @@ class PushConsumer(ClientService):
                 PROPERTY_MAX_OFFSET: str(answer.max_offset),
             }
             for m in msgs:
-                m.properties.update(extra)
+                m.put_properties(extra)  # added when the listener reads them (lazy decode)
             pq.next_offset = next_offset
             if msgs:
                 pq.put(msgs)

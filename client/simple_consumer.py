@@ -51,7 +51,7 @@ MAX_RECEIVE = 32
 INIT_MIN, INIT_MAX = 0, 1  # ConsumeInitMode
 
 
-@dataclass(slots=True)
+@dataclass  # no slots=True: slots named as MessageView's fields would shadow its lazy ones
 class ReceivedMessage(MessageView):
     """A message from ``receive``: a ``MessageView`` with its receipt handle."""
 
