@@ -1,16 +1,11 @@
-"""client.message: validation before anything is sent, UNIQ_KEY ids, Java's String.hashCode,
-and decoding the stored records a real broker hands back on a pull (compressed bodies
-inflated, malformed input refused with MessageDecodeError)."""
+"""client.message: validation before anything is sent, and decoding the stored records a real
+broker hands back on a pull (compressed bodies inflated, malformed input refused with
+MessageDecodeError). UNIQ_KEY ids and Java's String.hashCode are codec's: tests/codec."""
 
 from __future__ import annotations
 
-import itertools
-import os
 import re
-import socket
 import struct
-import time
-from datetime import datetime
 from typing import Any
 
 import pytest
@@ -26,8 +21,7 @@ from client.message import (
     check_group,
     decode_messages,
 )
-from codec import COMPRESSED_FLAG, UniqIdGenerator, encode_properties, java_hash
-from codec import java_hash as store_java_hash
+from codec import COMPRESSED_FLAG, encode_properties
 from tests.client.conftest import raw_pull
 
 # ---------------------------------------------------------------------------- validation
@@ -160,82 +154,6 @@ async def test_invalid_messages_are_never_sent(
         )
     assert broker.topics.get("NeverCreated") is None
     assert broker.store.commit_log.max_offset == 0
-
-
-# ------------------------------------------------------------------------------ UNIQ_KEY
-
-
-def test_uniq_ids_format_and_uniqueness() -> None:
-    gen = UniqIdGenerator(bytes([127, 0, 0, 1]))
-    ids = [gen.next_id() for _ in range(66_000)]
-    assert len(set(ids)) == len(ids)
-    for msg_id in ids[:100]:
-        assert len(msg_id) == 32
-        assert msg_id == msg_id.upper()
-        int(msg_id, 16)
-    # Fixed prefix: IPv4, pid (15 bits), 4 random bytes; the same for every id of a process.
-    assert len({i[:20] for i in ids}) == 1
-    raw = bytes.fromhex(ids[0])
-    socket.inet_ntoa(raw[:4])  # a valid IPv4
-    assert struct.unpack(">h", raw[4:6])[0] == os.getpid() & 0x7FFF
-    # A 16-bit counter in the last 4 hex digits, one step per id, wrapping.
-    counters = [int(i[-4:], 16) for i in ids]
-    assert all((b - a) % 0x10000 == 1 for a, b in itertools.pairwise(counters))
-    assert any(b < a for a, b in itertools.pairwise(counters))  # wrapped once
-
-
-def test_uniq_id_time_is_ms_since_month_start() -> None:
-    before = int(time.time() * 1000)
-    msg_id = UniqIdGenerator(bytes([127, 0, 0, 1])).next_id()
-    after = int(time.time() * 1000)
-    # unsigned, as Java's getNearlyTimeFromID reads it: a month has more ms than an int
-    (since_month,) = struct.unpack(">I", bytes.fromhex(msg_id)[10:14])
-    now = datetime.now()
-    month_start = now.replace(day=1, hour=0, minute=0, second=0, microsecond=0).timestamp()
-    start_ms = int(month_start * 1000)
-    assert before - start_ms - 1000 <= since_month <= after - start_ms + 1000
-
-
-def test_uniq_id_time_keeps_the_top_bit_late_in_a_month() -> None:
-    """Past 2**31 ms (24.8 days) into a month the span's top bit is set: Java's int cast
-    keeps it, and readers take the 4 bytes unsigned, so it must not be masked away."""
-    gen = UniqIdGenerator(bytes([127, 0, 0, 1]))
-    now_ms = int(time.time() * 1000)
-    gen.next_id()  # sets the month
-    late = 2**31 + 12_345
-    gen._month_start_ms = now_ms - late  # as if 24.8 days had passed
-    gen._last_ms = -1
-    msg_id = gen.next_id()
-    (span,) = struct.unpack(">I", bytes.fromhex(msg_id)[10:14])
-    assert late <= span <= late + 5_000
-
-
-def test_two_generators_differ_in_prefix() -> None:
-    a, b = UniqIdGenerator(bytes([127, 0, 0, 1])), UniqIdGenerator(bytes([127, 0, 0, 1]))
-    assert a.next_id()[:20] != b.next_id()[:20]
-
-
-# ----------------------------------------------------------------------------- java hash
-
-
-@pytest.mark.parametrize(
-    ("text", "expected"),
-    [
-        ("TagA", 2598919),
-        ("", 0),
-        ("a", 97),
-        ("Aa", 2112),
-        ("BB", 2112),  # the classic collision
-        ("hello world", 1794106052),
-        ("polygenelubricants", -(2**31)),  # wraps to Integer.MIN_VALUE
-        ("é", 233),
-        ("中文", 646394),
-        ("😀", 1772899),  # a surrogate pair: two UTF-16 units, as Java counts
-    ],
-)
-def test_java_hash_golden(text: str, expected: int) -> None:
-    assert java_hash(text) == expected
-    assert java_hash(text) == store_java_hash(text)  # the broker's consume-queue tag codes
 
 
 # ---------------------------------------------------------------------- decode_messages

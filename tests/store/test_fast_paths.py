@@ -4,9 +4,10 @@ A batch is encoded in one pass (``encode_batch_records``) and written with ``pwr
 enters appends from what the append knew (``DispatchService.dispatch_appended``) instead of
 reading the records back, keys are hashed from bytes with cached heads, and consume-queue and
 index entries are written several at a time. Each is checked against the plain path it
-replaces, which stays in use for recovery: records against ``encode_record`` +
-``patch_append_fields``, consume queues and index files against a store that rebuilt them
-from the commit log, byte for byte.
+replaces, which stays in use for recovery: consume queues and index files against a store
+that rebuilt them from the commit log, byte for byte. The codec's own fast paths (batch
+records against ``encode_record`` + ``patch_append_fields``, hashes from bytes, property
+values, offset ids) are checked in tests/codec.
 """
 
 from __future__ import annotations
@@ -20,31 +21,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 import store.commit_log as commit_log_module
-from codec import (
-    MessageBatch,
-    MessageInner,
-    decode_properties,
-    encode_batch_records,
-    encode_record,
-    index_key_hash,
-    index_key_hashes,
-    java_hash,
-    java_hash_ascii,
-    java_hashes_ascii,
-    join_batch_properties,
-    offset_msg_id,
-    offset_msg_id_prefix,
-    offset_msg_ids,
-    patch_append_fields,
-    patch_physical_offsets,
-    property_value,
-    record_sys_flag,
-    split_batch,
-)
+from codec import MessageBatch, MessageInner, index_key_hash, index_key_hashes
 from store.config import StoreConfig
 from store.consume_queue import ConsumeQueue
 from store.index_file import IndexFile, index_key
@@ -61,183 +40,18 @@ from tests.store.conftest import (
     wait_dispatched,
 )
 
-# Property text with the separators and non-ASCII in it.
-_TEXT = st.text(alphabet="ab=é\x01\x02 KEYSTAGUNIQ_", max_size=30)
-HOST_PAIRS = [
-    (BORN_HOST, STORE_HOST),
-    (BORN_HOST_V6, STORE_HOST),
-    (BORN_HOST, STORE_HOST_V6),
-    (BORN_HOST_V6, STORE_HOST_V6),
-]
-_ASCII = st.binary(max_size=80).map(lambda b: bytes(c & 0x7F for c in b))
-
-
 # ------------------------------------------------------------------------------ hashing
 
 
-@settings(max_examples=300, deadline=None)
-@given(prefix=_ASCII, keys=st.lists(_ASCII, max_size=6))
-def test_ascii_hashes_are_java_hash(prefix: bytes, keys: list[bytes]) -> None:
-    expected = [java_hash((prefix + k).decode()) & 0xFFFFFFFF for k in keys]
-    assert [java_hash_ascii(prefix + k) for k in keys] == expected
-    assert java_hashes_ascii(prefix, keys) == expected
-    assert java_hashes_ascii(prefix, keys) == expected  # again, from the cached heads
-
-
-def test_ascii_hashes_of_message_ids_share_heads() -> None:
-    """UNIQ_KEYs as clients make them: a fixed head, then time and a counter."""
-    keys = [f"0A0000071234ABCDEF01{t:08X}{c:04X}".encode() for t in (7, 8) for c in range(40)]
-    for topic in (b"T", b"TopicTest"):
-        expected = [java_hash(f"{topic.decode()}#{k.decode()}") & 0xFFFFFFFF for k in keys]
-        assert java_hashes_ascii(topic + b"#", keys) == expected
-
-
-@settings(max_examples=200, deadline=None)
-@given(topic=st.text(min_size=1, max_size=12), keys=st.lists(st.text(max_size=20), max_size=5))
-def test_index_key_hashes_match_index_key_hash(topic: str, keys: list[str]) -> None:
-    encoded = [k.encode("utf-8", "surrogatepass") for k in keys]
-    got = index_key_hashes(topic.encode("utf-8", "surrogatepass"), encoded)
-    for key, raw, h in zip(keys, encoded, got, strict=True):
-        text = index_key(topic, raw.decode(errors="replace"))
-        assert h == index_key_hash(text), key
-        assert 0 <= h < 2**31
-
-
-def test_index_key_hash_of_min_int_is_zero() -> None:
-    """A key whose hashCode is -2^31 is indexed under 0 (abs overflows)."""
-    # "T#" + 7 characters c_i (0..30, the base-31 digits of what the prefix lacks) hashes
-    # to 2^31 mod 2^32: hash("T#" + s) = hash("T#") * 31^7 + sum(c_i * 31^(6-i)).
-    lacking = (2**31 - (java_hash("T#") & 0xFFFFFFFF) * 31**7) % 2**32
-    digits = bytes((lacking // 31**k) % 31 for k in range(6, -1, -1))
-    assert java_hash("T#" + digits.decode()) == -(2**31)
-    assert index_key_hash("T#" + digits.decode()) == 0
-    assert index_key_hashes(b"T", [digits]) == [0]
-
-
-# --------------------------------------------------------------------------- properties
-
-
-@settings(max_examples=500, deadline=None)
-@given(text=_TEXT, name=st.sampled_from(["TAGS", "KEYS", "UNIQ_KEY", "a", "é"]))
-def test_property_value_is_the_parsed_value(text: str, name: str) -> None:
-    raw = text.encode()
-    expected = decode_properties(raw.decode(errors="replace")).get(name)
-    got = property_value(raw, name.encode())
-    assert (got.decode() if got is not None else None) == expected
-
-
-@settings(max_examples=200, deadline=None)
-@given(
-    pairs=st.lists(
-        st.tuples(st.sampled_from(["TAGS", "KEYS", "UNIQ_KEY", "X"]), _TEXT), max_size=5
-    ),
-    trailing=st.booleans(),
-)
-def test_property_value_of_well_formed_pairs(pairs: list[tuple[str, str]], trailing: bool) -> None:
-    text = properties_text(pairs) + ("\x02" if trailing else "")
-    parsed = decode_properties(text)
-    for name in ("TAGS", "KEYS", "UNIQ_KEY"):
-        got = property_value(text.encode(), name.encode())
-        assert (got.decode() if got is not None else None) == parsed.get(name)
-
-
-# ------------------------------------------------------------------------------ msg ids
-
-
-@pytest.mark.parametrize("host", [STORE_HOST, STORE_HOST_V6], ids=["v4", "v6"])
-def test_offset_msg_ids(host: tuple[bytes, int]) -> None:
-    offsets = [0, 1, 4095, 2**40 + 17, 2**63 - 1]
-    prefix = offset_msg_id_prefix(host)
-    assert offset_msg_ids(prefix, offsets) == [offset_msg_id(host, o) for o in offsets]
+def test_index_key_hashes_hash_the_store_index_key() -> None:
+    """Dispatch hashes keys with ``index_key_hashes`` (tests/codec/test_hashing.py), a query
+    hashes ``index_key``: the same key, the same slot."""
+    keys = ["k1", "ключ", "", "0A0000071234ABCDEF0100000007002A", "x" * 300]
+    got = index_key_hashes(b"TopicT", [k.encode() for k in keys])
+    assert got == [index_key_hash(index_key("TopicT", k)) for k in keys]
 
 
 # ------------------------------------------------------------------------- batch records
-
-
-def _plain_batch_records(
-    batch: MessageBatch, queue_offset: int, start: int, now: int
-) -> tuple[bytes, list[int]]:
-    """The records of a batch the way single records are made: encode, then patch."""
-    out = bytearray()
-    sizes = []
-    for flag, body, own in split_batch(batch.body):
-        record = bytearray(
-            encode_record(
-                topic=batch.topic.encode(),
-                queue_id=batch.queue_id,
-                body=body,
-                flag=flag,
-                properties=join_batch_properties(own, batch.properties.encode()),
-                sys_flag=batch.sys_flag,
-                born_timestamp=batch.born_timestamp,
-                born_host=batch.born_host,
-                store_host=batch.store_host,
-            )
-        )
-        patch_append_fields(
-            record,
-            0,
-            queue_offset=queue_offset,
-            commit_log_offset=start + len(out),
-            store_timestamp=now,
-            sys_flag=int.from_bytes(record[36:40], "big", signed=True),
-        )
-        sizes.append(len(record))
-        out += record
-        queue_offset += 1
-    return bytes(out), sizes
-
-
-@settings(max_examples=150, deadline=None)
-@given(
-    entries=st.lists(
-        st.tuples(
-            st.integers(-(2**31), 2**31 - 1),
-            st.binary(max_size=300),
-            _TEXT.map(lambda t: t.encode()),
-        ),
-        min_size=1,
-        max_size=6,
-    ),
-    batch_props=st.sampled_from(["", "CLUSTER\x01C", "TAGS\x01t\x02", "\x02"]),
-    hosts=st.sampled_from(HOST_PAIRS),
-    sys_flag=st.sampled_from([0, 1, 2, 0x30]),
-    topic=st.sampled_from(["T", "TopicTest", "t" * 127, "日本"]),
-)
-def test_batch_records_are_the_plain_records(
-    entries: list[tuple[int, bytes, bytes]],
-    batch_props: str,
-    hosts: tuple[tuple[bytes, int], tuple[bytes, int]],
-    sys_flag: int,
-    topic: str,
-) -> None:
-    batch = MessageBatch(
-        topic=topic,
-        queue_id=3,
-        body=batch_body(entries),
-        properties=batch_props,
-        sys_flag=sys_flag,
-        born_timestamp=BORN_TIMESTAMP,
-        born_host=hosts[0],
-        store_host=hosts[1],
-    )
-    expected, sizes = _plain_batch_records(batch, 41, 123_456, 1_700_000_000_999)
-    flag = record_sys_flag(sys_flag, *hosts)
-    for room in (len(expected) + 10, 7):  # the buffer given, or a larger one
-        encoded = encode_batch_records(
-            bytearray(room), memoryview(batch.body), batch_props.encode(), topic.encode(), 3,
-            flag, BORN_TIMESTAMP, hosts[0], hosts[1], 41, 123_456, 1_700_000_000_999,
-        )  # fmt: skip
-        assert encoded.sizes == sizes
-        assert encoded.total_bytes == len(expected)
-        assert bytes(encoded.buf[: encoded.total_bytes]) == expected
-        assert encoded.properties == [
-            join_batch_properties(own, batch_props.encode())
-            for _f, _b, own in split_batch(batch.body)
-        ]
-    moved, _sizes = _plain_batch_records(batch, 41, 9_000_000, 1_700_000_000_999)
-    patch_physical_offsets(encoded.buf, encoded.sizes, 9_000_000)
-    assert bytes(encoded.buf[: encoded.total_bytes]) == moved
 
 
 def test_batch_with_properties_too_long(make_config: Callable[..., StoreConfig]) -> None:

@@ -17,14 +17,7 @@ from typing import NamedTuple
 
 import pytest
 
-from codec import (
-    Host,
-    MessageBatch,
-    decode_offset_msg_id,
-    java_hash,
-    offset_msg_id,
-    tags_code,
-)
+from codec import Host, MessageBatch, java_hash, offset_msg_id
 from store.config import StoreConfig
 from store.message_store import MessageStore
 from store.results import PutMessageStatus, PutResult
@@ -356,51 +349,7 @@ async def test_schedule_topic_without_delay_uses_the_tag(store: MessageStore) ->
     assert unit[12:20] == _q(2598919)
 
 
-# ---------------------------------------------------------------------- String.hashCode
-
-
-def _utf16_hash(text: str) -> int:
-    """``s[0]*31^(n-1) + … + s[n-1]`` over UTF-16 code units, as a signed 32-bit int."""
-    raw = text.encode("utf-16-be")
-    h = 0
-    for i in range(0, len(raw), 2):
-        h = (31 * h + int.from_bytes(raw[i : i + 2], "big")) % 2**32
-    return h - 2**32 if h >= 2**31 else h
-
-
-@pytest.mark.parametrize(("text", "expected"), [(t, c) for t, c in TAG_CODES if t is not None])
-def test_java_hash_known_values(text: str, expected: int) -> None:
-    assert java_hash(text) == expected
-    assert _utf16_hash(text) == expected
-
-
-@pytest.mark.parametrize(
-    "text", ["é", "日本語タグ", "a\U0001f600b", "\U00010348\U0001f600", "x" * 40]
-)
-def test_java_hash_utf16_definition(text: str) -> None:
-    assert java_hash(text) == _utf16_hash(text)
-    assert -(2**31) <= java_hash(text) < 2**31
-
-
-def test_tags_code_of_no_tag_is_zero() -> None:
-    assert tags_code(None) == 0
-    assert tags_code("") == 0
-    assert tags_code("TagA") == 2598919
-
-
 # ---------------------------------------------------------------------------- msg ids
-
-
-def test_offset_msg_id_ipv4_example() -> None:
-    assert offset_msg_id(STORE_HOST, 0) == "7F00000100002A9F0000000000000000"
-    assert decode_offset_msg_id("7F00000100002A9F0000000000000000") == (STORE_HOST, 0)
-
-
-def test_offset_msg_id_ipv6_has_56_hex_digits() -> None:
-    msg_id = offset_msg_id(STORE_HOST_V6, 0x0102030405060708)
-    assert msg_id == "00000000000000000000000000000001" + "00002A9F" + "0102030405060708"
-    assert len(msg_id) == 56
-    assert decode_offset_msg_id(msg_id) == (STORE_HOST_V6, 0x0102030405060708)
 
 
 @pytest.mark.parametrize("store_host", [STORE_HOST, STORE_HOST_V6], ids=["ipv4", "ipv6"])

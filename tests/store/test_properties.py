@@ -3,8 +3,8 @@
 Random interleavings of single and batch puts over several topics and queues, with body sizes
 chosen so that records land right at segment ends (store-format.md §2.1: a record of length L
 fits R remaining bytes only if L + 8 <= R), are read back through ``get_messages`` and checked
-against the commit-log files on disk. The properties codec is checked against a transcription
-of Java's ``MessageDecoder.string2messageProperties`` (protocol.md §9.1).
+against the commit-log files on disk. (The properties codec itself is checked in
+tests/codec/test_properties.py.)
 """
 
 from __future__ import annotations
@@ -16,20 +16,13 @@ from pathlib import Path
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from codec import (
-    MessageBatch,
-    MessageInner,
-    decode_properties,
-    encode_properties,
-    split_batch,
-)
+from codec import MessageBatch, MessageInner
 from store.message_store import MessageStore
 from store.results import PutMessageStatus
 from tests.store.conftest import (
     BORN_HOST,
     STORE_HOST,
     batch_body,
-    decode_props,
     drain,
     parse_record,
     tiny_config,
@@ -207,39 +200,3 @@ async def test_puts_read_back_exactly_and_after_reopen(ops: list[Put]) -> None:
             await wait_dispatched(store)
             _check_queues(store, expected)
             _check_disk(store, units)
-
-
-# --------------------------------------------------------------------------- properties
-
-_names = st.text(alphabet=st.characters(exclude_characters="\x01\x02", codec="utf-8"), max_size=8)
-_values = st.text(alphabet=st.characters(exclude_characters="\x02", codec="utf-8"), max_size=8)
-
-
-@settings(max_examples=100)
-@given(st.dictionaries(_names, _values, max_size=6))
-def test_properties_round_trip(props: dict[str, str]) -> None:
-    text = encode_properties(props)
-    assert text == "\x02".join(f"{k}\x01{v}" for k, v in props.items())  # no trailing \x02
-    kept = {k: v for k, v in props.items() if k and v}  # Java drops empty names and values
-    assert decode_properties(text) == kept
-    assert decode_properties(text + "\x02") == kept  # trailing separator (≤ 4.9.0, C++, Go)
-    assert decode_props(text) == kept
-
-
-@settings(max_examples=100)
-@given(st.text(alphabet="ab\x01\x02é\U0001f600", max_size=30))
-def test_properties_decode_matches_java(text: str) -> None:
-    assert decode_properties(text) == decode_props(text)
-
-
-@settings(max_examples=100)
-@given(
-    st.lists(
-        st.tuples(st.integers(-(2**31), 2**31 - 1), st.binary(max_size=50), st.binary(max_size=30)),
-        min_size=1,
-        max_size=6,
-    )
-)
-def test_batch_body_split(entries: list[tuple[int, bytes, bytes]]) -> None:
-    got = split_batch(batch_body(entries))
-    assert [(flag, bytes(body), props) for flag, body, props in got] == entries

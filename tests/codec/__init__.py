@@ -1,0 +1,1 @@
+"""Tests of the shared message codec (codec/), pure and compiled."""
