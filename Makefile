@@ -30,7 +30,7 @@ $(STAMP): pyproject.toml tests/e2e/js/package-lock.json
 # C compiler the build says so and the pure-Python codec runs. The last line says which.
 SPEEDUPS_STAMP := $(VENV)/.speedups
 
-$(SPEEDUPS_STAMP): $(STAMP) setup.py $(wildcard codec/*.pyx)
+$(SPEEDUPS_STAMP): $(STAMP) setup.py $(wildcard codec/*.pyx codec/*.pxd)
 	@$(PY) setup.py --quiet build_ext --inplace 2>&1 | grep -v -e '^warning: ' -e '^$$' || true
 	@$(PY) -c "import codec; print('aerolite codec speedups:', codec.SPEEDUPS)"
 	@touch $(SPEEDUPS_STAMP)

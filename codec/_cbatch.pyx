@@ -19,13 +19,22 @@ library CPython's own zlib module uses). Every index into a buffer is checked ag
 length before it is read or written (hence boundscheck=False).
 """
 
-from cpython.buffer cimport PyBUF_SIMPLE, PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
+from cpython.buffer cimport PyBUF_SIMPLE, PyBUF_WRITABLE, PyBuffer_Release
 from cpython.bytearray cimport PyByteArray_AS_STRING
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
-from cpython.long cimport PyLong_AsLongLongAndOverflow, PyLong_Check
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport int16_t, int32_t, int64_t, uint16_t, uint32_t, uint64_t
 from libc.string cimport memcpy
+
+from codec._wire cimport borrow as _borrow
+from codec._wire cimport get16 as _get16
+from codec._wire cimport get32 as _get32
+from codec._wire cimport get64 as _get64
+from codec._wire cimport int32_of as _i32
+from codec._wire cimport int64_of as _i64
+from codec._wire cimport put16 as _put16
+from codec._wire cimport put32 as _put32
+from codec._wire cimport put64 as _put64
 
 import importlib
 
@@ -40,7 +49,6 @@ cdef enum:
     STOREHOSTADDRESS_V6_FLAG = 0x20
 
 cdef int32_t MESSAGE_MAGIC_CODE = -626843481  # 0xDAA320A7
-cdef int64_t INT32_MIN = -2147483648
 cdef int64_t INT32_MAX = 2147483647
 # Queue and commit-log offsets beyond this go to the reference: the per-record increments
 # then cannot overflow int64 (nor does any real log come near).
@@ -79,75 +87,9 @@ cdef inline int _ready() except -1:
 # ------------------------------------------------------------------------ C-level helpers
 
 
-cdef inline void _put32(unsigned char* p, uint32_t v) noexcept nogil:
-    # Big-endian by hand: the compiler folds it into one byte-swapped store.
-    p[0] = <unsigned char>(v >> 24)
-    p[1] = <unsigned char>(v >> 16)
-    p[2] = <unsigned char>(v >> 8)
-    p[3] = <unsigned char>v
-
-
-cdef inline void _put64(unsigned char* p, uint64_t v) noexcept nogil:
-    _put32(p, <uint32_t>(v >> 32))
-    _put32(p + 4, <uint32_t>v)
-
-
-cdef inline void _put16(unsigned char* p, uint16_t v) noexcept nogil:
-    p[0] = <unsigned char>(v >> 8)
-    p[1] = <unsigned char>v
-
-
-cdef inline int32_t _get32(const unsigned char* p) noexcept nogil:
-    return <int32_t>(
-        (<uint32_t>p[0] << 24) | (<uint32_t>p[1] << 16) | (<uint32_t>p[2] << 8) | <uint32_t>p[3]
-    )
-
-
-cdef inline int64_t _get64(const unsigned char* p) noexcept nogil:
-    return <int64_t>((<uint64_t>(<uint32_t>_get32(p)) << 32) | <uint64_t>(<uint32_t>_get32(p + 4)))
-
-
-cdef inline int16_t _get16(const unsigned char* p) noexcept nogil:
-    return <int16_t>((<uint16_t>p[0] << 8) | <uint16_t>p[1])
-
-
 cdef inline int64_t _body_crc(const unsigned char* p, Py_ssize_t n) noexcept nogil:
     """Java's ``UtilAll.crc32``: CRC32 of the body, sign bit cleared (n < 2**31)."""
     return <int64_t>(crc32(0, p, <unsigned int>n) & 0x7FFFFFFF)
-
-
-cdef inline bint _i64(object o, int64_t* out) except -1:
-    """Whether ``o`` is an int that fits int64 (then stored in ``out``)."""
-    cdef int overflow = 0
-    cdef long long v
-    if not PyLong_Check(o):
-        return False
-    v = PyLong_AsLongLongAndOverflow(o, &overflow)
-    if overflow:
-        return False
-    out[0] = v
-    return True
-
-
-cdef inline bint _i32(object o, int64_t* out) except -1:
-    """Whether ``o`` is an int that fits int32 (then stored in ``out``)."""
-    return _i64(o, out) and INT32_MIN <= out[0] <= INT32_MAX
-
-
-cdef bint _borrow(object obj, Py_buffer* view, int flags) except -1:
-    """Whether ``obj`` lends a contiguous buffer whose length is ``len(obj)``, so positions
-    mean bytes as they do to ``struct``; the caller releases it."""
-    try:
-        PyObject_GetBuffer(obj, view, flags | PyBUF_SIMPLE)
-    except Exception:
-        return False
-    try:
-        same = len(obj) == view.len
-    except Exception:
-        same = False
-    if not same:
-        PyBuffer_Release(view)
-    return same
 
 
 cdef inline bint _position(object o, Py_ssize_t* out) except -1:

@@ -28,17 +28,8 @@ from libc.string cimport memchr, memcmp
 # whole string is parsed, rarely, by the properties codec, compiled or pure as it is bound.
 from codec.properties import property_value as _property_value
 
-cdef extern from *:
-    """
-    /* Strings are always canonical from 3.12 on; before, a legacy one must be made so
-       before its kind and data are read. */
-    #if PY_VERSION_HEX < 0x030C0000
-    #define aerolite_unicode_ready(o) PyUnicode_READY(o)
-    #else
-    #define aerolite_unicode_ready(o) 0
-    #endif
-    """
-    int aerolite_unicode_ready(object o) except -1
+from codec._wire cimport aerolite_unicode_ready
+from codec._wire cimport value_start as _value_start
 
 
 cdef int64_t _TWO_32 = <int64_t>1 << 32
@@ -214,25 +205,6 @@ def index_key_hashes(topic, keys):
 # ------------------------------------------------------------- dispatch: a batch's hashes
 
 
-cdef Py_ssize_t _value_start(
-    const unsigned char* p, Py_ssize_t n, const char* name, Py_ssize_t k
-) noexcept nogil:
-    """Where the value of the last pair named ``name`` (``k`` bytes) starts, -1 without one.
-
-    A pair starts at 0 and after each \\x02; the last start followed by name\\x01 is the
-    one ``property_value`` finds (the last \\x02name\\x01, else name\\x01 at 0)."""
-    cdef Py_ssize_t found = -1
-    cdef Py_ssize_t s = 0
-    cdef const unsigned char* q
-    while True:
-        if n - s > k and p[s + k] == 1 and memcmp(p + s, name, k) == 0:
-            found = s + k + 1
-        q = <const unsigned char*>memchr(p + s, 2, n - s)
-        if q == NULL:
-            return found
-        s = q - p + 1
-
-
 cdef inline Py_ssize_t _value_end(const unsigned char* p, Py_ssize_t n, Py_ssize_t s) noexcept nogil:
     """The end of the value starting at ``s``: the next \\x02, or the end."""
     cdef const unsigned char* q = <const unsigned char*>memchr(p + s, 2, n - s)
@@ -259,7 +231,7 @@ def tags_codes(properties):
             return _pure("tags_codes")(properties)
         p = <const unsigned char*>PyBytes_AS_STRING(props)
         n = PyBytes_GET_SIZE(props)
-        s = _value_start(p, n, b"TAGS", 4)
+        s = _value_start(p, n, <const unsigned char*>b"TAGS", 4)
         if s < 0:
             out.append(0)
             continue
@@ -322,7 +294,7 @@ def index_hashes(topic, properties, offsets):
             return _pure("index_hashes")(topic, properties, offsets)
         p = <const unsigned char*>PyBytes_AS_STRING(props)
         n = PyBytes_GET_SIZE(props)
-        s = _value_start(p, n, b"UNIQ_KEY", 8)
+        s = _value_start(p, n, <const unsigned char*>b"UNIQ_KEY", 8)
         if s >= 0:
             e = _value_end(p, n, s)
             if e > s:
@@ -333,7 +305,7 @@ def index_hashes(topic, properties, offsets):
                     _put_key(hashes, key_offsets, offset, hp,
                              <const unsigned char*>PyBytes_AS_STRING(value),
                              PyBytes_GET_SIZE(value))
-        s = _value_start(p, n, b"KEYS", 4)
+        s = _value_start(p, n, <const unsigned char*>b"KEYS", 4)
         if s >= 0:
             e = _value_end(p, n, s)
             if e > s:

@@ -21,17 +21,8 @@ from cpython.unicode cimport (
 from libc.stdint cimport uint32_t
 from libc.string cimport memchr, memcmp
 
-cdef extern from *:
-    """
-    /* Strings are always canonical from 3.12 on; before, a legacy one must be made so
-       before its kind and data are read. */
-    #if PY_VERSION_HEX < 0x030C0000
-    #define aerolite_unicode_ready(o) PyUnicode_READY(o)
-    #else
-    #define aerolite_unicode_ready(o) 0
-    #endif
-    """
-    int aerolite_unicode_ready(object o) except -1
+from codec._wire cimport aerolite_unicode_ready
+from codec._wire cimport value_start as _value_start
 
 
 cdef object _pure(str name):
@@ -147,26 +138,6 @@ def encode_properties(props):
 
 
 # -------------------------------------------------------------------------------- bytes
-
-
-cdef Py_ssize_t _value_start(
-    const unsigned char* p, Py_ssize_t n, const unsigned char* name, Py_ssize_t k
-) noexcept nogil:
-    """Where the value of the last pair named ``name`` (``k`` bytes) starts, -1 without one.
-
-    A pair starts at 0 and after each \\x02, so the last start followed by name\\x01 is
-    what the pure function finds: the last \\x02name\\x01, else name\\x01 at 0 (whatever
-    bytes ``name`` holds: the candidates and the test at each are the same)."""
-    cdef Py_ssize_t found = -1
-    cdef Py_ssize_t s = 0
-    cdef const unsigned char* q
-    while True:
-        if n - s > k and p[s + k] == 1 and memcmp(p + s, name, k) == 0:
-            found = s + k + 1
-        q = <const unsigned char*>memchr(p + s, 2, n - s)
-        if q == NULL:
-            return found
-        s = q - p + 1
 
 
 def property_value(props, name):

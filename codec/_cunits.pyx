@@ -14,9 +14,15 @@ both alike, so the outcome is the reference's by construction.
 Every index into the buffer is checked before the write (hence boundscheck=False).
 """
 
-from cpython.buffer cimport PyBUF_SIMPLE, PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
-from cpython.long cimport PyLong_AsLongLongAndOverflow, PyLong_Check
+from cpython.buffer cimport PyBUF_WRITABLE, PyBuffer_Release
 from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
+
+from codec._wire cimport borrow as _borrow
+from codec._wire cimport get32 as _get32
+from codec._wire cimport int32_of as _i32
+from codec._wire cimport int64_of as _i64
+from codec._wire cimport put32 as _put32
+from codec._wire cimport put64 as _put64
 
 import importlib
 
@@ -47,59 +53,6 @@ cdef object _units():
 # ------------------------------------------------------------------------ C-level helpers
 
 
-cdef inline void _put32(unsigned char* p, uint32_t v) noexcept nogil:
-    # Big-endian by hand: the compiler folds it into one byte-swapped store.
-    p[0] = <unsigned char>(v >> 24)
-    p[1] = <unsigned char>(v >> 16)
-    p[2] = <unsigned char>(v >> 8)
-    p[3] = <unsigned char>v
-
-
-cdef inline void _put64(unsigned char* p, uint64_t v) noexcept nogil:
-    _put32(p, <uint32_t>(v >> 32))
-    _put32(p + 4, <uint32_t>v)
-
-
-cdef inline int32_t _get32(const unsigned char* p) noexcept nogil:
-    return <int32_t>(
-        (<uint32_t>p[0] << 24) | (<uint32_t>p[1] << 16) | (<uint32_t>p[2] << 8) | <uint32_t>p[3]
-    )
-
-
-cdef inline bint _i64(object o, int64_t* out) except -1:
-    """Whether ``o`` is an int that fits int64 (then stored in ``out``)."""
-    cdef int overflow = 0
-    cdef long long v
-    if not PyLong_Check(o):
-        return False
-    v = PyLong_AsLongLongAndOverflow(o, &overflow)
-    if overflow:
-        return False
-    out[0] = v
-    return True
-
-
-cdef inline bint _i32(object o, int64_t* out) except -1:
-    """Whether ``o`` is an int that fits int32 (then stored in ``out``)."""
-    return _i64(o, out) and INT32_MIN <= out[0] <= INT32_MAX
-
-
-cdef bint _writable(object obj, Py_buffer* view) except -1:
-    """Whether ``obj`` lends a writable, contiguous buffer whose length is ``len(obj)``, so
-    positions mean bytes as they do to ``struct.pack_into``; the caller releases it."""
-    try:
-        PyObject_GetBuffer(obj, view, PyBUF_WRITABLE | PyBUF_SIMPLE)
-    except Exception:
-        return False
-    try:
-        same = len(obj) == view.len
-    except Exception:
-        same = False
-    if not same:
-        PyBuffer_Release(view)
-    return same
-
-
 # ------------------------------------------------------------------------ consume queue
 
 
@@ -127,7 +80,7 @@ def pack_cq_units(buf, pos, offsets, sizes, tags_codes):
         return _units().pack_cq_units_py(buf, pos, offsets, sizes, tags_codes)
     if n == 0:
         return pos
-    if not _writable(buf, &view):
+    if not _borrow(buf, &view, PyBUF_WRITABLE):
         return _units().pack_cq_units_py(buf, pos, offsets, sizes, tags_codes)
     try:
         dst = <unsigned char*>view.buf
@@ -170,7 +123,8 @@ def put_index_entries(
     cdef Py_buffer view
     cdef unsigned char* dst
     cdef int64_t slots, count, slot_count, first, last, diff
-    cdef int64_t key_hash, offset, slot, slot_pos, entry_pos, prev, i
+    cdef int64_t key_hash, slot, slot_pos, entry_pos, prev, i
+    cdef int64_t offset = 0  # set by _i64 before use; gcc cannot see through the pointer
     cdef list hashes, offs
     cdef Py_ssize_t n_hashes, n_offsets
     if not (
@@ -200,7 +154,7 @@ def put_index_entries(
         )
     if first >= last:
         return index_count, hash_slot_count
-    if not _writable(buf, &view):
+    if not _borrow(buf, &view, PyBUF_WRITABLE):
         return _units().put_index_entries_py(
             buf,
             hash_slot_num,

@@ -33,6 +33,10 @@ import codec.view as _view
 from codec.properties import property_value as _property_value
 from codec.record import RecordError
 
+from codec._wire cimport get32 as _i32
+from codec._wire cimport get64 as _i64
+from codec._wire cimport value_start as _value_start
+
 cdef extern from *:
     """
     /* object.__new__(cls): an instance without __init__. */
@@ -69,18 +73,6 @@ _KINDS = {
     "born_host": F_BORN_HOST,
     "store_host": F_STORE_HOST,
 }
-
-
-cdef inline uint32_t _u32(const unsigned char* p) noexcept nogil:
-    return (<uint32_t>p[0] << 24) | (<uint32_t>p[1] << 16) | (<uint32_t>p[2] << 8) | p[3]
-
-
-cdef inline int32_t _i32(const unsigned char* p) noexcept nogil:
-    return <int32_t>_u32(p)
-
-
-cdef inline int64_t _i64(const unsigned char* p) noexcept nogil:
-    return <int64_t>((<uint64_t>_u32(p) << 32) | _u32(p + 4))
 
 
 cdef inline Py_ssize_t _body_length_at(unsigned char flags) noexcept nogil:
@@ -217,19 +209,11 @@ cdef object _property(bytes rec, Layout* lay, bytes name):
     pair named ``name`` (a pair starts at 0 and after each \\x02), or None."""
     cdef const unsigned char* p = <const unsigned char*>PyBytes_AS_STRING(rec) + lay.props
     cdef Py_ssize_t n = lay.props_len
-    cdef const unsigned char* key = <const unsigned char*>PyBytes_AS_STRING(name)
-    cdef Py_ssize_t k = PyBytes_GET_SIZE(name)
-    cdef Py_ssize_t found = -1
-    cdef Py_ssize_t s = 0
     cdef Py_ssize_t e
     cdef const unsigned char* q
-    while True:
-        if n - s > k and p[s + k] == 1 and memcmp(p + s, key, k) == 0:
-            found = s + k + 1
-        q = <const unsigned char*>memchr(p + s, 2, n - s)
-        if q == NULL:
-            break
-        s = q - p + 1
+    cdef Py_ssize_t found = _value_start(
+        p, n, <const unsigned char*>PyBytes_AS_STRING(name), PyBytes_GET_SIZE(name)
+    )
     if found < 0:
         return None
     q = <const unsigned char*>memchr(p + found, 2, n - found)

@@ -132,7 +132,7 @@ def test_an_install_without_a_compiler_succeeds_and_says_so(tmp_path: Path) -> N
     wheel, output = _build_wheel(src, tmp_path / "dist", env)
     names = zipfile.ZipFile(wheel).namelist()
     assert "codec/record.py" in names
-    assert not [n for n in names if n.endswith((".so", ".c", ".pyx"))]
+    assert not [n for n in names if n.endswith((".so", ".c", ".pyx", ".pxd"))]
     assert "not built" in output and "pure-Python" in output
 
 
