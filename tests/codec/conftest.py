@@ -192,3 +192,25 @@ def batch_body(entries: Iterable[tuple[int, bytes, bytes]]) -> bytes:
             props,
         ]
     return b"".join(parts)
+
+
+def _malformed_batches() -> list[tuple[str, bytes]]:
+    """Batch bodies every parser must refuse, each named for what is wrong with it."""
+    good = batch_body([(0, b"hello", b"TAGS\x01a"), (0, b"world", b"")])
+    one = batch_body([(0, b"hello", b"TAGS\x01a")])
+    return [
+        ("empty", b""),
+        ("truncated-entry-header", good[: len(one) + 10]),
+        ("truncated-body", one[:22]),
+        ("truncated-properties", one[:-1]),
+        ("negative-body-length", one[:16] + struct.pack(">i", -1) + one[20:]),
+        ("body-length-past-end", one[:16] + struct.pack(">i", 1000) + one[20:]),
+        ("properties-length-past-end", one[:25] + struct.pack(">h", 200) + one[27:]),
+        ("negative-properties-length", one[:25] + struct.pack(">h", -1) + one[27:]),
+        ("total-size-too-small", struct.pack(">i", len(one) - 1) + one[4:]),
+        ("total-size-too-large", struct.pack(">i", len(one) + 1) + one[4:] + b"\x00"),
+        ("trailing-byte", good + b"\x00"),
+    ]
+
+
+MALFORMED_BATCHES = _malformed_batches()

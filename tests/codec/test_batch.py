@@ -8,7 +8,6 @@ every implementation there is (tests/codec/conftest.py).
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Callable
 from typing import Any
 
@@ -24,7 +23,14 @@ from codec import (
     RecordError,
     record_sys_flag,
 )
-from tests.codec.conftest import BORN_TIMESTAMP, HOST_PAIRS, batch_body, over, pure
+from tests.codec.conftest import (
+    BORN_TIMESTAMP,
+    HOST_PAIRS,
+    MALFORMED_BATCHES,
+    batch_body,
+    over,
+    pure,
+)
 
 Split = Callable[[bytes | memoryview], list[tuple[int, memoryview, bytes]]]
 EncodeRecords = Callable[..., EncodedBatch]
@@ -66,25 +72,7 @@ def test_batch_entries_encode_as_packed_by_hand(
     assert b"".join(impl(*entry) for entry in entries) == batch_body(entries)
 
 
-def _malformed_batches() -> list[tuple[str, bytes]]:
-    good = batch_body([(0, b"hello", b"TAGS\x01a"), (0, b"world", b"")])
-    one = batch_body([(0, b"hello", b"TAGS\x01a")])
-    return [
-        ("empty", b""),
-        ("truncated-entry-header", good[: len(one) + 10]),
-        ("truncated-body", one[:22]),
-        ("truncated-properties", one[:-1]),
-        ("negative-body-length", one[:16] + struct.pack(">i", -1) + one[20:]),
-        ("body-length-past-end", one[:16] + struct.pack(">i", 1000) + one[20:]),
-        ("properties-length-past-end", one[:25] + struct.pack(">h", 200) + one[27:]),
-        ("negative-properties-length", one[:25] + struct.pack(">h", -1) + one[27:]),
-        ("total-size-too-small", struct.pack(">i", len(one) - 1) + one[4:]),
-        ("total-size-too-large", struct.pack(">i", len(one) + 1) + one[4:] + b"\x00"),
-        ("trailing-byte", good + b"\x00"),
-    ]
-
-
-MALFORMED = _malformed_batches()
+MALFORMED = MALFORMED_BATCHES
 MALFORMED_IDS = [name for name, _body in MALFORMED]
 
 

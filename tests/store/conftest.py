@@ -22,6 +22,8 @@ from codec import Host, MessageBatch, MessageInner
 from store.config import StoreConfig
 from store.message_store import MessageStore
 from store.results import GetMessageStatus
+from tests.codec.conftest import batch_body as batch_body  # noqa: PLC0414 - re-exported
+from tests.codec.conftest import properties_text as properties_text  # noqa: PLC0414
 
 # Tiny sizes: every test rolls segments. Flush intervals are short so shutdown is quick.
 TINY: dict[str, Any] = {
@@ -70,11 +72,6 @@ async def store(make_config: Callable[..., StoreConfig]) -> AsyncIterator[Messag
 # ------------------------------------------------------------------------------ messages
 
 
-def properties_text(pairs: Iterable[tuple[str, str]]) -> str:
-    """``name\\x01value`` pairs joined by ``\\x02``, no trailing separator (protocol §9.1)."""
-    return "\x02".join(f"{name}\x01{value}" for name, value in pairs)
-
-
 def message(
     topic: str = "TopicTest",
     queue_id: int = 0,
@@ -116,25 +113,6 @@ def message(
         prepared_transaction_offset=prepared_transaction_offset,
         wait_store_msg_ok=wait,
     )
-
-
-def batch_body(entries: Iterable[tuple[int, bytes, bytes]]) -> bytes:
-    """A SEND_BATCH_MESSAGE body (protocol.md §10) from (flag, body, properties) entries:
-    TOTALSIZE, MAGICCODE 0, BODYCRC 0, FLAG, BODYLEN, BODY, PROPLEN (short), PROPERTIES."""
-    parts: list[bytes] = []
-    for flag, body, props in entries:
-        total = 4 + 4 + 4 + 4 + 4 + len(body) + 2 + len(props)
-        parts += [
-            struct.pack(">i", total),
-            struct.pack(">i", 0),
-            struct.pack(">i", 0),
-            struct.pack(">i", flag),
-            struct.pack(">i", len(body)),
-            body,
-            struct.pack(">h", len(props)),
-            props,
-        ]
-    return b"".join(parts)
 
 
 def batch(
@@ -231,22 +209,6 @@ def parse_record(data: bytes | memoryview, pos: int = 0) -> Record:
         topic,
         props,
     )
-
-
-def decode_props(text: str) -> dict[str, str]:
-    """Java's ``string2messageProperties``, transcribed (protocol.md §9.1)."""
-    out: dict[str, str] = {}
-    index, length = 0, len(text)
-    while index < length:
-        new_index = text.find("\x02", index)
-        if new_index < 0:
-            new_index = length
-        if new_index - index >= 3:
-            kv = text.find("\x01", index)
-            if index < kv < new_index - 1:
-                out[text[index:kv]] = text[kv + 1 : new_index]
-        index = new_index + 1
-    return out
 
 
 # --------------------------------------------------------------------------------- disk

@@ -21,6 +21,7 @@ from codec import Host, MessageBatch, java_hash, offset_msg_id
 from store.config import StoreConfig
 from store.message_store import MessageStore
 from store.results import PutMessageStatus, PutResult
+from tests.codec.conftest import MALFORMED_BATCHES
 from tests.store.conftest import (
     BLANK_MAGIC,
     BORN_HOST,
@@ -534,23 +535,7 @@ async def test_batch_body_over_max_message_size_is_illegal(store: MessageStore) 
     await _assert_nothing_written(store, bad)
 
 
-def _malformed_batches() -> list[tuple[str, bytes]]:
-    good = batch_body([(0, b"hello", b"TAGS\x01a"), (0, b"world", b"")])
-    one = batch_body([(0, b"hello", b"TAGS\x01a")])
-    return [
-        ("empty", b""),
-        ("truncated-entry-header", good[: len(one) + 10]),
-        ("truncated-body", one[:22]),
-        ("truncated-properties", one[:-1]),
-        ("negative-body-length", one[:16] + _i(-1) + one[20:]),
-        ("body-length-past-end", one[:16] + _i(1000) + one[20:]),
-        ("properties-length-past-end", one[:25] + struct.pack(">h", 200) + one[27:]),
-    ]
-
-
-@pytest.mark.parametrize(
-    ("name", "body"), _malformed_batches(), ids=[n for n, _ in _malformed_batches()]
-)
+@pytest.mark.parametrize(("name", "body"), MALFORMED_BATCHES, ids=[n for n, _ in MALFORMED_BATCHES])
 async def test_malformed_batch_is_illegal(store: MessageStore, name: str, body: bytes) -> None:
     bad = await store.put_messages(MessageBatch("B", 0, body, store_host=STORE_HOST))
     assert bad.status is PutMessageStatus.MESSAGE_ILLEGAL, name

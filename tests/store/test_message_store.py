@@ -25,9 +25,9 @@ from store.results import (
     PutMessageStatus,
     PutResult,
 )
+from tests.codec.conftest import java_string2message_properties
 from tests.store.conftest import (
     batch,
-    decode_props,
     drain,
     message,
     parse_record,
@@ -369,7 +369,7 @@ async def test_query_message_by_keys_and_uniq_key(store: MessageStore) -> None:
         out = []
         for raw in found.records:
             rec = parse_record(raw)
-            props = decode_props(rec.properties)
+            props = java_string2message_properties(rec.properties)
             assert rec.topic == topic
             assert key in props.get("KEYS", "").split(" ") or props.get("UNIQ_KEY") == key
             out.append(rec.body)
