@@ -18,6 +18,7 @@ from codec import _ext
 from codec.record import (
     MAX_PROPERTIES_BYTES,
     MESSAGE_MAGIC_CODE,
+    RECORD_HEADERS,
     Host,
     PropertiesTooLongError,
     RecordError,
@@ -108,14 +109,6 @@ class EncodedBatch(NamedTuple):
     properties: list[bytes]
 
 
-# The fixed part of a record up to BODYLENGTH, for each width of the two host fields.
-_HEADERS = {
-    (born, store): struct.Struct(f">iiiiiqqiq{born}siq{store}siiqi")
-    for born in (4, 16)
-    for store in (4, 16)
-}
-
-
 def encode_batch_records(  # noqa: PLR0917 - one pass over a batch
     buf: bytearray,
     body: bytes | memoryview,
@@ -151,7 +144,7 @@ def encode_batch_records(  # noqa: PLR0917 - one pass over a batch
     props_list: list[bytes] = []
     born_addr, born_port = born_host
     store_addr, store_port = store_host
-    header = _HEADERS[len(born_addr), len(store_addr)]
+    header = RECORD_HEADERS[len(born_addr), len(store_addr)]
     pack_header = header.pack_into
     header_bytes = header.size
     topic_len = len(topic)

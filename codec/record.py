@@ -78,6 +78,14 @@ _HEADER_V4 = struct.Struct(
     "i"  # 84 BODYLENGTH
 )
 assert _HEADER_V4.size == 88
+# The same fixed part for each width of the two host fields (4 or 16 address bytes):
+# (born, store) → struct; (4, 4) is _HEADER_V4. Single records and batches pack with these.
+RECORD_HEADERS = {
+    (born, store): struct.Struct(f">iiiiiqqiq{born}siq{store}siiqi")
+    for born in (4, 16)
+    for store in (4, 16)
+}
+assert RECORD_HEADERS[4, 4].format == _HEADER_V4.format
 
 _INT = struct.Struct(">i")
 _LONG = struct.Struct(">q")
@@ -151,11 +159,6 @@ def record_sys_flag(sys_flag: int, born_host: Host, store_host: Host) -> int:
 # ------------------------------------------------------------------------------ encoding
 
 
-def _host_part(host: Host) -> bytes:
-    raw, port = host
-    return raw + _INT.pack(port)
-
-
 def encode_record(
     *,
     topic: bytes,
@@ -180,47 +183,27 @@ def encode_record(
     total = record_length(len(body), len(topic), len(properties), sys_flag)
     if crc is None:
         crc = body_crc(body)
-    if not sys_flag & (BORNHOST_V6_FLAG | STOREHOSTADDRESS_V6_FLAG):
-        header = _HEADER_V4.pack(
-            total,
-            MESSAGE_MAGIC_CODE,
-            crc,
-            queue_id,
-            flag,
-            0,
-            0,
-            sys_flag,
-            born_timestamp,
-            born_host[0],
-            born_host[1],
-            0,
-            store_host[0],
-            store_host[1],
-            reconsume_times,
-            prepared_transaction_offset,
-            len(body),
-        )
-    else:
-        header = b"".join(
-            (
-                struct.pack(
-                    ">iiiiiqqiq",
-                    total,
-                    MESSAGE_MAGIC_CODE,
-                    crc,
-                    queue_id,
-                    flag,
-                    0,
-                    0,
-                    sys_flag,
-                    born_timestamp,
-                ),
-                _host_part(born_host),
-                _LONG.pack(0),
-                _host_part(store_host),
-                struct.pack(">iqi", reconsume_times, prepared_transaction_offset, len(body)),
-            )
-        )
+    header = RECORD_HEADERS[
+        16 if sys_flag & BORNHOST_V6_FLAG else 4, 16 if sys_flag & STOREHOSTADDRESS_V6_FLAG else 4
+    ].pack(
+        total,
+        MESSAGE_MAGIC_CODE,
+        crc,
+        queue_id,
+        flag,
+        0,
+        0,
+        sys_flag,
+        born_timestamp,
+        born_host[0],
+        born_host[1],
+        0,
+        store_host[0],
+        store_host[1],
+        reconsume_times,
+        prepared_transaction_offset,
+        len(body),
+    )
     return b"".join(
         (header, body, bytes((len(topic),)), topic, _SHORT.pack(len(properties)), properties)
     )
