@@ -121,6 +121,13 @@ def decode_records(body, broker_name, make):
         props_len = (d[p] << 8) | d[p + 1]
         if props_len > 0x7FFF or p + 2 + props_len > record_end:
             raise RecordError(f"record at byte {pos}: properties length overruns it")
+        if p + 2 + props_len != record_end:
+            # the next record is found by TOTALSIZE: one that claims more than its fields
+            # would hide the records in its tail
+            raise RecordError(
+                f"record at byte {pos}: its fields end at byte {p + 2 + props_len}, "
+                f"TOTALSIZE says {record_end}"
+            )
         view = aerolite_new_instance(make, ())
         view.body_crc = _i32(d + pos + 8)
         view.queue_id = _i32(d + pos + 12)

@@ -286,6 +286,13 @@ def decode_records(body: bytes | memoryview, broker_name: str, make: type[V]) ->
         props_len = (rec[p] << 8) | rec[p + 1]
         if props_len > 0x7FFF or p + 2 + props_len > record_end:
             raise RecordError(f"record at byte {pos}: properties length overruns it")
+        if p + 2 + props_len != record_end:
+            # the next record is found by TOTALSIZE: one that claims more than its fields
+            # would hide the records in its tail
+            raise RecordError(
+                f"record at byte {pos}: its fields end at byte {p + 2 + props_len}, "
+                f"TOTALSIZE says {record_end}"
+            )
         view.broker_name = broker_name
         view._rec = (rec, pos)
         append(view)
