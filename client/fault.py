@@ -119,6 +119,24 @@ class FaultStrategy:
         self.enabled = enabled
         self.tolerance = LatencyFaultTolerance(clock)
 
+    def select_run(self, info: TopicPublishInfo, count: int) -> list[MessageQueue] | None:
+        """What ``count`` calls of ``select(info, None)`` would choose, in one step: the
+        queues in the order of first use, message ``k`` of the run going to queue
+        ``k % len(queues)`` of the list (the round robin moved on by ``count``). None, and
+        nothing moved, where each choice must be made alone: a broker of the topic is
+        marked unavailable, or the counter would wrap within the run."""
+        queues = info.queues
+        n = len(queues)
+        start = info._next
+        if not n or start + count > 0x7FFFFFFF:
+            return None
+        if self.enabled and self.tolerance.items:
+            available = self.tolerance.is_available
+            if not all(available(name) for name in {mq.broker_name for mq in queues}):
+                return None
+        info._next = start + count
+        return [queues[(start + 1 + k) % n] for k in range(min(n, count))]
+
     def select(self, info: TopicPublishInfo, last_broker: str | None) -> MessageQueue:
         if not self.enabled:
             return info.select(last_broker)

@@ -13,7 +13,7 @@ import socket
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import Enum
-from typing import Final
+from typing import Any, Final, TypeVar, overload
 
 from client.errors import InvalidArgumentError, InvalidMessageError
 
@@ -159,28 +159,33 @@ class Message:
             InvalidMessageError: names the problem.
         """
         check_topic(self.topic, InvalidMessageError)
-        if not isinstance(self.body, bytes | bytearray | memoryview):
-            raise InvalidMessageError(
-                f"the message body must be bytes, not {type(self.body).__name__}"
-            )
-        if len(self.body) == 0:
+        body = self.body
+        # this runs once per message sent: the usual message (bytes, no keys, timer or
+        # properties) takes the shortest way through
+        if type(body) is not bytes and not isinstance(body, bytes | bytearray | memoryview):
+            raise InvalidMessageError(f"the message body must be bytes, not {type(body).__name__}")
+        size = len(body)
+        if size == 0:
             raise InvalidMessageError("the message body length is zero")
-        if len(self.body) > max_message_bytes:
+        if size > max_message_bytes:
             raise InvalidMessageError(
-                f"the message body size {len(self.body)} is over the max value {max_message_bytes}"
+                f"the message body size {size} is over the max value {max_message_bytes}"
             )
-        if self.tags is not None and (
-            not isinstance(self.tags, str) or "||" in self.tags or not self.tags.strip()
-        ):
-            raise InvalidMessageError(f"tags {self.tags!r} must be one non-blank tag without ||")
-        for key in self.key_list:
-            if not isinstance(key, str) or not key or " " in key:
-                raise InvalidMessageError(f"key {key!r} must be a non-empty string without spaces")
+        tags = self.tags
+        if tags is not None and (not isinstance(tags, str) or "||" in tags or not tags.strip()):
+            raise InvalidMessageError(f"tags {tags!r} must be one non-blank tag without ||")
+        if self.keys is not None:
+            for key in self.key_list:
+                if not isinstance(key, str) or not key or " " in key:
+                    raise InvalidMessageError(
+                        f"key {key!r} must be a non-empty string without spaces"
+                    )
         if not 0 <= self.delay_level <= MAX_DELAY_LEVEL:
             raise InvalidMessageError(
                 f"delay_level {self.delay_level} is not within 0..{MAX_DELAY_LEVEL}"
             )
-        self._validate_timer()
+        if self.deliver_at is not None or self.delay is not None:
+            self._validate_timer()
         for name, value in self.properties.items():
             if not isinstance(name, str) or not isinstance(value, str) or not name or not value:
                 raise InvalidMessageError(
@@ -319,16 +324,26 @@ class MessageView(MessageExt):
         )
 
 
-def decode_messages(body: bytes | memoryview, broker_name: str) -> list[MessageView]:
-    """The records of a pull (or query) reply as messages: their header fields read, the
-    rest decoded (bodies inflated) when first read.
+MV = TypeVar("MV", bound=MessageView)
+
+
+@overload
+def decode_messages(body: bytes | memoryview, broker_name: str) -> list[MessageView]: ...
+@overload
+def decode_messages(body: bytes | memoryview, broker_name: str, make: type[MV]) -> list[MV]: ...
+def decode_messages(
+    body: bytes | memoryview, broker_name: str, make: type[MessageView] = MessageView
+) -> list[Any]:
+    """The records of a pull (or query) reply as messages (of class ``make``, a
+    ``MessageView`` made without ``__init__``): their header fields read, the rest decoded
+    (bodies inflated) when first read.
 
     Raises:
         MessageDecodeError: the body is truncated or not in the record layout; checked
             here, for every record, so that reading a field later cannot fail.
     """
     try:
-        return decode_records(body, broker_name, MessageView)
+        return decode_records(body, broker_name, make)
     except RecordError as exc:
         raise MessageDecodeError(str(exc)) from None
 

@@ -415,6 +415,11 @@ class Producer(ClientService):
         info = self.publish_info.get(topic)
         if info is None or not info.ok:
             return [(None, batch)]  # no route yet: the request looks it up and chooses then
+        run = self.fault.select_run(info, len(batch))
+        if run is not None:
+            # every broker available: the round robin's steps cycle through the queues
+            step = len(info.queues)
+            return [(mq, batch[k::step]) for k, mq in enumerate(run)]
         groups: dict[MessageQueue, list[_Pending]] = {}
         for p in batch:
             groups.setdefault(self.fault.select(info, None), []).append(p)

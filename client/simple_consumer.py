@@ -60,9 +60,6 @@ class ReceivedMessage(MessageView):
     invisible_until: float = 0.0  # epoch seconds, as the receipt says
 
 
-_VIEW_FIELDS = tuple(f.name for f in dataclasses.fields(MessageView))
-
-
 class SimpleConsumer(ClientService):
     """Args:
     group: the consumer group; its members share the messages.
@@ -218,32 +215,29 @@ class SimpleConsumer(ClientService):
         invisible = int(ext["invisibleTime"])
         revive_qid = int(ext["reviveQid"])
         starts = parse_offset_info(ext.get("startOffsetInfo"))
-        out: list[ReceivedMessage] = []
-        for view in decode_messages(response.body_bytes, broker_name):
-            kind = topic_type(view.topic)
+        # The views are ReceivedMessages from the start: their fields stay lazy, decoded
+        # when the caller reads them, not copied here.
+        messages = decode_messages(response.body_bytes, broker_name, ReceivedMessage)
+        until = (pop_time + invisible) / 1000
+        for msg in messages:
+            kind = topic_type(msg.topic)
             receipt = Receipt(
-                ck_queue_offset=int(starts.get((kind, view.queue_id), view.queue_offset)),
+                ck_queue_offset=int(starts.get((kind, msg.queue_id), msg.queue_offset)),
                 pop_time=pop_time,
                 invisible_time=invisible,
                 revive_qid=revive_qid,
                 kind=kind,
                 broker_name=broker_name,
-                queue_id=view.queue_id,
-                queue_offset=view.queue_offset,
+                queue_id=msg.queue_id,
+                queue_offset=msg.queue_offset,
             )
             if kind != NORMAL:
                 # A message back from the group's retry topic shows its own topic.
-                view.topic = view.properties.get("RETRY_TOPIC", view.topic)
-            values = {name: getattr(view, name) for name in _VIEW_FIELDS}
-            out.append(
-                ReceivedMessage(
-                    **values,
-                    receipt_handle=str(receipt),
-                    delivery_attempt=view.reconsume_times + 1,
-                    invisible_until=(pop_time + invisible) / 1000,
-                )
-            )
-        return out
+                msg.topic = msg.properties.get("RETRY_TOPIC", msg.topic)
+            msg.receipt_handle = str(receipt)
+            msg.delivery_attempt = msg.reconsume_times + 1
+            msg.invisible_until = until
+        return messages
 
     # ------------------------------------------------------------- ack and change
 

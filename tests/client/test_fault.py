@@ -224,3 +224,39 @@ def test_strategy_disabled_learns_nothing() -> None:
         "broker-b",
     }
     assert strategy.select(info, "broker-a").broker_name == "broker-b"
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+@pytest.mark.parametrize("count", [0, 1, 3, 8, 9, 64, 100])
+def test_select_run_is_count_selections_at_once(enabled: bool, count: int) -> None:
+    """The producer's coalesced flush assigns a run of messages in one step: the same
+    queues, message by message, as one select each, and the round robin left where those
+    selections would leave it."""
+    for queues in (3, 4):
+        one, run = two_brokers(queues), two_brokers(queues)
+        one._next = run._next = 12_345
+        strategy = FaultStrategy(enabled=enabled, clock=FakeClock())
+        expected = [strategy.select(one, None) for _ in range(count)]
+        chosen = strategy.select_run(run, count)
+        assert chosen is not None
+        assert [chosen[k % len(run.queues)] for k in range(count)] == expected
+        assert run._next == one._next
+        assert strategy.select(run, None) == strategy.select(one, None)
+
+
+def test_select_run_leaves_marked_brokers_and_the_wrap_to_select() -> None:
+    clock = FakeClock()
+    strategy = FaultStrategy(enabled=True, clock=clock)
+    info = two_brokers()
+    strategy.update("broker-x", 5, isolation=True)  # not a broker of this topic
+    assert strategy.select_run(info, 8) is not None
+    strategy.update("broker-a", 5, isolation=True)
+    before = info._next
+    assert strategy.select_run(info, 8) is None
+    assert info._next == before
+    clock.advance(600)
+    assert strategy.select_run(info, 8) is not None
+    info._next = 0x7FFFFFFF - 3  # the counter wraps within the run: one by one
+    assert strategy.select_run(info, 8) is None
+    assert strategy.select_run(info, 3) is not None
+    assert FaultStrategy(enabled=True).select_run(TopicPublishInfo(), 4) is None
