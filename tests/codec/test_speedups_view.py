@@ -369,20 +369,24 @@ def test_errors_name_the_record(body: bytes, error: str) -> None:
     assert same(body) == ("raised", RecordError, error)
 
 
-def test_errors_after_good_records_name_their_byte() -> None:
-    r = {
+def small_record(hosts: tuple[Any, Any]) -> dict[str, Any]:
+    """A short plain record (topic T, body "body", TAGS=a, every number 1) between ``hosts``."""
+    return {
         "topic": b"T",
         "body": b"body",
         "body_kind": "plain",
         "properties": b"TAGS\x01a",
         "other_flags": 0,
-        "born_host": HOST_PAIRS[1][0],
-        "store_host": HOST_PAIRS[1][1],
+        "born_host": hosts[0],
+        "store_host": hosts[1],
         "pad": b"",
         **dict.fromkeys(("queue_id", "flag", "born_timestamp", "store_timestamp"), 1),
         **dict.fromkeys(("queue_offset", "commit_log_offset", "reconsume_times", "prepared"), 1),
     }
-    one = encode(r)
+
+
+def test_errors_after_good_records_name_their_byte() -> None:
+    one = encode(small_record(HOST_PAIRS[1]))
     at = 84 + 12 + len(one)  # BODYLENGTH of the second record (born host IPv6)
     liar = bytearray(one + one)
     liar[at : at + 4] = (10_000).to_bytes(4, "big")
@@ -404,18 +408,7 @@ def test_a_record_claiming_the_next_one_is_refused() -> None:
     """TOTALSIZE leads to the next record: a first record whose TOTALSIZE covers the second
     would hand back one message of two (and one padded with bytes past its fields, its
     tail unread), so the fields must end where TOTALSIZE does."""
-    r = {
-        "topic": b"T",
-        "body": b"body",
-        "body_kind": "plain",
-        "properties": b"TAGS\x01a",
-        "other_flags": 0,
-        "born_host": HOST_PAIRS[0][0],
-        "store_host": HOST_PAIRS[0][1],
-        "pad": b"",
-        **dict.fromkeys(("queue_id", "flag", "born_timestamp", "store_timestamp"), 1),
-        **dict.fromkeys(("queue_offset", "commit_log_offset", "reconsume_times", "prepared"), 1),
-    }
+    r = small_record(HOST_PAIRS[0])
     one = encode(r)
     assert same(one + one)[0] == "decoded"
     swallower = bytearray(one + one)
