@@ -666,8 +666,18 @@ def bodies(run: DriverRun) -> list[str]:
     return [e["body"] for e in run.of("msg")]
 
 
-def send(clients: Clients, topic: str, messages: list[Sent], mode: str = "sync") -> DriverRun:
-    """Send with the C++ producer and check every send was acknowledged."""
+def send(
+    clients: Clients,
+    topic: str,
+    messages: list[Sent],
+    mode: str = "sync",
+    *,
+    warmup_topic: str | None = None,
+) -> DriverRun:
+    """Send with the C++ producer and check every send was acknowledged; with
+    ``warmup_topic``, a round of sends there first opens the client's connections to every
+    broker (the driver's ``_warm_up`` says why a route of several brokers needs it)."""
+    extra = {"warmup_topic": warmup_topic} if warmup_topic else {}
     run = clients.cpp(
         "produce",
         group=unique("e2e_producer"),
@@ -675,8 +685,11 @@ def send(clients: Clients, topic: str, messages: list[Sent], mode: str = "sync")
         mode=mode,
         messages=[m.cpp_spec() for m in messages],
         deadline_s=90,
+        **extra,
     )
     done = run.finish(timeout_s=120)
+    if warmup_topic:
+        assert [e["ok"] for e in run.of("warm")] == [8], run.of("warm")
     failed = [e for e in run.of("sent") if e.get("status") != "OK"]
     assert not failed, f"{len(failed)} sends failed, first: {failed[:3]}"
     assert done["ok"] == len(messages), done

@@ -180,7 +180,7 @@ def test_the_compose_topology_round_trips_with_the_cpp_client(
     try:
         topic = unique("ClusterCpp")
         messages = [Sent(body=f"cluster-{i}", tags="T", keys=(f"k{i}",)) for i in range(200)]
-        send(clients, topic, messages)
+        send(clients, topic, messages, warmup_topic=unique("ClusterCppWarm"))
         run = consume(clients, topic, unique("cg_cluster_cpp"), len(messages), deadline_s=60)
         assert_same_messages(run, messages)
     finally:
