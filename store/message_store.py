@@ -25,7 +25,7 @@ import os
 import time
 from collections.abc import Callable
 from types import TracebackType
-from typing import TYPE_CHECKING, Self
+from typing import Protocol, Self
 
 import structlog
 
@@ -60,8 +60,15 @@ from store.results import (
 )
 from store.retention import RetentionReport, RetentionService
 
-if TYPE_CHECKING:
-    from store.ha import HAService
+
+class SyncReplication(Protocol):
+    """What a SYNC_MASTER's put waits on (``HAService``; the store does not import it, the
+    broker hands it over): whether a slave can take writes, and a slave's confirmation."""
+
+    def slave_ok(self) -> bool: ...
+
+    async def wait_for_slave(self, offset: int, timeout_s: float) -> bool: ...
+
 
 log = structlog.get_logger(__name__)
 
@@ -177,7 +184,7 @@ class MessageStore:
         # Told after every append (the HA service wakes its slaves' streams).
         self.append_listeners: list[Callable[[], None]] = []
         # SYNC_MASTER: puts that wait (WAIT=true) also wait for a slave to have the bytes.
-        self.sync_replication: HAService | None = None
+        self.sync_replication: SyncReplication | None = None
 
     # ----------------------------------------------------------------------- lifecycle
 
