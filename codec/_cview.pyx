@@ -94,7 +94,7 @@ def decode_records(body, broker_name, make):
     cdef bytes rec
     cdef const unsigned char* d
     cdef Py_ssize_t pos = 0
-    cdef Py_ssize_t end, head, total, record_end, p, body_len, props_len
+    cdef Py_ssize_t end, head, total, record_end, p, body_len, props_len, fields_end
     cdef unsigned char flags
     cdef list out = []
     if not (isinstance(make, type) and issubclass(make, _view.MessageExt)):
@@ -119,13 +119,14 @@ def decode_records(body, broker_name, make):
         if p + 2 > record_end:
             raise RecordError(f"record at byte {pos}: topic length overruns it")
         props_len = (d[p] << 8) | d[p + 1]
-        if props_len > 0x7FFF or p + 2 + props_len > record_end:
+        fields_end = p + 2 + props_len
+        if props_len > 0x7FFF or fields_end > record_end:
             raise RecordError(f"record at byte {pos}: properties length overruns it")
-        if p + 2 + props_len != record_end:
+        if fields_end != record_end:
             # the next record is found by TOTALSIZE: one that claims more than its fields
             # would hide the records in its tail
             raise RecordError(
-                f"record at byte {pos}: its fields end at byte {p + 2 + props_len}, "
+                f"record at byte {pos}: its fields end at byte {fields_end}, "
                 f"TOTALSIZE says {record_end}"
             )
         view = aerolite_new_instance(make, ())

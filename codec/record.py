@@ -57,35 +57,40 @@ POS_SYS_FLAG = 36
 POS_BORN_TIMESTAMP = 40
 POS_BORN_HOST = 48
 
-_HEADER_V4 = struct.Struct(
-    ">"
-    "i"  # 0  TOTALSIZE
-    "i"  # 4  MAGICCODE
-    "i"  # 8  BODYCRC
-    "i"  # 12 QUEUEID
-    "i"  # 16 FLAG
-    "q"  # 20 QUEUEOFFSET
-    "q"  # 28 PHYSICALOFFSET
-    "i"  # 36 SYSFLAG
-    "q"  # 40 BORNTIMESTAMP
-    "4s"  # 48 BORNHOST address
-    "i"  # 52 BORNHOST port
-    "q"  # 56 STORETIMESTAMP
-    "4s"  # 64 STOREHOST address
-    "i"  # 68 STOREHOST port
-    "i"  # 72 RECONSUMETIMES
-    "q"  # 76 PREPARED TRANSACTION OFFSET
-    "i"  # 84 BODYLENGTH
-)
-assert _HEADER_V4.size == 88
-# The same fixed part for each width of the two host fields (4 or 16 address bytes):
-# (born, store) → struct; (4, 4) is _HEADER_V4. Single records and batches pack with these.
+
+def _header_format(born: int, store: int) -> str:
+    """The fixed part of a record, TOTALSIZE to BODYLENGTH, for ``born`` and ``store``
+    address bytes (4, or 16 with the V6 flags); offsets for IPv4 hosts."""
+    return (
+        ">"
+        "i"  # 0  TOTALSIZE
+        "i"  # 4  MAGICCODE
+        "i"  # 8  BODYCRC
+        "i"  # 12 QUEUEID
+        "i"  # 16 FLAG
+        "q"  # 20 QUEUEOFFSET
+        "q"  # 28 PHYSICALOFFSET
+        "i"  # 36 SYSFLAG
+        "q"  # 40 BORNTIMESTAMP
+        f"{born}s"  # 48 BORNHOST address
+        "i"  # 52 BORNHOST port
+        "q"  # 56 STORETIMESTAMP
+        f"{store}s"  # 64 STOREHOST address
+        "i"  # 68 STOREHOST port
+        "i"  # 72 RECONSUMETIMES
+        "q"  # 76 PREPARED TRANSACTION OFFSET
+        "i"  # 84 BODYLENGTH
+    )
+
+
+# (born, store) address widths → the packer of the fixed part; single records and batches
+# pack with these.
 RECORD_HEADERS = {
-    (born, store): struct.Struct(f">iiiiiqqiq{born}siq{store}siiqi")
+    (born, store): struct.Struct(_header_format(born, store))
     for born in (4, 16)
     for store in (4, 16)
 }
-assert RECORD_HEADERS[4, 4].format == _HEADER_V4.format
+assert RECORD_HEADERS[4, 4].size == 88 and RECORD_HEADERS[16, 16].size == 112
 
 _INT = struct.Struct(">i")
 _LONG = struct.Struct(">q")

@@ -284,13 +284,14 @@ def decode_records(body: bytes | memoryview, broker_name: str, make: type[V]) ->
         if p + 2 > record_end:
             raise RecordError(f"record at byte {pos}: topic length overruns it")
         props_len = (rec[p] << 8) | rec[p + 1]
-        if props_len > 0x7FFF or p + 2 + props_len > record_end:
+        fields_end = p + 2 + props_len
+        if props_len > 0x7FFF or fields_end > record_end:
             raise RecordError(f"record at byte {pos}: properties length overruns it")
-        if p + 2 + props_len != record_end:
+        if fields_end != record_end:
             # the next record is found by TOTALSIZE: one that claims more than its fields
             # would hide the records in its tail
             raise RecordError(
-                f"record at byte {pos}: its fields end at byte {p + 2 + props_len}, "
+                f"record at byte {pos}: its fields end at byte {fields_end}, "
                 f"TOTALSIZE says {record_end}"
             )
         view.broker_name = broker_name
