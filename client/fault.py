@@ -102,6 +102,18 @@ class TopicPublishInfo:
         self._next = (self._next + 1) & 0x7FFFFFFF
         return self._next
 
+    def select_run(self, count: int) -> list[MessageQueue] | None:
+        """What ``count`` calls of ``select()`` would choose, in one step: the queues in the
+        order of first use, call ``k`` of the run choosing ``run[k % len(queues)]``; the
+        counter moved on by ``count``. None, and nothing moved, when it would wrap within
+        the run (each choice is then made alone)."""
+        n = len(self.queues)
+        start = self._next
+        if not n or start + count > 0x7FFFFFFF:
+            return None
+        self._next = start + count
+        return [self.queues[(start + 1 + k) % n] for k in range(min(n, count))]
+
     def select(self, last_broker: str | None = None) -> MessageQueue:
         """Round-robin, avoiding ``last_broker`` when another broker has queues."""
         if last_broker is not None:
@@ -120,22 +132,14 @@ class FaultStrategy:
         self.tolerance = LatencyFaultTolerance(clock)
 
     def select_run(self, info: TopicPublishInfo, count: int) -> list[MessageQueue] | None:
-        """What ``count`` calls of ``select(info, None)`` would choose, in one step: the
-        queues in the order of first use, message ``k`` of the run going to queue
-        ``k % len(queues)`` of the list (the round robin moved on by ``count``). None, and
-        nothing moved, where each choice must be made alone: a broker of the topic is
-        marked unavailable, or the counter would wrap within the run."""
-        queues = info.queues
-        n = len(queues)
-        start = info._next
-        if not n or start + count > 0x7FFFFFFF:
-            return None
+        """``count`` calls of ``select(info, None)`` at once (``TopicPublishInfo.select_run``)
+        while every broker of the topic is available, as each of those calls would find;
+        None where each choice must be made alone."""
         if self.enabled and self.tolerance.items:
             available = self.tolerance.is_available
-            if not all(available(name) for name in {mq.broker_name for mq in queues}):
+            if not all(available(name) for name in {mq.broker_name for mq in info.queues}):
                 return None
-        info._next = start + count
-        return [queues[(start + 1 + k) % n] for k in range(min(n, count))]
+        return info.select_run(count)
 
     def select(self, info: TopicPublishInfo, last_broker: str | None) -> MessageQueue:
         if not self.enabled:
