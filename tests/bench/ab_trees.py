@@ -25,15 +25,18 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from types import SimpleNamespace
-from typing import Any, cast
+from typing import Any, NamedTuple
 
 from tests.bench.broker_bench import _admin as create_topic
 from tests.bench.common import can_pin, pinned
-from tests.bench.peers import AeroliteBroker
 from tests.bench.report import REPO_ROOT
 
 _PIN = can_pin(0, 1)
+
+
+class _Addresses(NamedTuple):
+    address: str  # the broker's remoting address
+    namesrv: str
 
 
 def _on_cpu(cpu: int) -> int | None:
@@ -69,8 +72,8 @@ def _run(tree: Path, args: argparse.Namespace, run: int) -> dict[str, Any]:
                 # made first, as the side-by-side benchmark does: a consumer subscribed
                 # before the producer creates the topic would learn its route only at its
                 # next poll of the name server, seconds into the run
-                where = SimpleNamespace(address=addresses["broker"], namesrv=spec["namesrv"])
-                asyncio.run(create_topic(cast(AeroliteBroker, where), spec["topic"], 8))
+                where = _Addresses(addresses["broker"], spec["namesrv"])
+                asyncio.run(create_topic(where, spec["topic"], 8))
                 spec.update(rate=args.rate, seconds=args.seconds, groups=1, drain_s=10.0)
                 spec["server_pid"] = proc.pid
             else:

@@ -57,7 +57,7 @@ import time
 import uuid
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from remoting import ClientConfig, RemotingClient, RemotingCommand, RequestCode, ResponseCode
 from remoting.bodies import KVTable
@@ -264,7 +264,18 @@ def echo_ceiling(cfg: BrokerBenchConfig, pin: bool) -> dict[str, Any]:
 # ---------------------------------------------------------------------------- Aerolite
 
 
-async def _admin(broker: AeroliteBroker | RocketMQJavaBroker, topic: str, queues: int) -> None:
+class Addressed(Protocol):
+    """A running broker as the admin requests need it: its remoting and name server
+    addresses (``AeroliteBroker``, ``RocketMQJavaBroker``, another tree's standalone)."""
+
+    @property
+    def address(self) -> str: ...
+
+    @property
+    def namesrv(self) -> str: ...
+
+
+async def _admin(broker: Addressed, topic: str, queues: int) -> None:
     """Create ``topic`` with ``queues`` queues, then wait for its route on the name server."""
     client = RemotingClient(ClientConfig(request_timeout_s=10.0))
     await client.start()

@@ -72,12 +72,11 @@ def test_batch_entries_encode_as_packed_by_hand(
     assert b"".join(impl(*entry) for entry in entries) == batch_body(entries)
 
 
-MALFORMED = MALFORMED_BATCHES
-MALFORMED_IDS = [name for name, _body in MALFORMED]
+MALFORMED_IDS = [name for name, _body in MALFORMED_BATCHES]
 
 
 @over("batch", "split_batch")
-@pytest.mark.parametrize(("name", "body"), MALFORMED, ids=MALFORMED_IDS)
+@pytest.mark.parametrize(("name", "body"), MALFORMED_BATCHES, ids=MALFORMED_IDS)
 def test_malformed_batch_does_not_split(impl: Split, name: str, body: bytes) -> None:
     with pytest.raises(RecordError):
         impl(body)
@@ -215,7 +214,7 @@ def _encode_records(impl: EncodeRecords, body: bytes, batch_props: bytes = b"") 
 
 
 @over("batch", "encode_batch_records")
-@pytest.mark.parametrize(("name", "body"), MALFORMED, ids=MALFORMED_IDS)
+@pytest.mark.parametrize(("name", "body"), MALFORMED_BATCHES, ids=MALFORMED_IDS)
 def test_malformed_batch_makes_no_records(impl: EncodeRecords, name: str, body: bytes) -> None:
     with pytest.raises(RecordError):
         _encode_records(impl, body)
