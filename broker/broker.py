@@ -13,7 +13,6 @@ parked pulls, stop accepting and drain the lanes, persist the tables, shut the s
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -38,7 +37,6 @@ from broker.locks import QueueLocks
 from broker.long_polling import PullHoldService
 from broker.metrics import BrokerCollector, MetricsServer, bind_error, registry_of
 from broker.offsets import OffsetTable
-from broker.periodic import Periodic
 from broker.persist import try_write_json
 from broker.pop import PopService
 from broker.processors.admin import AdminProcessor
@@ -69,6 +67,7 @@ from remoting.client import ClientConfig, RemotingClient
 from remoting.codes import RequestCode
 from remoting.connection import Connection
 from remoting.dispatch import Lane, ProcessorTable
+from remoting.lifecycle import Lifecycle, Periodic, Stage
 from remoting.listener import Listener, StreamHandler, stream_listener
 from remoting.server import RemotingServer, ServerConfig
 from store.ha import HAClient, HAService
@@ -88,8 +87,18 @@ class Broker:
 
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
-        root = config.store.root_dir
         self.store = MessageStore(config.store)
+        self._init_tables(config)
+        self._init_services(config)
+        self._init_requests(config)
+        self._init_network(config)
+        self.lifecycle = Lifecycle("broker", self._stages())
+        self._started = False
+        self._stopped = False
+
+    def _init_tables(self, config: BrokerConfig) -> None:
+        """The broker's own tables, each persisted in the store's ``config`` folder."""
+        root = config.store.root_dir
         self.topics = TopicTable(
             root / "config" / "topics.json",
             cluster=config.broker_cluster_name,
@@ -102,6 +111,15 @@ class Broker:
         self.offsets = OffsetTable(root / "config" / "consumerOffset.json")
         # A segment deleted for space is logged with the groups whose messages went.
         self.store.retention.consumer_offsets = self._committed_offsets
+        self.subscription_groups = SubscriptionGroupTable(
+            root / "config" / "subscriptionGroup.json",
+            auto_create=config.auto_create_subscription_group,
+        )
+
+    def _init_services(self, config: BrokerConfig) -> None:
+        """The services that run beside request handling: delayed, transactional, timed and
+        popped messages, replication, client tables, statistics and housekeeping."""
+        root = config.store.root_dir
         self.schedule = ScheduleService(
             self,
             root / "config" / "delayOffset.json",
@@ -115,17 +133,35 @@ class Broker:
         self.ha_port = 0
         self.slave_sync: SlaveSync | None = None
         self.slave_sync_period_s = SYNC_PERIOD_S
-        self.subscription_groups = SubscriptionGroupTable(
-            root / "config" / "subscriptionGroup.json",
-            auto_create=config.auto_create_subscription_group,
-        )
         self.consumers = ConsumerManager(lambda conn, req: conn.invoke_oneway(req))
         self.producers = ProducerManager()
         self.locks = QueueLocks(config.rebalance_lock_max_live_ms)
         self.stats = BrokerStats()
         self.boot_timestamp_ms = int(time.time() * 1000)
         self.store_host: Host = host_of("127.0.0.1", 0)
+        self.housekeeping = [
+            Periodic(
+                "broker-offsets",
+                self._persist_offsets,
+                config.flush_consumer_offset_interval_ms / 1000,
+                failure_event="housekeeping_failed",
+            ),
+            Periodic(
+                "broker-clients",
+                self._scan_clients,
+                config.client_scan_interval_ms / 1000,
+                failure_event="housekeeping_failed",
+            ),
+            Periodic(
+                "broker-stats",
+                self.stats.sample,
+                SAMPLE_INTERVAL_S,
+                failure_event="housekeeping_failed",
+            ),
+        ]
 
+    def _init_requests(self, config: BrokerConfig) -> None:
+        """The processor table, its lanes and hooks (ACL), and long polling."""
         self.processors = ProcessorTable()
         self.acl: PlainAcl | None = None
         if config.acl_enable:
@@ -134,16 +170,14 @@ class Broker:
                 messages=self.store,
             )
             self.processors.hooks.append(self.acl)
-        self._acl_reloader = Periodic(
-            "acl-reload",
-            self._reload_acl,
-            ACL_RELOAD_S,
-            failure_event="acl_reload_round_failed",
-        )
-        self.metrics: MetricsServer | None = None
-        self.metrics_port = 0
-        # More families for this broker's endpoint (standalone adds its name server's).
-        self.extra_collectors: list[Collector] = []
+            self.housekeeping.append(
+                Periodic(
+                    "acl-reload",
+                    self._reload_acl,
+                    ACL_RELOAD_S,
+                    failure_event="acl_reload_round_failed",
+                )
+            )
         self._set_slow_request_threshold()
         # 64 workers so sends waiting for a SYNC_FLUSH share flush rounds; under ASYNC_FLUSH
         # a send never suspends and one worker does all the work.
@@ -168,6 +202,12 @@ class Broker:
         self.pull_hold = PullHoldService(self.pull.rerun, self.store.get_max_offset, check_s)
         self._register_processors()
 
+    def _init_network(self, config: BrokerConfig) -> None:
+        """Listeners (main, VIP, metrics), the outbound client and name-server registration."""
+        self.metrics: MetricsServer | None = None
+        self.metrics_port = 0
+        # More families for this broker's endpoint (standalone adds its name server's).
+        self.extra_collectors: list[Collector] = []
         # Every listener (main, VIP, HA, metrics) takes the one TLS mode and certificate;
         # every connection the broker opens (name servers, its master) the client context.
         self.server_ssl_context = server_ssl_context(config)
@@ -205,11 +245,17 @@ class Broker:
             period_s=config.register_name_server_period_ms / 1000,
         )
         self.topics.on_change = self.registration.topic_changed
-        self._tasks: list[asyncio.Task[None]] = []
-        self._started = False
-        self._stopped = False
 
     def _register_processors(self) -> None:
+        """The processor table: each request code to its handler and lane
+        (``BrokerController.registerProcessor``)."""
+        self._register_message_processors()
+        self._register_client_processors()
+        self._register_admin_processors()
+        self._register_ops_processors()
+
+    def _register_message_processors(self) -> None:
+        """Sends, pulls and pops: the lanes that carry messages."""
         table = self.processors
         send = SendProcessor(self)
         for code in (
@@ -242,6 +288,9 @@ class Broker:
             pop_lane,
         )
 
+    def _register_client_processors(self) -> None:
+        """Heartbeats and consumer management: client tables and offsets."""
+        table = self.processors
         clients = ClientProcessor(self)
         heartbeat_lane = Lane("heartbeat", workers=1, capacity=50_000)
         table.register(RequestCode.HEART_BEAT, clients.heartbeat, heartbeat_lane)
@@ -252,11 +301,14 @@ class Broker:
         table.register(RequestCode.QUERY_CONSUMER_OFFSET, clients.query_offset, consumer_lane)
         table.register(RequestCode.UPDATE_CONSUMER_OFFSET, clients.update_offset, consumer_lane)
 
+    def _register_admin_processors(self) -> None:
+        """Message queries and the topic, offset and group administration of mqadmin."""
+        table = self.processors
         admin = AdminProcessor(self)
         query_lane = Lane("query", workers=1, capacity=20_000)
         table.register(RequestCode.QUERY_MESSAGE, admin.query_message, query_lane)
         table.register(RequestCode.VIEW_MESSAGE_BY_ID, admin.view_message, query_lane)
-        admin_lane = Lane("admin", workers=1, capacity=10_000)
+        self.admin_lane = Lane("admin", workers=1, capacity=10_000)
         handlers: dict[RequestCode, Callable[..., object]] = {
             RequestCode.UPDATE_AND_CREATE_TOPIC: admin.create_topic,
             RequestCode.DELETE_TOPIC_IN_BROKER: admin.delete_topic,
@@ -278,26 +330,29 @@ class Broker:
             RequestCode.UNLOCK_BATCH_MQ: admin.unlock_batch,
             RequestCode.QUERY_CONSUME_QUEUE: admin.query_consume_queue,
         }
-        ops = OpsProcessor(self)
-        handlers.update(
-            {
-                RequestCode.GET_CONSUMER_CONNECTION_LIST: ops.consumer_connections,
-                RequestCode.GET_PRODUCER_CONNECTION_LIST: ops.producer_connections,
-                RequestCode.GET_BROKER_CONFIG: ops.broker_config,
-                RequestCode.UPDATE_BROKER_CONFIG: ops.update_broker_config,
-                RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: ops.reset_offset,
-                RequestCode.CLONE_GROUP_OFFSET: ops.clone_group_offset,
-                RequestCode.GET_CONSUMER_RUNNING_INFO: ops.consumer_running_info,
-                RequestCode.UPDATE_AND_CREATE_ACL_CONFIG: ops.update_acl_config,
-                RequestCode.DELETE_ACL_CONFIG: ops.delete_acl_config,
-                RequestCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG: ops.update_global_white_addrs,
-                RequestCode.GET_BROKER_CLUSTER_ACL_INFO: ops.acl_info,
-                RequestCode.CLEAN_EXPIRED_CONSUMEQUEUE: ops.clean_expired_consume_queue,
-                RequestCode.DELETE_EXPIRED_COMMITLOG: ops.delete_expired_commit_log,
-            }
-        )
         for code, handler in handlers.items():
-            table.register(code, handler, admin_lane)  # type: ignore[arg-type]
+            table.register(code, handler, self.admin_lane)  # type: ignore[arg-type]
+
+    def _register_ops_processors(self) -> None:
+        """Operations: connections, configuration, offset resets, ACL and disk cleanup."""
+        ops = OpsProcessor(self)
+        handlers: dict[RequestCode, Callable[..., object]] = {
+            RequestCode.GET_CONSUMER_CONNECTION_LIST: ops.consumer_connections,
+            RequestCode.GET_PRODUCER_CONNECTION_LIST: ops.producer_connections,
+            RequestCode.GET_BROKER_CONFIG: ops.broker_config,
+            RequestCode.UPDATE_BROKER_CONFIG: ops.update_broker_config,
+            RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: ops.reset_offset,
+            RequestCode.CLONE_GROUP_OFFSET: ops.clone_group_offset,
+            RequestCode.GET_CONSUMER_RUNNING_INFO: ops.consumer_running_info,
+            RequestCode.UPDATE_AND_CREATE_ACL_CONFIG: ops.update_acl_config,
+            RequestCode.DELETE_ACL_CONFIG: ops.delete_acl_config,
+            RequestCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG: ops.update_global_white_addrs,
+            RequestCode.GET_BROKER_CLUSTER_ACL_INFO: ops.acl_info,
+            RequestCode.CLEAN_EXPIRED_CONSUMEQUEUE: ops.clean_expired_consume_queue,
+            RequestCode.DELETE_EXPIRED_COMMITLOG: ops.delete_expired_commit_log,
+        }
+        for code, handler in handlers.items():
+            self.processors.register(code, handler, self.admin_lane)  # type: ignore[arg-type]
 
     def apply_config(self, changes: Mapping[str, str], live: frozenset[str]) -> None:
         """UPDATE_BROKER_CONFIG: validate ``changes`` as at start and apply them now.
@@ -452,63 +507,54 @@ class Broker:
         self.producers.connection_closed(conn)
         self.pull_hold.drop_connection(conn)
 
+    def _stages(self) -> list[Stage]:
+        """The broker's start order; shutdown runs it backwards.
+
+        Read backwards it is uvicorn's shutdown: stop the housekeeping, the slave's
+        replication and registration (clients move to other brokers), stop accepting and
+        drain the connections (``_drain``), stop the services that write messages (so
+        nothing is written after them), close the other listeners, persist the tables and
+        flush the store last.
+        """
+        master = self.config.broker_role is not BrokerRole.SLAVE
+        return [
+            Stage("acl", self._load_acl),
+            Stage("store", self._start_store, self.store.shutdown),
+            Stage("tables", self._load_tables, self._persist_tables),
+            Stage("client", self.client.start, self.client.shutdown),
+            Stage("listen", self._bind, self._unbind),
+            Stage("metrics", self._start_metrics, self._stop_metrics),
+            Stage("replication", self._start_replication, self._stop_replication),
+            Stage("pull-hold", self.pull_hold.start),
+            *(
+                [
+                    Stage("schedule", self.schedule.start, self.schedule.shutdown),
+                    Stage("transactions", self.transactions.start, self.transactions.shutdown),
+                    Stage("timers", self.timers.start, self.timers.shutdown),
+                    Stage("pop", self.pop.start, self.pop.shutdown),
+                ]
+                if master
+                else []
+            ),
+            Stage("serve", self._serve, self._drain),
+            # Registered once serving, so a route never names a port that refuses.
+            Stage("registration", self.registration.start, self.registration.shutdown),
+            # A slave follows the master its registration named.
+            Stage("followers", self._start_followers, self._stop_followers),
+            Stage("housekeeping", self._start_housekeeping, self._stop_housekeeping),
+        ]
+
     async def start(self) -> None:
+        """Start every stage in order; a stage that fails stops those started and raises.
+
+        Raises:
+            OSError: a port the configuration names cannot be bound (the key is named).
+            ConfigError, StoreError: the ACL file or the store cannot be loaded.
+        """
         if self._started:
             return
         self._started = True
-        if self.acl is not None:
-            self.acl.load()  # a missing or broken ACL file stops the start, named
-        self.store.load()
-        self.topics.load()
-        self.offsets.load()
-        self.subscription_groups.load()
-        self.schedule.load()
-        self.timers.load()
-        self.topics.persist()
-        await self.store.start()
-        self.store.add_arrival_listener(self.pull_hold.on_arrival)
-        self.store.add_arrival_listener(self.pop.on_arrival)
-        self.pop.load()
-        try:
-            await self.server.start()
-        except OSError as exc:
-            raise bind_error(
-                "listenPort", self.config.bind_address, self.config.listen_port, exc
-            ) from None
-        await self._start_vip_server()
-        await self._start_metrics()
-        await self._start_replication()
-        host = self.config.broker_ip1 or self.config.bind_address
-        self.store_host = host_of(host, self.server.port)
-        await self.client.start()
-        self.pull_hold.start()
-        if self.config.broker_role is not BrokerRole.SLAVE:
-            self.schedule.start()
-            self.transactions.start()
-            self.timers.start()
-            self.pop.start()
-        await self.registration.start()
-        if self.acl is not None:
-            self._acl_reloader.start()
-        if self.ha_client is not None:
-            self.ha_client.start()  # after registering: the name server names the master
-        if self.slave_sync is not None:
-            self.slave_sync.start()
-        self._tasks = [
-            asyncio.create_task(
-                self._every(
-                    self.config.flush_consumer_offset_interval_ms / 1000, self._persist_offsets
-                ),
-                name="broker-offsets",
-            ),
-            asyncio.create_task(
-                self._every(self.config.client_scan_interval_ms / 1000, self._scan_clients),
-                name="broker-clients",
-            ),
-            asyncio.create_task(
-                self._every(SAMPLE_INTERVAL_S, self._sample_stats), name="broker-stats"
-            ),
-        ]
+        await self.lifecycle.start()
         log.info(
             "broker_started",
             address=self.address,
@@ -520,7 +566,107 @@ class Broker:
             speedups=codec.SPEEDUPS,
         )
 
-    async def _start_vip_server(self) -> None:
+    async def _load_acl(self) -> None:
+        if self.acl is not None:
+            self.acl.load()  # a missing or broken ACL file stops the start, named
+
+    async def _start_store(self) -> None:
+        self.store.load()
+        try:
+            await self.store.start()
+        except BaseException:
+            await self.store.shutdown()
+            raise
+
+    async def _load_tables(self) -> None:
+        self.topics.load()
+        self.offsets.load()
+        self.subscription_groups.load()
+        self.schedule.load()
+        self.timers.load()
+        self.topics.persist()
+        self.store.add_arrival_listener(self.pull_hold.on_arrival)
+        self.store.add_arrival_listener(self.pop.on_arrival)
+        self.pop.load()
+
+    async def _persist_tables(self) -> None:
+        await self.topics.file.flush()
+        await self.subscription_groups.file.flush()
+        self.offsets.persist()
+        self.subscription_groups.persist()
+        self.topics.persist()
+
+    async def _bind(self) -> None:
+        """Take the main and VIP ports without serving yet: the port is known (the store
+        host every message carries names it) before the services that write messages
+        start, and no request arrives before they have."""
+        try:
+            await self.server.bind()
+        except OSError as exc:
+            await self.server.shutdown()
+            raise bind_error(
+                "listenPort", self.config.bind_address, self.config.listen_port, exc
+            ) from None
+        await self._bind_vip_server()
+        host = self.config.broker_ip1 or self.config.bind_address
+        self.store_host = host_of(host, self.server.port)
+
+    async def _unbind(self) -> None:
+        # Drained already on a normal stop (``_drain``); this releases the ports when a
+        # start fails between binding and serving. Both shutdowns are idempotent.
+        if self.vip_server is not None:
+            await self.vip_server.shutdown()
+        await self.server.shutdown()
+
+    async def _serve(self) -> None:
+        await self.server.serve()
+        if self.vip_server is not None:
+            await self.vip_server.serve()
+
+    async def _drain(self) -> None:
+        """Stop accepting on both ports, answer the parked pulls and pops (their clients
+        pull again elsewhere), let the lanes finish what they hold, then close the
+        connections: every request taken is answered before a service it needs stops."""
+        self.server.stop_accepting()
+        if self.vip_server is not None:
+            self.vip_server.stop_accepting()
+        await self.pull_hold.shutdown()
+        await self.pop_processor.shutdown()
+        await self.server.shutdown()
+        if self.vip_server is not None:
+            await self.vip_server.shutdown()
+
+    async def _stop_metrics(self) -> None:
+        if self.metrics is not None:
+            await self.metrics.stop()
+
+    async def _stop_replication(self) -> None:
+        if self.ha is not None:
+            await self.ha.stop()
+            self.store.sync_replication = None
+            self.ha = None
+
+    async def _start_followers(self) -> None:
+        if self.ha_client is not None:
+            self.ha_client.start()  # after registering: the name server names the master
+        if self.slave_sync is not None:
+            self.slave_sync.start()
+
+    async def _stop_followers(self) -> None:
+        if self.ha_client is not None:
+            await self.ha_client.stop()
+        if self.slave_sync is not None:
+            await self.slave_sync.stop()
+
+    async def _start_housekeeping(self) -> None:
+        for loop in self.housekeeping:
+            loop.start()
+
+    async def _stop_housekeeping(self) -> None:
+        for loop in self.housekeeping:
+            await loop.stop()
+
+    async def _bind_vip_server(self) -> None:
         """The "VIP channel" on listenPort - 2, serving the same processors.
 
         Java clients up to 4.4.0 send most requests there by default
@@ -540,23 +686,13 @@ class Broker:
         )
         vip.add_close_listener(self._on_close)
         try:
-            await vip.start()
+            await vip.bind()
         except OSError as exc:
             # Not vip.shutdown(): that would drain the lanes the main server shares.
+            vip.stop_accepting()
             log.warning("vip_port_unavailable", port=port, error=exc.strerror or str(exc))
             return
         self.vip_server = vip
-
-    @staticmethod
-    async def _every(interval_s: float, fn: Callable[[], object]) -> None:
-        while True:
-            await asyncio.sleep(interval_s)
-            try:
-                result = fn()
-                if asyncio.iscoroutine(result):
-                    await result
-            except Exception:
-                log.exception("housekeeping_failed", task=getattr(fn, "__name__", "?"))
 
     async def _persist_offsets(self) -> None:
         doc = self.offsets.snapshot()
@@ -583,79 +719,17 @@ class Broker:
             self.producers.connection_closed(conn, reason="expired")
             conn.close()
 
-    def _sample_stats(self) -> None:
-        self.stats.sample()
-
     async def shutdown(self) -> None:
+        """Stop the started stages in reverse order (see ``_stages``)."""
         if self._stopped or not self._started:
             return
         self._stopped = True
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-        self._tasks = []
-        await self.registration.shutdown()
-        await self._acl_reloader.stop()
-        if self.ha_client is not None:
-            await self.ha_client.stop()
-        if self.slave_sync is not None:
-            await self.slave_sync.stop()
-        if self.ha is not None:
-            await self.ha.stop()
-            self.store.sync_replication = None
-        if self.metrics is not None:
-            await self.metrics.stop()
-        # Both listeners stop accepting before the lanes they share are drained.
-        self.server.stop_accepting()
-        if self.vip_server is not None:
-            self.vip_server.stop_accepting()
-        await self.pull_hold.shutdown()
-        await self.server.shutdown()
-        await self.schedule.shutdown()
-        await self.transactions.shutdown()
-        await self.timers.shutdown()
-        await self.pop_processor.shutdown()
-        await self.pop.shutdown()
-        if self.vip_server is not None:
-            await self.vip_server.shutdown()
-        await self.client.shutdown()
-        await self.topics.file.flush()
-        await self.subscription_groups.file.flush()
-        self.offsets.persist()
-        self.subscription_groups.persist()
-        self.topics.persist()
-        await self.store.shutdown()
+        await self.lifecycle.stop()
         log.info("broker_stopped", address=self.address)
 
     async def __aenter__(self) -> Self:
-        try:
-            await self.start()
-        except BaseException:
-            await self._abort_start()
-            raise
+        await self.start()
         return self
-
-    async def _abort_start(self) -> None:
-        """Undo a start that failed half way (e.g. the port is taken)."""
-        self._stopped = True
-        for task in self._tasks:
-            task.cancel()
-        with contextlib.suppress(Exception):
-            await self.pull_hold.shutdown()
-        if self.metrics is not None:
-            with contextlib.suppress(Exception):
-                await self.metrics.stop()
-        if self.vip_server is not None:
-            with contextlib.suppress(Exception):
-                await self.vip_server.shutdown()
-        with contextlib.suppress(Exception):
-            await self.server.shutdown()
-        with contextlib.suppress(Exception):
-            await self.client.shutdown()
-        with contextlib.suppress(Exception):
-            await self.store.shutdown()
 
     async def __aexit__(
         self,

@@ -18,11 +18,11 @@ from dataclasses import dataclass, field
 
 import structlog
 
-from broker.periodic import Periodic
 from remoting.codes import ResponseCode
 from remoting.command import RemotingCommand, response_to
 from remoting.connection import Connection
 from remoting.dispatch import send_response
+from remoting.lifecycle import Periodic
 from store.dispatch import Arrival
 
 log = structlog.get_logger(__name__)

@@ -30,7 +30,6 @@ waiters in order), and the name server handles REGISTER_BROKER on one worker.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import zlib
 from collections.abc import Callable
 
@@ -43,7 +42,12 @@ from remoting.command import RemotingCommand
 from remoting.connection import Connection
 from remoting.dispatch import send_response
 from remoting.errors import RocketMQError
-from remoting.headers import RegisterBrokerRequestHeader, UnregisterBrokerRequestHeader
+from remoting.headers import (
+    RegisterBrokerRequestHeader,
+    RegisterBrokerResponseHeader,
+    UnregisterBrokerRequestHeader,
+)
+from remoting.lifecycle import Periodic, TaskGroup
 
 log = structlog.get_logger(__name__)
 
@@ -79,19 +83,24 @@ class Registration:
         self.period_s = period_s
         self.master_addr: str | None = None
         self.master_ha_addr: str | None = None
-        self._wakeup = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
+        self._loop = Periodic(
+            "broker-registration",
+            self.register_all,
+            period_s,
+            first_delay_s=FIRST_PERIODIC_DELAY_S,
+            failure_event="register_round_failed",
+        )
         self._serving = False
         # Topic → the announcement round that carries it, until that round is over. Requests
         # look a topic up here; an empty dict costs the common path one truthiness test.
         self.unsettled: dict[str, asyncio.Future[None]] = {}
         # The round created but not yet started: topics changed before it starts join it.
         self._next_round: asyncio.Future[None] | None = None
-        self._rounds: set[asyncio.Task[None]] = set()
+        self._rounds = TaskGroup("broker-registration")
 
     def request(self) -> None:
         """Register again soon (the broker's permission changed); bursts share one round."""
-        self._wakeup.set()
+        self._loop.wake()
 
     def topic_changed(self, topic: str) -> None:
         """Announce ``topic`` to every name server now; ``reply_when_routed`` answers
@@ -103,14 +112,12 @@ class Registration:
         next periodic round.
         """
         if not self._serving or not self.namesrv_addrs:
-            self._wakeup.set()
+            self._loop.wake()
             return
         done = self._next_round
         if done is None:
             done = self._next_round = asyncio.get_running_loop().create_future()
-            task = asyncio.create_task(self._announce(done), name="broker-announce")
-            self._rounds.add(task)
-            task.add_done_callback(self._rounds.discard)
+            self._rounds.spawn(self._announce(done), name="broker-announce")
         self.unsettled[topic] = done
 
     def reply_when_routed(
@@ -182,12 +189,11 @@ class Registration:
                 "register_broker_refused", namesrv=addr, code=response.code, remark=response.remark
             )
             return False
-        master = response.ext_fields.get("masterAddr")
-        if master:
-            self.master_addr = master
-        ha = response.ext_fields.get("haServerAddr")
-        if ha:
-            self.master_ha_addr = ha  # where a slave replicates from
+        answer = RegisterBrokerResponseHeader.from_ext_fields(response.ext_fields)
+        if answer.master_addr:
+            self.master_addr = answer.master_addr
+        if answer.ha_server_addr:
+            self.master_ha_addr = answer.ha_server_addr  # where a slave replicates from
         return True
 
     async def unregister_all(self) -> None:
@@ -204,24 +210,12 @@ class Registration:
             except RocketMQError as exc:
                 log.warning("unregister_broker_failed", namesrv=addr, error=str(exc))
 
-    async def _run(self) -> None:
-        delay = FIRST_PERIODIC_DELAY_S
-        while True:
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(delay):
-                    await self._wakeup.wait()
-            self._wakeup.clear()
-            delay = self.period_s
-            try:
-                await self.register_all()
-            except Exception:
-                log.exception("register_round_failed")
-
     async def start(self) -> None:
         """Register once now (so routes exist when start returns), then keep registering."""
         # Serving from here: a topic created while the first round is under way is announced
         # (and waited for) too; the port is bound by now.
         self._serving = True
+        self._rounds.reopen()
         if self.namesrv_addrs:
             accepted = await self.register_all()
             log.info(
@@ -229,23 +223,14 @@ class Registration:
                 namesrv=";".join(self.namesrv_addrs),
                 accepted=accepted,
             )
-        self._task = asyncio.create_task(self._run(), name="broker-registration")
+        self._loop.start()
 
     async def shutdown(self) -> None:
         self._serving = False
         self._next_round = None
-        rounds = list(self._rounds)
-        for task in rounds:
-            task.cancel()
-        for task in rounds:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await self._rounds.close()
         for done in set(self.unsettled.values()):
             self._settle(done)  # no request waits on a round that will not run
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await self._loop.stop()
         if self.namesrv_addrs:
             await self.unregister_all()

@@ -18,10 +18,9 @@ import socket
 import ssl
 import time
 import weakref
-from collections.abc import Awaitable, Callable
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
-from client.errors import ClientError, MessageDecodeError, NoRouteError
+from client.errors import ClientError, MessageDecodeError, NoRouteError, ResponseDecodeError
 from client.message import MessageView, decode_messages
 from remoting.acl import AclClientHook, SessionCredentials
 from remoting.bodies import (
@@ -37,7 +36,7 @@ from remoting.codes import RequestCode, ResponseCode, SerializeType
 from remoting.command import RemotingCommand, response_to
 from remoting.connection import Connection
 from remoting.dispatch import Lane, ProcessorTable, RPCHook
-from remoting.errors import BrokerError, HeaderError, RemotingError
+from remoting.errors import BrokerError, HeaderError, RemotingError, RemotingTimeoutError
 from remoting.headers import (
     CheckTransactionStateRequestHeader,
     ConsumerGroupRequestHeader,
@@ -46,6 +45,7 @@ from remoting.headers import (
     ResetOffsetRequestHeader,
     UnregisterClientRequestHeader,
 )
+from remoting.lifecycle import Lifecycle, Periodic, Stage
 from remoting.route import MASTER_ID, MessageQueue, TopicRouteData, dumps
 from remoting.tls import client_context
 
@@ -149,6 +149,30 @@ class ClientInstance:
             raise ClientError(f"name server list {namesrv!r} has no address")
         self.instance_name = instance_name
         self.client_id = f"{_local_ip()}@{instance_name}"
+        table = self._callbacks()
+        # With ACL credentials every request is signed (AclClientRPCHook).
+        hooks: list[RPCHook] = [AclClientHook(credentials)] if credentials is not None else []
+        self.remoting = RemotingClient(
+            ClientConfig(ssl_context=tls_context(tls)), table, hooks=hooks
+        )
+        self.routes: dict[str, TopicRouteData] = {}
+        self.broker_addrs: dict[str, dict[int, str]] = {}
+        self.producers: dict[str, ProducerMember] = {}
+        self.consumers: dict[str, ConsumerMember] = {}
+        self._namesrv_index = 0
+        self.prefer_msgpack = prefer_msgpack
+        self._serialize: dict[str, int] = {}
+        self._users = 0
+        self._key: tuple[str, str, int, int] = ("", "", 0, 0)
+        self._loop: weakref.ref[asyncio.AbstractEventLoop] | None = None
+        self.lifecycle = self._lifecycle()
+        self._started = False
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def _callbacks(self) -> ProcessorTable:
+        """The requests brokers send this client (ClientRemotingProcessor), each on a lane
+        of its own so a slow listener cannot hold up a rebalance notice."""
         table = ProcessorTable()
         table.register(
             RequestCode.NOTIFY_CONSUMER_IDS_CHANGED,
@@ -170,26 +194,38 @@ class ClientInstance:
             self._on_check_transaction,
             Lane("transaction-checks", workers=1, capacity=2_000),
         )
-        # With ACL credentials every request is signed (AclClientRPCHook).
-        hooks: list[RPCHook] = [AclClientHook(credentials)] if credentials is not None else []
-        self.remoting = RemotingClient(
-            ClientConfig(ssl_context=tls_context(tls)), table, hooks=hooks
-        )
-        self.routes: dict[str, TopicRouteData] = {}
-        self.broker_addrs: dict[str, dict[int, str]] = {}
-        self.producers: dict[str, ProducerMember] = {}
-        self.consumers: dict[str, ConsumerMember] = {}
-        self._namesrv_index = 0
-        self.prefer_msgpack = prefer_msgpack
-        self._serialize: dict[str, int] = {}
-        self._users = 0
-        self._key: tuple[str, str, int, int] = ("", "", 0, 0)
-        self._loop: weakref.ref[asyncio.AbstractEventLoop] | None = None
-        self._tasks: list[asyncio.Task[None]] = []
-        self._rebalance_now = asyncio.Event()
-        self._started = False
+        return table
 
-    # ------------------------------------------------------------------ lifecycle
+    def _lifecycle(self) -> Lifecycle:
+        """MQClientInstance.start: the remoting client, then the scheduled tasks."""
+        self._rebalancer = Periodic(
+            "rebalance", self._rebalance_all, REBALANCE_S, failure_event="rebalance_failed"
+        )
+        self.housekeeping = (
+            Periodic(
+                "routes",
+                self.refresh_routes,
+                ROUTE_REFRESH_S,
+                failure_event="client_housekeeping_failed",
+            ),
+            Periodic(
+                "heartbeat", self.heartbeat, HEARTBEAT_S, failure_event="client_housekeeping_failed"
+            ),
+            Periodic(
+                "offsets",
+                self._persist_offsets,
+                PERSIST_OFFSETS_S,
+                failure_event="client_housekeeping_failed",
+            ),
+            self._rebalancer,  # every 20 s, and at once when a consumer asks
+        )
+        return Lifecycle(
+            "client",
+            [
+                Stage("remoting", self.remoting.start, self.remoting.shutdown),
+                Stage("housekeeping", self._start_housekeeping, self._stop_housekeeping),
+            ],
+        )
 
     @classmethod
     async def acquire(
@@ -240,38 +276,21 @@ class ClientInstance:
 
     async def _start(self) -> None:
         self._started = True
-        await self.remoting.start()
-        self._tasks = [
-            asyncio.create_task(self._every(ROUTE_REFRESH_S, self.refresh_routes), name="routes"),
-            asyncio.create_task(self._every(HEARTBEAT_S, self.heartbeat), name="heartbeat"),
-            asyncio.create_task(
-                self._every(PERSIST_OFFSETS_S, self._persist_offsets), name="offsets"
-            ),
-            asyncio.create_task(self._rebalance_loop(), name="rebalance"),
-        ]
+        await self.lifecycle.start()
         log.info("client_started client_id=%s namesrv=%s", self.client_id, self.namesrv_addrs)
 
     async def _shutdown(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-        self._tasks = []
-        await self.remoting.shutdown()
+        await self.lifecycle.stop()
         self._started = False
         log.info("client_stopped client_id=%s", self.client_id)
 
-    @staticmethod
-    async def _every(interval_s: float, fn: Callable[[], Awaitable[object]]) -> None:
-        while True:
-            await asyncio.sleep(interval_s)
-            try:
-                await fn()
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception("client_housekeeping_failed task=%s", getattr(fn, "__name__", "?"))
+    async def _start_housekeeping(self) -> None:
+        for loop in self.housekeeping:
+            loop.start()
+
+    async def _stop_housekeeping(self) -> None:
+        for loop in self.housekeeping:
+            await loop.stop()
 
     # --------------------------------------------------------------------- members
 
@@ -308,7 +327,7 @@ class ClientInstance:
 
     # ---------------------------------------------------------------- serialization
 
-    async def serialize_type(self, addr: str) -> int:
+    async def serialize_type(self, addr: str, timeout_s: float = NAMESRV_TIMEOUT_S) -> int:
         """The header serialization for a broker: msgpack for Aerolite, JSON otherwise.
 
         Found once per broker with GET_BROKER_RUNTIME_INFO (JSON, which every broker reads):
@@ -323,7 +342,7 @@ class ClientInstance:
             return SerializeType.JSON
         request = RemotingCommand.request(RequestCode.GET_BROKER_RUNTIME_INFO)
         try:
-            response = await self.remoting.invoke(addr, request, NAMESRV_TIMEOUT_S)
+            response = await self.remoting.invoke(addr, request, min(timeout_s, NAMESRV_TIMEOUT_S))
         except RemotingError:
             return SerializeType.JSON
         kind = SerializeType.JSON
@@ -341,8 +360,27 @@ class ClientInstance:
     ) -> RemotingCommand:
         """A request to a broker, in the serialization it reads best."""
         kind = self._serialize.get(addr)
-        request.serialize_type = kind if kind is not None else await self.serialize_type(addr)
+        if kind is None:
+            return await self._first_invoke(addr, request, timeout_s)
+        request.serialize_type = kind
         return await self.remoting.invoke(addr, request, timeout_s)
+
+    async def _first_invoke(
+        self, addr: str, request: RemotingCommand, timeout_s: float
+    ) -> RemotingCommand:
+        """A request to a broker whose serialization is not known yet: the probe and the
+        request share the caller's budget, and a timeout reports that budget, so a broker that
+        does not answer costs ``timeout_s``, not the probe's 3 s on top."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        request.serialize_type = await self.serialize_type(addr, timeout_s)
+        remaining = deadline - loop.time()
+        if remaining > 0:
+            try:
+                return await self.remoting.invoke(addr, request, remaining)
+            except RemotingTimeoutError:
+                pass  # reported below with the whole budget, not what the probe left of it
+        raise RemotingTimeoutError(addr, request.code, request.opaque, timeout_s)
 
     # ----------------------------------------------------------------------- routes
 
@@ -375,7 +413,14 @@ class ClientInstance:
             raise BrokerError.for_code(
                 response.code, response.remark, request_code=request.code, topic=topic
             )
-        return TopicRouteData.decode(response.body_bytes)
+        try:
+            return TopicRouteData.decode(response.body_bytes)
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise ResponseDecodeError(
+                f"not a route of topic {topic}: {exc!r}",
+                request_code=request.code,
+                addr=self.namesrv_addrs[self._namesrv_index % len(self.namesrv_addrs)],
+            ) from exc
 
     async def update_route(self, topic: str) -> TopicRouteData | None:
         route = await self.fetch_route(topic)
@@ -483,24 +528,24 @@ class ClientInstance:
         response = await self.invoke_broker(addr, request, NAMESRV_TIMEOUT_S)
         if response.code != ResponseCode.SUCCESS:
             return []
-        return decode_consumer_list(response.body_bytes)
+        try:
+            return decode_consumer_list(response.body_bytes)
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise ResponseDecodeError(
+                f"not a consumer list: {exc!r}", request_code=request.code, addr=addr
+            ) from exc
 
     def rebalance_soon(self) -> None:
-        self._rebalance_now.set()
+        self._rebalancer.wake()
 
-    async def _rebalance_loop(self) -> None:
-        while True:
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(REBALANCE_S):
-                    await self._rebalance_now.wait()
-            self._rebalance_now.clear()
-            for consumer in list(self.consumers.values()):
-                try:
-                    await consumer.rebalance()
-                except asyncio.CancelledError:
-                    raise
-                except Exception:
-                    log.exception("rebalance_failed group=%s", consumer.group)
+    async def _rebalance_all(self) -> None:
+        for consumer in list(self.consumers.values()):
+            try:
+                await consumer.rebalance()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("rebalance_failed group=%s", consumer.group)
 
     async def _persist_offsets(self) -> None:
         for consumer in list(self.consumers.values()):
@@ -565,9 +610,11 @@ class ClientInstance:
         producer.check_transaction_state(conn, header, msg)
 
     async def _on_ids_changed(self, conn: Connection, request: RemotingCommand) -> None:
-        log.info(
-            "consumer_ids_changed group=%s broker=%s",
-            request.ext_fields.get("consumerGroup"),
-            conn.peer,
-        )
+        try:
+            group: str | None = ConsumerGroupRequestHeader.from_ext_fields(
+                request.ext_fields
+            ).consumer_group
+        except HeaderError:
+            group = None  # the group is only logged: every group rebalances all the same
+        log.info("consumer_ids_changed group=%s broker=%s", group, conn.peer)
         self.rebalance_soon()

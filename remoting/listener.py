@@ -90,8 +90,13 @@ class Listener:
             return tuple(self._server.sockets)
         return (self._sock,) if self._sock is not None else ()
 
-    async def start(self) -> int:
-        """Bind and accept; returns the port (the one chosen when ``port`` is 0).
+    async def start(self, *, serve: bool = True) -> int:
+        """Bind and (unless ``serve`` is false) accept; returns the port (the one chosen
+        when ``port`` is 0).
+
+        Bound but not serving, the port is the listener's and known, and connections are
+        not taken yet: a broker binds before its services start (their messages carry the
+        store host, which names the port) and serves once they have.
 
         Raises:
             OSError: the address cannot be bound.
@@ -99,9 +104,6 @@ class Listener:
         loop = asyncio.get_running_loop()
         if self.tls_mode is TlsMode.PERMISSIVE:
             self._sock = self._bind()
-            self._acceptor = asyncio.create_task(
-                self._accept_loop(loop, self._sock), name=f"{self.name}-accept"
-            )
             self.port = int(self._sock.getsockname()[1])
         else:
             tls = self.tls_mode is TlsMode.ENFORCING
@@ -113,9 +115,22 @@ class Listener:
                 reuse_address=True,
                 ssl=self.ssl_context if tls else None,
                 ssl_handshake_timeout=self.handshake_timeout_s if tls else None,
+                start_serving=False,
             )
             self.port = int(self._server.sockets[0].getsockname()[1])
+        if serve:
+            await self.serve()
         return self.port
+
+    async def serve(self) -> None:
+        """Accept connections on the bound port (after ``start(serve=False)``). Idempotent."""
+        if self._server is not None:
+            await self._server.start_serving()
+        elif self._sock is not None and self._acceptor is None:
+            self._acceptor = asyncio.create_task(
+                self._accept_loop(asyncio.get_running_loop(), self._sock),
+                name=f"{self.name}-accept",
+            )
 
     def close(self) -> None:
         """Stop accepting; connections already open go on. Idempotent."""

@@ -201,6 +201,16 @@ class RemotingServer:
 
     async def start(self) -> None:
         """Start the lanes and bind; returns once connections are accepted."""
+        await self.bind()
+        await self.serve()
+
+    async def bind(self) -> None:
+        """Start the lanes and bind the port without taking connections yet (``serve()``
+        does): ``port`` is known from here on.
+
+        Raises:
+            OSError: the address cannot be bound.
+        """
         self.processors.start()
         cfg = self.config
         self.listener = Listener(
@@ -213,7 +223,7 @@ class RemotingServer:
             sniff_timeout_s=cfg.tls_sniff_timeout_s,
             name=self.name,
         )
-        self.port = await self.listener.start()
+        self.port = await self.listener.start(serve=False)
         self._sweeper = asyncio.create_task(
             run_sweeper(
                 lambda: self.connections,
@@ -222,7 +232,12 @@ class RemotingServer:
             ),
             name=f"{self.name}-sweeper",
         )
-        log.info("server_started server=%s address=%s", self.name, self.address)
+
+    async def serve(self) -> None:
+        """Accept connections on the port ``bind()`` took."""
+        if self.listener is not None:
+            await self.listener.serve()
+            log.info("server_started server=%s address=%s", self.name, self.address)
 
     async def invoke(
         self, conn: Connection, request: RemotingCommand, timeout_s: float

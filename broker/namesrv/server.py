@@ -13,8 +13,6 @@ A port that cannot be bound, ``listenPort`` or ``metricsPort``, stops the start 
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import time
 from types import TracebackType
 from typing import Self
@@ -39,6 +37,7 @@ from remoting.command import RemotingCommand, response_to
 from remoting.connection import Connection
 from remoting.dispatch import Lane, ProcessorTable
 from remoting.errors import ConfigError
+from remoting.lifecycle import Lifecycle, Periodic, Stage
 from remoting.server import RemotingServer, ServerConfig
 
 log = structlog.get_logger(__name__)
@@ -79,7 +78,21 @@ class NameServer:
             name="namesrv",
         )
         self.server.add_close_listener(self._on_close)
-        self._scanner: asyncio.Task[None] | None = None
+        self._scanner = Periodic(
+            "namesrv-scan",
+            self._scan,
+            config.scan_not_active_broker_interval_ms / 1000,
+            failure_event="scan_not_active_broker_failed",
+        )
+        self.lifecycle = Lifecycle(
+            "namesrv",
+            [
+                Stage("kv", self.kv.load),
+                Stage("listen", self._start_server, self.server.shutdown),
+                Stage("metrics", self._start_metrics, self._stop_metrics),
+                Stage("scan", self._scanner.start, self._scanner.stop),
+            ],
+        )
 
     @property
     def address(self) -> str:
@@ -96,16 +109,8 @@ class NameServer:
     def _on_close(self, conn: Connection) -> None:
         self.routes.on_connection_closed(conn)
 
-    async def _scan(self) -> None:
-        interval = self.config.scan_not_active_broker_interval_ms / 1000
-        while True:
-            await asyncio.sleep(interval)
-            try:
-                self.routes.scan_not_active(
-                    int(time.time() * 1000), self.config.broker_channel_expired_ms
-                )
-            except Exception:
-                log.exception("scan_not_active_broker_failed")
+    def _scan(self) -> None:
+        self.routes.scan_not_active(int(time.time() * 1000), self.config.broker_channel_expired_ms)
 
     async def _get_config(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         """GET_NAMESRV_CONFIG (319): the configuration as properties text, with the metrics
@@ -134,12 +139,23 @@ class NameServer:
         return response_to(request, ResponseCode.SUCCESS)
 
     async def start(self) -> None:
-        self.kv.load()
+        """Start every stage in order; a stage that fails stops those started and raises.
+
+        Raises:
+            OSError: a port the configuration names cannot be bound (the key is named).
+        """
+        await self.lifecycle.start()
+        log.info("namesrv_started", address=self.address)
+
+    async def _start_server(self) -> None:
         try:
             await self.server.start()
         except OSError as exc:
+            await self.server.shutdown()  # the lanes it started
             config = self.config
             raise bind_error("listenPort", config.bind_address, config.listen_port, exc) from None
+
+    async def _start_metrics(self) -> None:
         if self.config.metrics_enable:
             server = MetricsServer(registry_of(NamesrvCollector(self)))
             self.metrics_port = await server.start(
@@ -149,26 +165,18 @@ class NameServer:
                 ssl_context=self.server_ssl_context,
             )
             self.metrics = server
-        self._scanner = asyncio.create_task(self._scan(), name="namesrv-scan")
-        log.info("namesrv_started", address=self.address)
 
-    async def shutdown(self) -> None:
-        if self._scanner is not None:
-            self._scanner.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._scanner
-            self._scanner = None
+    async def _stop_metrics(self) -> None:
         if self.metrics is not None:
             await self.metrics.stop()
             self.metrics = None
-        await self.server.shutdown()
+
+    async def shutdown(self) -> None:
+        """Stop the started stages in reverse order: the scan, metrics, then the port."""
+        await self.lifecycle.stop()
 
     async def __aenter__(self) -> Self:
-        try:
-            await self.start()
-        except BaseException:
-            await self.shutdown()  # a start that failed half way keeps no port open
-            raise
+        await self.start()
         return self
 
     async def __aexit__(

@@ -22,7 +22,7 @@ from remoting.acl import AclClientHook
 from remoting.client import RemotingClient
 from remoting.codes import RequestCode, ResponseCode
 from remoting.errors import RocketMQError
-from tests.broker.conftest import BrokerFactory, call, pull, send, wait_until
+from tests.support import BrokerFactory, call, pull, send, wait_until
 
 ACL_FILE = """\
 globalWhiteRemoteAddresses:
@@ -147,7 +147,7 @@ async def test_the_file_is_re_read_and_a_broken_one_changes_nothing(
 ) -> None:
     acl = acl_broker.acl
     assert acl is not None
-    assert acl_broker._acl_reloader.running
+    assert any(loop.name == "acl-reload" and loop.running for loop in acl_broker.housekeeping)
     path = acl.path
     path.write_text(
         ACL_FILE.replace(

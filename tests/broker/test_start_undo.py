@@ -1,0 +1,63 @@
+"""A broker start that fails half way undoes exactly what it started (M13: one lifecycle).
+
+The metrics port is taken, so the start fails at its "metrics" stage, after the store, the
+tables, the outbound client and both listeners had started: the main port and the store's
+lock must be free again (a second start on the same port and store succeeds), and no stage
+may be left running.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from broker.broker import Broker
+from broker.config import BrokerConfig
+from tests.support import BrokerFactory, store_config
+
+
+@pytest.fixture
+def taken_port() -> Iterator[int]:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        yield sock.getsockname()[1]
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+async def test_a_failed_start_releases_the_port_and_the_store(
+    start_broker: BrokerFactory, taken_port: int
+) -> None:
+    port = _free_port()
+    stages: list[tuple[str, ...]] = []
+    with pytest.raises(OSError, match="metricsPort"):
+        await start_broker("undo", port=port, metrics_port=taken_port)
+    broker: Broker = await start_broker("undo", port=port)  # same port, same store
+    assert broker.server.port == port
+    assert broker.lifecycle.started == tuple(s.name for s in broker.lifecycle.stages)
+    stages.append(broker.lifecycle.started)
+    assert stages[0][:5] == ("acl", "store", "tables", "client", "listen")
+    assert stages[0][-4:] == ("serve", "registration", "followers", "housekeeping")
+
+
+async def test_the_failed_broker_keeps_no_stage_running(taken_port: int, tmp_path: Path) -> None:
+    config = BrokerConfig(
+        bind_address="127.0.0.1",
+        listen_port=0,
+        metrics_port=taken_port,
+        namesrv_addr=None,
+        store=store_config(tmp_path / "alone"),
+    )
+    broker = Broker(config)
+    with pytest.raises(OSError, match="metricsPort"):
+        await broker.start()
+    assert broker.lifecycle.started == ()
+    assert broker.server.listener is not None and broker.server.listener.sockets == ()
