@@ -101,36 +101,47 @@ def _parser() -> argparse.ArgumentParser:
         "--version", nargs=0, action=_PrintVersion, help="version, Python, codec speedups"
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _add_server_commands(sub)
+    _add_cluster_command(sub)
+    _add_tool_commands(sub)
+    return parser
 
-    def common(p: argparse.ArgumentParser) -> None:
-        p.add_argument("-c", "--config", type=Path, help="broker.conf (.properties) or .toml")
-        p.add_argument(
-            "--set",
-            action="append",
-            default=[],
-            metavar="KEY=VALUE",
-            help="override a config key (repeatable)",
-        )
 
+def _add_config_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-c", "--config", type=Path, help="broker.conf (.properties) or .toml")
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a config key (repeatable)",
+    )
+
+
+def _add_server_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``standalone``, ``namesrv``, ``broker``: the processes that serve."""
     sa = sub.add_parser("standalone", help="name server and broker in one process")
     sa.add_argument("--store", type=Path, help="store root (default ~/aerolite/store)")
     sa.add_argument("--host", help="address to bind and advertise (default 127.0.0.1)")
     sa.add_argument("--namesrv-port", type=int, default=9876)
     sa.add_argument("--listen-port", type=int, help="broker port (default 10911)")
-    common(sa)
+    _add_config_options(sa)
 
     ns = sub.add_parser("namesrv", help="a name server")
     ns.add_argument("--host", help="address to bind (default 127.0.0.1)")
     ns.add_argument("--port", type=int, help="port (default 9876)")
-    common(ns)
+    _add_config_options(ns)
 
     br = sub.add_parser("broker", help="a broker")
     br.add_argument("--namesrv", help='name server list, "h1:9876;h2:9876"')
     br.add_argument("--store", type=Path, help="store root (default ~/aerolite/store)")
     br.add_argument("--host", help="address to bind and advertise (default 127.0.0.1)")
     br.add_argument("--listen-port", type=int, help="broker port (default 10911)")
-    common(br)
+    _add_config_options(br)
 
+
+def _add_cluster_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``cluster up``: a compose file's services as local processes (broker/cluster.py)."""
     cl = sub.add_parser("cluster", help="run a docker-compose cluster as local processes")
     cl_sub = cl.add_subparsers(dest="cluster_command", required=True, metavar="ACTION")
     up = cl_sub.add_parser("up", help="start every service; Ctrl-C stops them all")
@@ -154,6 +165,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     up.add_argument("--dry-run", action="store_true", help="print the commands and exit")
 
+
+def _add_tool_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``admin`` and ``ping``: clients of a running cluster."""
     # The admin tool is a client of the protocol and lives in the client package (the
     # broker never imports client code); `aerolite admin …` hands the process over to it.
     sub.add_parser(
@@ -170,7 +184,6 @@ def _parser() -> argparse.ArgumentParser:
         "unless --tls-ca is given",
     )
     ping.add_argument("--tls-ca", type=Path, metavar="PEM", help="check the server against it")
-    return parser
 
 
 def _broker_config(args: argparse.Namespace) -> BrokerConfig:

@@ -398,64 +398,82 @@ def resources_of(
         NoPermissionError: a field the rule names is absent, or a body or stored message that
             cannot be read for its resources.
     """
-    ext = request.ext_fields
     need: dict[str, int] = {}
-
-    def add_topic(name: str, perm: int) -> None:
-        if name.startswith(RETRY_PREFIX):
-            need[name] = need.get(name, 0) | SUB  # a retry topic is its group's
-        elif not (name == TRACE_TOPIC and perm == PUB):  # 4.9: any account may write traces
-            need[name] = need.get(name, 0) | perm
-
-    def add_group(name: str) -> None:
-        key = RETRY_PREFIX + name
-        need[key] = need.get(key, 0) | SUB
-
     for n in rule.needs:
         if n.kind == "heartbeat":
-            try:
-                hb = HeartbeatData.decode(request.body_bytes or b"{}")
-            except (ValueError, KeyError, TypeError, AttributeError) as exc:
-                raise NoPermissionError(
-                    f"heartbeat body unreadable for the ACL check: {exc}"
-                ) from None
-            for consumer in hb.consumer_data_set:
-                add_group(consumer.group_name)
-                for sub in consumer.subscription_data_set:
-                    add_topic(sub.topic, SUB)
-            continue
-        if n.kind == "lock":
-            try:
-                body = LockBatchBody.decode(request.body_bytes)
-            except (ValueError, KeyError, TypeError, AttributeError) as exc:
-                raise NoPermissionError(f"lock body unreadable for the ACL check: {exc}") from None
-            add_group(body.consumer_group)
-            for mq in body.mq_set:
-                add_topic(mq.topic, SUB)
-            continue
-        value = ext.get(n.where)
-        if not value:
-            if n.optional:
-                continue
-            raise NoPermissionError(
-                f"request code={request.code} has no {n.where} to check the permission of"
-            )
-        if n.kind == "topic":
-            add_topic(value, n.perm)
-        elif n.kind == "group":
-            add_group(value)
+            _heartbeat_resources(request, need)
+        elif n.kind == "lock":
+            _lock_resources(request, need)
         else:
-            try:
-                offset = int(value)
-            except ValueError:
-                raise NoPermissionError(f"{n.where}={value} is not a commit log offset") from None
-            topic = stored_topic(offset)
-            if topic is None:
-                raise NoPermissionError(
-                    f"No message at commit log offset {offset} to check the permission of"
-                )
-            add_topic(topic, n.perm)
+            _field_resource(request, n, stored_topic, need)
     return need
+
+
+def _add_topic(need: dict[str, int], name: str, perm: int) -> None:
+    if name.startswith(RETRY_PREFIX):
+        need[name] = need.get(name, 0) | SUB  # a retry topic is its group's
+    elif not (name == TRACE_TOPIC and perm == PUB):  # 4.9: any account may write traces
+        need[name] = need.get(name, 0) | perm
+
+
+def _add_group(need: dict[str, int], name: str) -> None:
+    key = RETRY_PREFIX + name
+    need[key] = need.get(key, 0) | SUB
+
+
+def _heartbeat_resources(request: RemotingCommand, need: dict[str, int]) -> None:
+    """Every group a HEART_BEAT body names, and the topics its consumers subscribe to."""
+    try:
+        hb = HeartbeatData.decode(request.body_bytes or b"{}")
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise NoPermissionError(f"heartbeat body unreadable for the ACL check: {exc}") from None
+    for consumer in hb.consumer_data_set:
+        _add_group(need, consumer.group_name)
+        for sub in consumer.subscription_data_set:
+            _add_topic(need, sub.topic, SUB)
+
+
+def _lock_resources(request: RemotingCommand, need: dict[str, int]) -> None:
+    """The group of a LOCK_BATCH_MQ / UNLOCK_BATCH_MQ body and the topics of its queues."""
+    try:
+        body = LockBatchBody.decode(request.body_bytes)
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise NoPermissionError(f"lock body unreadable for the ACL check: {exc}") from None
+    _add_group(need, body.consumer_group)
+    for mq in body.mq_set:
+        _add_topic(need, mq.topic, SUB)
+
+
+def _field_resource(
+    request: RemotingCommand,
+    n: Need,
+    stored_topic: Callable[[int], str | None],
+    need: dict[str, int],
+) -> None:
+    """The topic or group an ext field names, or the topic of the stored message at the
+    commit-log offset it holds."""
+    value = request.ext_fields.get(n.where)
+    if not value:
+        if n.optional:
+            return
+        raise NoPermissionError(
+            f"request code={request.code} has no {n.where} to check the permission of"
+        )
+    if n.kind == "topic":
+        _add_topic(need, value, n.perm)
+    elif n.kind == "group":
+        _add_group(need, value)
+    else:
+        try:
+            offset = int(value)
+        except ValueError:
+            raise NoPermissionError(f"{n.where}={value} is not a commit log offset") from None
+        topic = stored_topic(offset)
+        if topic is None:
+            raise NoPermissionError(
+                f"No message at commit log offset {offset} to check the permission of"
+            )
+        _add_topic(need, topic, n.perm)
 
 
 class PlainAcl:

@@ -239,6 +239,31 @@ def plan(
     env = os.environ if env is None else env
     doc = load_compose(compose_path)
     services: dict[str, Any] = doc["services"]
+    hosts = _hosts(services, subnet)
+    declared = set((doc.get("volumes") or {}).keys())
+    base = compose_path.resolve().parent
+    plans: dict[str, ServicePlan] = {}
+    for name, svc in services.items():
+        if not isinstance(svc, dict):
+            raise ComposeError(f"service {name}: not a mapping")
+        words = _command(name, svc, env)
+        tr = _Translator(hosts, _volumes(name, svc, base, data_dir, declared), name)
+        argv = _service_argv(
+            name, words, tr, own_host=hosts[name], data_dir=data_dir, overrides=broker_overrides
+        )
+        plans[name] = ServicePlan(
+            name=name,
+            host=hosts[name],
+            role=argv[0],
+            argv=argv,
+            depends_on=_depends(name, svc, services),
+            home=data_dir / "home" / name,
+        )
+    return _start_order(plans)
+
+
+def _hosts(services: Mapping[str, Any], subnet: str) -> dict[str, str]:
+    """Each service's own loopback address: ``subnet``'s .1, .2, … in the file's order."""
     try:
         net = ipaddress.IPv4Address(subnet)
     except ValueError:
@@ -248,76 +273,90 @@ def plan(
     base_host = int(net) & ~0xFF
     if len(services) > 254:
         raise ComposeError("more than 254 services")
-    hosts = {
+    return {
         str(n): str(ipaddress.IPv4Address(base_host + i)) for i, n in enumerate(services, start=1)
     }
-    declared = set((doc.get("volumes") or {}).keys())
-    base = compose_path.resolve().parent
-    plans: dict[str, ServicePlan] = {}
-    for name, svc in services.items():
-        if not isinstance(svc, dict):
-            raise ComposeError(f"service {name}: not a mapping")
-        words = _command(name, svc, env)
-        tr = _Translator(hosts, _volumes(name, svc, base, data_dir, declared), name)
-        role, rest = words[0], words[1:]
-        argv = [role]
-        sets: list[str] = []
-        config_file: Path | None = None
-        has_host = False
-        words_iter = iter(rest)
-        for word in words_iter:
-            if word not in _VALUED:
-                argv.append(word)
-                continue
-            value = next(words_iter, None)
-            if value is None:
-                raise ComposeError(f"service {name}: {word} needs a value")
-            if word in ("-c", "--config"):
-                config_file = Path(tr.path(value))
-            elif word == "--store":
-                argv += [word, tr.path(value)]
-            elif word in ("--host", "--namesrv"):
-                argv += [word, tr.host(value)]
-                has_host = has_host or word == "--host"
-            else:
-                sets.append(value)
-        if not has_host:
-            argv += ["--host", hosts[name]]
-        if config_file is not None:
-            try:
-                values = read_config_file(config_file)
-            except (OSError, ConfigError) as exc:
-                raise ComposeError(f"service {name}: config {config_file}: {exc}") from None
-            argv += ["-c", str(config_file)]
-            sets = [f"{k}={v}" for k, v in values.items() if k in _HOST_KEYS + _PATH_KEYS] + sets
-        translated = []
-        for item in sets:
-            key, eq, value = item.partition("=")
-            if not eq:
-                raise ComposeError(f"service {name}: --set {item!r} is not key=value")
-            if key in _DROPPED_KEYS:
-                continue  # the service's own address stands for all three locally
-            if key in _HOST_KEYS:
-                value = tr.host(value)
-            elif key in _PATH_KEYS:
-                value = tr.path(value)
-            translated.append(f"{key}={value}")
-        if role != "namesrv":
-            translated.append(f"brokerIP1={hosts[name]}")
-            translated += list(broker_overrides)
-        elif not any(t.startswith("kvConfigPath=") for t in translated):
-            translated.append(f"kvConfigPath={data_dir / 'home' / name / 'kvConfig.json'}")
-        for item in translated:
-            argv += ["--set", item]
-        plans[name] = ServicePlan(
-            name=name,
-            host=hosts[name],
-            role=role,
-            argv=argv,
-            depends_on=_depends(name, svc, services),
-            home=data_dir / "home" / name,
-        )
-    return _start_order(plans)
+
+
+def _service_argv(
+    name: str,
+    words: list[str],
+    tr: _Translator,
+    *,
+    own_host: str,
+    data_dir: Path,
+    overrides: Sequence[str],
+) -> list[str]:
+    """One service's command line: its role, its options with hosts and paths translated,
+    then every ``--set`` (a ``-c`` file's host and path keys first, then the command's)."""
+    role = words[0]
+    argv, sets, config_file = _options(name, words, tr, own_host)
+    if config_file is not None:
+        try:
+            values = read_config_file(config_file)
+        except (OSError, ConfigError) as exc:
+            raise ComposeError(f"service {name}: config {config_file}: {exc}") from None
+        argv += ["-c", str(config_file)]
+        sets = [f"{k}={v}" for k, v in values.items() if k in _HOST_KEYS + _PATH_KEYS] + sets
+    translated = _translate_sets(name, sets, tr)
+    if role != "namesrv":
+        translated.append(f"brokerIP1={own_host}")
+        translated += list(overrides)
+    elif not any(t.startswith("kvConfigPath=") for t in translated):
+        translated.append(f"kvConfigPath={data_dir / 'home' / name / 'kvConfig.json'}")
+    for item in translated:
+        argv += ["--set", item]
+    return argv
+
+
+def _options(
+    name: str, words: list[str], tr: _Translator, own_host: str
+) -> tuple[list[str], list[str], Path | None]:
+    """The role and options of a service's command with hosts and paths translated
+    (``--host`` its own address unless given), the values of its ``--set`` options, and
+    its ``-c`` file."""
+    argv = [words[0]]
+    sets: list[str] = []
+    config_file: Path | None = None
+    has_host = False
+    words_iter = iter(words[1:])
+    for word in words_iter:
+        if word not in _VALUED:
+            argv.append(word)
+            continue
+        value = next(words_iter, None)
+        if value is None:
+            raise ComposeError(f"service {name}: {word} needs a value")
+        if word in ("-c", "--config"):
+            config_file = Path(tr.path(value))
+        elif word == "--store":
+            argv += [word, tr.path(value)]
+        elif word in ("--host", "--namesrv"):
+            argv += [word, tr.host(value)]
+            has_host = has_host or word == "--host"
+        else:
+            sets.append(value)
+    if not has_host:
+        argv += ["--host", own_host]
+    return argv, sets, config_file
+
+
+def _translate_sets(name: str, sets: list[str], tr: _Translator) -> list[str]:
+    """``key=value`` settings with their hosts and paths translated; brokerIP1, brokerIP2
+    and bindAddress dropped (the service's own address stands for all three locally)."""
+    translated = []
+    for item in sets:
+        key, eq, value = item.partition("=")
+        if not eq:
+            raise ComposeError(f"service {name}: --set {item!r} is not key=value")
+        if key in _DROPPED_KEYS:
+            continue
+        if key in _HOST_KEYS:
+            value = tr.host(value)
+        elif key in _PATH_KEYS:
+            value = tr.path(value)
+        translated.append(f"{key}={value}")
+    return translated
 
 
 def _start_order(plans: dict[str, ServicePlan]) -> list[ServicePlan]:

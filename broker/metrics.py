@@ -30,7 +30,6 @@ import os
 import shutil
 import ssl
 from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING
 
 import structlog
 from prometheus_client import CollectorRegistry, generate_latest
@@ -43,14 +42,11 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
+from broker.facets import MetricsBroker, MetricsNamesrv
 from broker.stats import PUT_LATENCY_BUCKETS_S
 from remoting.connection import ServerBudget
 from remoting.listener import Listener, stream_listener
 from remoting.tls import TlsMode
-
-if TYPE_CHECKING:
-    from broker.broker import Broker
-    from broker.namesrv.server import NameServer
 
 log = structlog.get_logger(__name__)
 
@@ -62,19 +58,28 @@ _HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
 
 
 class BrokerCollector(Collector):
-    """The broker's families, built at scrape time."""
+    """The broker's families, built at scrape time, in a fixed order: traffic, storage,
+    dispatch and retention, consumer lag, serving, replication, the broker's own loops."""
 
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: MetricsBroker) -> None:
         self.broker = broker
 
     def collect(self) -> Iterator[Metric]:
-        broker = self.broker
-        config = broker.config
+        config = self.broker.config
         base = ["cluster", "node_type", "node_id"]
         node = [config.broker_cluster_name, "broker", config.broker_name]
-        stats = broker.stats
-        store = broker.store
+        yield from self._traffic(base, node)
+        yield from self._put_latency(base, node)
+        yield from self._storage(base, node)
+        yield from self._dispatch_and_retention(base, node)
+        yield from self._lag(base, node)
+        yield from self._serving(base, node)
+        yield from self._replication(base, node)
+        yield from self._loops(base, node)
 
+    def _traffic(self, base: list[str], node: list[str]) -> Iterator[Metric]:
+        """Messages and bytes in by topic, out by group and topic, and the rates."""
+        stats = self.broker.stats
         msgs_in = CounterMetricFamily(
             "rocketmq_messages_in", "Messages stored, by topic", labels=[*base, "topic"]
         )
@@ -113,6 +118,8 @@ class BrokerCollector(Collector):
             [(node, stats.get_tps())],
         )
 
+    def _put_latency(self, base: list[str], node: list[str]) -> Iterator[Metric]:
+        stats = self.broker.stats
         latency = HistogramMetricFamily(
             "rocketmq_put_latency_seconds", "Time to store a send, store and flush", labels=base
         )
@@ -128,6 +135,9 @@ class BrokerCollector(Collector):
         latency.add_metric(node, buckets, stats.put_latency_sum_s)
         yield latency
 
+    def _storage(self, base: list[str], node: list[str]) -> Iterator[Metric]:
+        """Flushes, what the commit log and the consume queues hold, and the disk."""
+        store = self.broker.store
         flusher = store.commit_log_flusher
         flush = SummaryMetricFamily(
             "rocketmq_flush_latency_seconds", "Commit-log flushes and their time", labels=base
@@ -165,6 +175,10 @@ class BrokerCollector(Collector):
             base,
             [(node, 1 if store.retention.disk_full else 0)],
         )
+
+    def _dispatch_and_retention(self, base: list[str], node: list[str]) -> Iterator[Metric]:
+        """How far dispatch is behind and whether it fails; what retention took early."""
+        store = self.broker.store
         yield _gauge(
             "rocketmq_storage_dispatch_behind_bytes",
             "Commit-log bytes not yet in ConsumeQueue and index",
@@ -202,8 +216,27 @@ class BrokerCollector(Collector):
             unconsumed.add_metric([*node, group, topic], count)
         yield unconsumed
 
-        yield from self._lag(base, node)
+    def _lag(self, base: list[str], node: list[str]) -> Iterable[Metric]:
+        """Lag per group, topic and queue: the queue's end minus the group's committed
+        offset, from the tables the broker keeps anyway."""
+        broker = self.broker
+        lag = GaugeMetricFamily(
+            "rocketmq_consumer_lag_messages",
+            "Messages a group has not consumed, per queue",
+            labels=[*base, "consumer_group", "topic", "queue_id"],
+        )
+        for key, per_queue in sorted(broker.offsets.table.items()):
+            topic, _, group = key.partition("@")
+            if not group:
+                continue
+            for qid, offset in sorted(per_queue.items()):
+                end = broker.store.get_max_offset(topic, qid)
+                lag.add_metric([*node, group, topic, str(qid)], max(0, end - offset))
+        yield lag
 
+    def _serving(self, base: list[str], node: list[str]) -> Iterator[Metric]:
+        """Parked pulls, the lanes' queues and refusals, the listeners' budget."""
+        broker = self.broker
         yield _gauge(
             "rocketmq_long_polling_holds",
             "Pull requests parked by long polling",
@@ -225,20 +258,28 @@ class BrokerCollector(Collector):
         yield busy
         yield from listener_families(base, node, broker.server.budget)
 
-        ha = broker.ha
-        if ha is not None:
-            yield _gauge(
-                "rocketmq_ha_slaves",
-                "Slaves connected to this master",
-                base,
-                [(node, len(ha.slaves))],
-            )
-            yield _gauge(
-                "rocketmq_ha_lag_bytes",
-                "Commit-log bytes no slave has confirmed yet",
-                base,
-                [(node, max(0, cl.max_offset - ha.acked_offset) if ha.slaves else 0)],
-            )
+    def _replication(self, base: list[str], node: list[str]) -> Iterator[Metric]:
+        """A master's slaves and how far behind they are; nothing on a slave."""
+        ha = self.broker.ha
+        if ha is None:
+            return
+        cl = self.broker.store.commit_log
+        yield _gauge(
+            "rocketmq_ha_slaves",
+            "Slaves connected to this master",
+            base,
+            [(node, len(ha.slaves))],
+        )
+        yield _gauge(
+            "rocketmq_ha_lag_bytes",
+            "Commit-log bytes no slave has confirmed yet",
+            base,
+            [(node, max(0, cl.max_offset - ha.acked_offset) if ha.slaves else 0)],
+        )
+
+    def _loops(self, base: list[str], node: list[str]) -> Iterator[Metric]:
+        """The broker's own loops: timers pending, messages set aside, the half backlog."""
+        broker = self.broker
         yield _gauge(
             "rocketmq_timer_pending",
             "Timer messages waiting in the timing wheel",
@@ -258,7 +299,7 @@ class BrokerCollector(Collector):
         ):
             aside.add_metric([*node, service], count)
         yield aside
-        half_end = store.get_max_offset(_HALF_TOPIC, 0)
+        half_end = broker.store.get_max_offset(_HALF_TOPIC, 0)
         checked = max(0, broker.offsets.query(_SYSTEM_GROUP, _HALF_TOPIC, 0))
         yield _gauge(
             "rocketmq_transaction_half_backlog",
@@ -267,24 +308,6 @@ class BrokerCollector(Collector):
             [(node, max(0, half_end - checked))],
         )
 
-    def _lag(self, base: list[str], node: list[str]) -> Iterable[Metric]:
-        """Lag per group, topic and queue: the queue's end minus the group's committed
-        offset, from the tables the broker keeps anyway."""
-        broker = self.broker
-        lag = GaugeMetricFamily(
-            "rocketmq_consumer_lag_messages",
-            "Messages a group has not consumed, per queue",
-            labels=[*base, "consumer_group", "topic", "queue_id"],
-        )
-        for key, per_queue in sorted(broker.offsets.table.items()):
-            topic, _, group = key.partition("@")
-            if not group:
-                continue
-            for qid, offset in sorted(per_queue.items()):
-                end = broker.store.get_max_offset(topic, qid)
-                lag.add_metric([*node, group, topic, str(qid)], max(0, end - offset))
-        yield lag
-
 
 class NamesrvCollector(Collector):
     """The name server's families, one sample per cluster that has brokers registered (as
@@ -292,7 +315,7 @@ class NamesrvCollector(Collector):
     ``cluster`` label every broker family has. A name server serves any number of clusters;
     with no broker registered there is nothing to count and no sample."""
 
-    def __init__(self, namesrv: NameServer) -> None:
+    def __init__(self, namesrv: MetricsNamesrv) -> None:
         self.namesrv = namesrv
 
     def collect(self) -> Iterator[Metric]:

@@ -16,23 +16,23 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from enum import Enum
-from typing import TYPE_CHECKING
 
 import structlog
 
+from broker.facets import StoreAccess
 from codec import (
     PROPERTY_REAL_QUEUE_ID,
     PROPERTY_REAL_TOPIC,
+    Host,
+    MessageInner,
     RecordError,
     decode_properties,
     encode_properties,
     inner_from_record,
     offset_msg_id,
 )
+from store.message_store import MessageStore
 from store.results import PutMessageStatus
-
-if TYPE_CHECKING:
-    from broker.broker import Broker
 
 log = structlog.get_logger(__name__)
 
@@ -64,7 +64,7 @@ class Delivery(Enum):
 
 
 async def put_back(
-    broker: Broker,
+    broker: StoreAccess,
     commit_log_offset: int,
     *,
     what: str,
@@ -83,53 +83,74 @@ async def put_back(
     Returns:
         (delivery, topic): what was done, and the real topic when the record names one.
     """
-    store = broker.store
+    parked = _read_parked(broker.store, commit_log_offset, what)
+    if parked is None:
+        return Delivery.NOTHING, None
+    inner, props = parked
+    real_topic = props.get(PROPERTY_REAL_TOPIC)
+    real_qid = props.get(PROPERTY_REAL_QUEUE_ID, "")
+    if not real_topic or not real_qid.isdigit():
+        status, reason = "NO_TARGET", "no REAL_TOPIC / REAL_QID to deliver it to"
+    else:
+        _retarget(inner, props, real_topic, int(real_qid), strip=strip, host=broker.store_host)
+        result = await broker.store.put_message(inner)
+        if result.status.stored:
+            return Delivery.DELIVERED, real_topic
+        if not refused_for_good(result.status):
+            log.warning(
+                f"{what}_delivery_refused",
+                topic=real_topic,
+                status=result.status.name,
+                remark=result.remark,
+            )
+            return Delivery.REFUSED, real_topic
+        status, reason = result.status.name, result.remark
+    log.error(
+        f"{what}_message_set_aside",
+        topic=real_topic,
+        msg_id=offset_msg_id(broker.store_host, commit_log_offset),
+        uniq_key=props.get("UNIQ_KEY"),
+        commit_log_offset=commit_log_offset,
+        status=status,
+        reason=reason,
+        **(where or {}),
+    )
+    return Delivery.SET_ASIDE, real_topic
+
+
+def _read_parked(
+    store: MessageStore, commit_log_offset: int, what: str
+) -> tuple[MessageInner, dict[str, str]] | None:
+    """The parked record as a message to store again, and its properties; None (logged)
+    when it is gone or unreadable."""
     record = store.look_message_by_offset(commit_log_offset)
     if record is None:
         log.warning(f"{what}_message_missing", offset=commit_log_offset)  # aged out
-        return Delivery.NOTHING, None
+        return None
     try:
         info, inner = inner_from_record(record)
     except RecordError as exc:
         log.warning(f"{what}_message_unreadable", offset=commit_log_offset, error=str(exc))
-        return Delivery.NOTHING, None
-    props = decode_properties(info.properties)
-    real_topic = props.get(PROPERTY_REAL_TOPIC)
-    real_qid = props.get(PROPERTY_REAL_QUEUE_ID, "")
+        return None
+    return inner, decode_properties(info.properties)
 
-    def set_aside(status: str, reason: str) -> tuple[Delivery, str | None]:
-        log.error(
-            f"{what}_message_set_aside",
-            topic=real_topic,
-            msg_id=offset_msg_id(broker.store_host, commit_log_offset),
-            uniq_key=props.get("UNIQ_KEY"),
-            commit_log_offset=commit_log_offset,
-            status=status,
-            reason=reason,
-            **(where or {}),
-        )
-        return Delivery.SET_ASIDE, real_topic
 
-    if not real_topic or not real_qid.isdigit():
-        return set_aside("NO_TARGET", "no REAL_TOPIC / REAL_QID to deliver it to")
+def _retarget(
+    inner: MessageInner,
+    props: dict[str, str],
+    topic: str,
+    queue_id: int,
+    *,
+    strip: Iterable[str] | None,
+    host: Host,
+) -> None:
+    """Point the parked copy at its real topic and queue, stored without waiting."""
     if strip is not None:
         for key in (PROPERTY_REAL_TOPIC, PROPERTY_REAL_QUEUE_ID, *strip):
             props.pop(key, None)
         inner.properties = encode_properties(props)
-    inner.topic = real_topic
-    inner.queue_id = int(real_qid)
-    inner.store_host = broker.store_host
+    inner.topic = topic
+    inner.queue_id = queue_id
+    inner.store_host = host
     inner.wait_store_msg_ok = False
     inner.delay_level = 0
-    result = await store.put_message(inner)
-    if result.status.stored:
-        return Delivery.DELIVERED, real_topic
-    if refused_for_good(result.status):
-        return set_aside(result.status.name, result.remark)
-    log.warning(
-        f"{what}_delivery_refused",
-        topic=real_topic,
-        status=result.status.name,
-        remark=result.remark,
-    )
-    return Delivery.REFUSED, real_topic

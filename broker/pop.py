@@ -39,23 +39,25 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from broker.facets import PopBroker
 from broker.parked import refused_for_good
-from broker.periodic import Periodic
 from broker.topics import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX, check_topic_name
 from codec import (
     MessageInner,
     RecordError,
+    RecordInfo,
     decode_properties,
     encode_properties,
     inner_from_record,
     offset_msg_id,
 )
 from remoting.bodies import PERM_READ, PERM_WRITE
+from remoting.lifecycle import Periodic
 from remoting.receipt import pop_retry_topic
 from store.dispatch import Arrival
+from store.results import PutResult
 
 if TYPE_CHECKING:
-    from broker.broker import Broker
     from broker.long_polling import TagFilter
 
 log = structlog.get_logger(__name__)
@@ -151,7 +153,7 @@ class PopError(Exception):
 
 
 class PopService:
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: PopBroker) -> None:
         self.broker = broker
         self.revive_topic = REVIVE_TOPIC_PREFIX + broker.config.broker_cluster_name
         self.revive_queues = broker.config.revive_queue_num
@@ -265,25 +267,14 @@ class PopService:
         tag_filter: TagFilter | None,
         read_queue_nums: int,
     ) -> PopResult:
+        """Hand out up to ``max_nums`` messages of ``topic`` (one queue, or every queue in
+        turn) and of the group's pop retry topic, each batch under a checkpoint."""
         broker = self.broker
         store = broker.store
         result = PopResult(pop_time=int(time.time() * 1000))
         result.revive_qid = random.randrange(self.revive_queues)  # noqa: S311 - spreading load
-        if queue_id >= 0:
-            queues = [(topic, queue_id)]
-        else:
-            self._rotation += 1
-            first = self._rotation % max(read_queue_nums, 1)
-            queues = [(topic, (first + i) % read_queue_nums) for i in range(read_queue_nums)]
-        retry = pop_retry_topic(group, topic)
-        if store.queues.get(retry, 0) is not None:
-            # 5.x looks at the retry topic first now and then, else after the topic.
-            if random.random() < 0.2:  # noqa: S311
-                queues.insert(0, (retry, 0))
-            else:
-                queues.append((retry, 0))
         remaining = max_nums
-        for t, q in queues:
+        for t, q in self._queues_to_pop(group, topic, queue_id, read_queue_nums):
             start = self._start_offset(group, t, q, init_mode)
             if remaining <= 0:
                 if t == topic:
@@ -297,30 +288,75 @@ class PopService:
             finally:
                 got.release()
             if records:
-                ck = Checkpoint(
+                await self._check_out(
+                    result,
                     group=group,
                     topic=t,
                     queue_id=q,
-                    start_offset=start,
-                    pop_time=result.pop_time,
-                    invisible_time=invisible_time,
+                    start=start,
                     offsets=offsets,
-                    revive_qid=result.revive_qid,
-                    broker_name=broker.config.broker_name,
+                    invisible_time=invisible_time,
                 )
-                ck.record_offset = await self._write(CK_TAG, ck.to_json(), ck.revive_qid)
-                if ck.record_offset < 0:
-                    raise PopError(1, "the broker could not record the pop checkpoint")
-                self.checkpoints[ck.key] = ck
                 result.records += records
-                result.start_offsets.append((t, q, str(start)))
-                result.msg_offsets.append((t, q, ",".join(str(o) for o in offsets)))
                 remaining -= len(records)
             if next_offset > start:
                 broker.offsets.commit(group, t, q, next_offset)
             if t == topic:
                 result.rest_num += max(store.get_max_offset(t, q) - next_offset, 0)
         return result
+
+    def _queues_to_pop(
+        self, group: str, topic: str, queue_id: int, read_queue_nums: int
+    ) -> list[tuple[str, int]]:
+        """The queue asked for, or every read queue from the next in rotation; and the
+        group's pop retry topic, first now and then (as 5.x does), else last."""
+        if queue_id >= 0:
+            queues = [(topic, queue_id)]
+        else:
+            self._rotation += 1
+            first = self._rotation % max(read_queue_nums, 1)
+            queues = [(topic, (first + i) % read_queue_nums) for i in range(read_queue_nums)]
+        retry = pop_retry_topic(group, topic)
+        if self.broker.store.queues.get(retry, 0) is not None:
+            if random.random() < 0.2:  # noqa: S311
+                queues.insert(0, (retry, 0))
+            else:
+                queues.append((retry, 0))
+        return queues
+
+    async def _check_out(
+        self,
+        result: PopResult,
+        *,
+        group: str,
+        topic: str,
+        queue_id: int,
+        start: int,
+        offsets: list[int],
+        invisible_time: int,
+    ) -> None:
+        """Record the checkpoint of a batch popped from one queue before it is handed out.
+
+        Raises:
+            PopError: the store refused the checkpoint's record.
+        """
+        ck = Checkpoint(
+            group=group,
+            topic=topic,
+            queue_id=queue_id,
+            start_offset=start,
+            pop_time=result.pop_time,
+            invisible_time=invisible_time,
+            offsets=offsets,
+            revive_qid=result.revive_qid,
+            broker_name=self.broker.config.broker_name,
+        )
+        ck.record_offset = await self._write(CK_TAG, ck.to_json(), ck.revive_qid)
+        if ck.record_offset < 0:
+            raise PopError(1, "the broker could not record the pop checkpoint")
+        self.checkpoints[ck.key] = ck
+        result.start_offsets.append((topic, queue_id, str(start)))
+        result.msg_offsets.append((topic, queue_id, ",".join(str(o) for o in offsets)))
 
     # ------------------------------------------------------------- ack and change
 
@@ -407,50 +443,77 @@ class PopService:
         return revived
 
     async def _revive_one(self, ck: Checkpoint, offset: int) -> bool:
-        broker = self.broker
-        store = broker.store
-        cq = store.queues.get(ck.topic, ck.queue_id)
-        entry = None if cq is None else next(iter(cq.entries(offset, 1)), None)
-        record = None if entry is None else store.look_message_by_offset(entry[1][0])
-        if record is None:
-            log.warning("pop_revive_message_missing", topic=ck.topic, offset=offset)
-            return True
-        try:
-            info, inner = inner_from_record(record)
-        except RecordError:
-            log.warning("pop_revive_message_unreadable", topic=ck.topic, offset=offset)
-            return True
+        """Store one un-acked message again in the group's pop retry topic (in
+        ``%DLQ%<group>`` past its retryMaxTimes); False when the store refused it for now."""
+        popped = self._read_popped(ck, offset)
+        if popped is None:
+            return True  # nothing left to revive
+        info, inner = popped
         props = decode_properties(info.properties)
         original = props.get("RETRY_TOPIC") or ck.topic
         props.setdefault("RETRY_TOPIC", original)
         props.setdefault("ORIGIN_MESSAGE_ID", props.get("UNIQ_KEY", ""))
         times = info.reconsume_times + 1
-        sgc = broker.subscription_groups.find(ck.group)
-        max_times = sgc.retry_max_times if sgc is not None else 16
-        dead = times > max_times
+        sgc = self.broker.subscription_groups.find(ck.group)
+        dead = times > (sgc.retry_max_times if sgc is not None else 16)
         target = DLQ_GROUP_TOPIC_PREFIX + ck.group if dead else pop_retry_topic(ck.group, original)
+        reason = check_topic_name(target)
+        if reason is not None:
+            status = "MESSAGE_ILLEGAL"  # and no topic is made for it either
+        else:
+            if dead:
+                self.dead_lettered += 1
+            result = await self._put_revived(inner, target, times, props)
+            if result.status.stored:
+                self.revived += 1
+                log.info(
+                    "pop_message_revived",
+                    group=ck.group,
+                    topic=original,
+                    to=target,
+                    reconsume_times=times,
+                )
+                return True
+            if not refused_for_good(result.status):
+                log.warning("pop_revive_refused", topic=target, status=result.status.name)
+                return False
+            status, reason = result.status.name, result.remark
+        self.set_aside += 1
+        log.error(
+            "pop_revive_message_set_aside",
+            group=ck.group,
+            topic=ck.topic,
+            queue_id=ck.queue_id,
+            queue_offset=offset,
+            msg_id=offset_msg_id(self.broker.store_host, info.commit_log_offset),
+            uniq_key=props.get("UNIQ_KEY"),
+            to=target,
+            status=status,
+            reason=reason,
+        )
+        return True  # acked by the caller: the checkpoint closes
 
-        def aside(status: str, reason: str) -> bool:
-            self.set_aside += 1
-            log.error(
-                "pop_revive_message_set_aside",
-                group=ck.group,
-                topic=ck.topic,
-                queue_id=ck.queue_id,
-                queue_offset=offset,
-                msg_id=offset_msg_id(broker.store_host, info.commit_log_offset),
-                uniq_key=props.get("UNIQ_KEY"),
-                to=target,
-                status=status,
-                reason=reason,
-            )
-            return True  # acked by the caller: the checkpoint closes
+    def _read_popped(self, ck: Checkpoint, offset: int) -> tuple[RecordInfo, MessageInner] | None:
+        """The message at ``offset`` of the checkpoint's queue; None (logged) when it is
+        gone or unreadable."""
+        store = self.broker.store
+        cq = store.queues.get(ck.topic, ck.queue_id)
+        entry = None if cq is None else next(iter(cq.entries(offset, 1)), None)
+        record = None if entry is None else store.look_message_by_offset(entry[1][0])
+        if record is None:
+            log.warning("pop_revive_message_missing", topic=ck.topic, offset=offset)
+            return None
+        try:
+            return inner_from_record(record)
+        except RecordError:
+            log.warning("pop_revive_message_unreadable", topic=ck.topic, offset=offset)
+            return None
 
-        bad_target = check_topic_name(target)
-        if bad_target is not None:
-            return aside("MESSAGE_ILLEGAL", bad_target)  # no topic made for it either
-        if dead:
-            self.dead_lettered += 1
+    async def _put_revived(
+        self, inner: MessageInner, target: str, times: int, props: dict[str, str]
+    ) -> PutResult:
+        """The popped message stored again in ``target``'s one queue, one delivery older."""
+        broker = self.broker
         broker.topics.create_internal(target, 1, PERM_READ | PERM_WRITE)
         inner.topic = target
         inner.queue_id = 0
@@ -459,21 +522,7 @@ class PopService:
         inner.store_host = broker.store_host
         inner.wait_store_msg_ok = False
         inner.delay_level = 0
-        result = await store.put_message(inner)
-        if not result.status.stored:
-            if refused_for_good(result.status):
-                return aside(result.status.name, result.remark)
-            log.warning("pop_revive_refused", topic=target, status=result.status.name)
-            return False
-        self.revived += 1
-        log.info(
-            "pop_message_revived",
-            group=ck.group,
-            topic=original,
-            to=target,
-            reconsume_times=times,
-        )
-        return True
+        return await broker.store.put_message(inner)
 
     # -------------------------------------------------------------- long polling
 

@@ -23,19 +23,17 @@ from __future__ import annotations
 import asyncio
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import structlog
 
+from broker.facets import DelayBroker
 from broker.parked import Delivery, put_back
-from broker.periodic import Periodic
 from broker.persist import read_json, try_write_json
 from codec import (
     SCHEDULE_TOPIC,
 )
-
-if TYPE_CHECKING:
-    from broker.broker import Broker
+from remoting.lifecycle import Periodic
 
 log = structlog.get_logger(__name__)
 
@@ -45,7 +43,7 @@ MAX_PER_ROUND = 1024  # entries of one level handled before the loop yields
 
 
 class ScheduleService:
-    def __init__(self, broker: Broker, path: Path, flush_interval_s: float = 10.0) -> None:
+    def __init__(self, broker: DelayBroker, path: Path, flush_interval_s: float = 10.0) -> None:
         self.broker = broker
         self.path = path
         self.flush_interval_s = flush_interval_s

@@ -23,21 +23,18 @@ none to make.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 import structlog
 
+from broker.facets import SlaveSyncBroker
 from broker.offsets import OFFER_TAKEN, TOPIC_GROUP_SEPARATOR, Version
-from broker.periodic import Periodic
 from remoting.bodies import DataVersion, SubscriptionGroupConfig, TopicConfigWrapper
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
 from remoting.errors import RocketMQError
 from remoting.headers import UpdateConsumerOffsetRequestHeader
+from remoting.lifecycle import Periodic
 from remoting.route import loads
-
-if TYPE_CHECKING:
-    from broker.broker import Broker
 
 log = structlog.get_logger(__name__)
 
@@ -47,7 +44,10 @@ TIMEOUT_S = 3.0
 
 class SlaveSync:
     def __init__(
-        self, broker: Broker, master_addr: Callable[[], str | None], period_s: float = SYNC_PERIOD_S
+        self,
+        broker: SlaveSyncBroker,
+        master_addr: Callable[[], str | None],
+        period_s: float = SYNC_PERIOD_S,
     ) -> None:
         self.broker = broker
         self.master_addr = master_addr

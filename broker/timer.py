@@ -43,12 +43,12 @@ import struct
 import time
 from array import array
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 import structlog
 
+from broker.facets import DelayBroker
 from broker.parked import Delivery, put_back
-from broker.periodic import Periodic
 from broker.persist import read_json, try_write_json
 from broker.topics import TIMER_TOPIC
 from codec import (
@@ -61,11 +61,9 @@ from codec import (
     decode_properties,
     inner_from_record,
 )
+from remoting.lifecycle import Periodic
 from store.errors import DiskFullError
 from store.mapped_file import MappedFileQueue
-
-if TYPE_CHECKING:
-    from broker.broker import Broker
 
 log = structlog.get_logger(__name__)
 
@@ -127,7 +125,7 @@ def deliver_time_ms(props: dict[str, str], now_ms: int, max_delay_ms: int) -> in
 
 
 class TimerService:
-    def __init__(self, broker: Broker, root: Path) -> None:
+    def __init__(self, broker: DelayBroker, root: Path) -> None:
         self.broker = broker
         config = broker.config
         self.enabled = config.timer_wheel_enable

@@ -35,13 +35,12 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
 
 import structlog
 
+from broker.facets import HasTopics, TransactionBroker
 from broker.parked import refused_for_good
-from broker.periodic import Periodic
 from broker.topics import TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
 from codec import (
     PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS,
@@ -68,10 +67,9 @@ from remoting.bodies import PERM_READ, PERM_WRITE
 from remoting.codes import RequestCode
 from remoting.command import RemotingCommand
 from remoting.headers import CheckTransactionStateRequestHeader
+from remoting.lifecycle import Periodic
+from store.consume_queue import ConsumeQueue
 from store.results import AppendResult, PutResult
-
-if TYPE_CHECKING:
-    from broker.broker import Broker
 
 log = structlog.get_logger(__name__)
 
@@ -90,7 +88,7 @@ def is_half(sys_flag: int, props: dict[str, str]) -> bool:
     )
 
 
-def ensure_system_topics(broker: Broker) -> None:
+def ensure_system_topics(broker: HasTopics) -> None:
     """The half and op topics, created on first use as ``selectTopicConfig`` does."""
     for topic in (TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC):
         broker.topics.create_internal(topic, 1, PERM_READ | PERM_WRITE)
@@ -108,8 +106,25 @@ class CheckRound:
     set_aside: int = 0
 
 
+@dataclass(slots=True)
+class _Scan:
+    """One scan's state: the half queue, the decisions read from the op queue ahead of it
+    (half offset → op offset), the op records it has passed, when it began, what it did."""
+
+    half_cq: ConsumeQueue
+    decided: dict[int, int]
+    done_ops: list[int]
+    started_ms: int
+    done: CheckRound = field(default_factory=CheckRound)
+
+    def skip(self, op_offset: int) -> None:
+        """A half message the op record at ``op_offset`` decided: nothing to check."""
+        self.done_ops.append(op_offset)
+        self.done.skipped_done += 1
+
+
 class TransactionService:
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: TransactionBroker) -> None:
         self.broker = broker
         config = broker.config
         self.interval_s = config.transaction_check_interval_ms / 1000
@@ -198,99 +213,133 @@ class TransactionService:
         return decided, behind
 
     async def _scan(self) -> CheckRound:
-        broker = self.broker
-        store = broker.store
-        done = CheckRound()
-        half_cq = store.queues.get(TRANS_HALF_TOPIC, HALF_QUEUE_ID)
+        half_cq = self.broker.store.queues.get(TRANS_HALF_TOPIC, HALF_QUEUE_ID)
         if half_cq is None:
-            return done
+            return CheckRound()
         half_offset = self._consume_offset(TRANS_HALF_TOPIC)
         op_offset = self._consume_offset(TRANS_OP_HALF_TOPIC)
         decided, done_ops = self._decided(op_offset, half_offset)
-        started_ms = int(time.time() * 1000)
+        scan = _Scan(half_cq, decided, done_ops, started_ms=int(time.time() * 1000))
         deadline = time.monotonic() + MAX_SCAN_S
         end = half_cq.max_offset  # what is appended during the scan waits for the next one
         position = half_offset
         while position < end and time.monotonic() < deadline:
-            if position in decided:
-                done_ops.append(decided.pop(position))
-                done.skipped_done += 1
-                position += 1
-                continue
-            entry = next(iter(half_cq.entries(position, 1)), None)
-            record = None if entry is None else store.look_message_by_offset(entry[1][0])
-            if record is None:
-                position += 1  # aged out of the store: nothing left to decide
-                continue
-            try:
-                info, inner = inner_from_record(record)
-            except RecordError:
-                log.warning("transaction_half_unreadable", half_offset=position)
-                position += 1
-                continue
-            props = decode_properties(info.properties)
-            renewed_from = props.get(PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET, "")
-            if renewed_from.isdigit() and int(renewed_from) in decided:
-                # A copy made for its immunity time; the producer decided the original.
-                done_ops.append(decided.pop(int(renewed_from)))
-                done.skipped_done += 1
-                position += 1
-                continue
-            times = _int(props.get(PROPERTY_TRANSACTION_CHECK_TIMES), 0)
-            reserved_ms = broker.config.store.file_reserved_hours * 3_600_000
-            if times >= self.check_max or started_ms - info.store_timestamp > reserved_ms:
-                if not await self._discard(info, inner, props, times, done):
-                    break  # the store refused for now; try again next round
-                position += 1
-                continue
-            if info.store_timestamp >= started_ms:
-                break  # stored after the scan began
-            age_ms = started_ms - info.born_timestamp
-            immunity_ms = self.timeout_ms
-            custom = _int(props.get(PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS), -1)
-            if custom >= 0:
-                immunity_ms = custom * 1000
-            if age_ms < immunity_ms:
-                if custom < 0 or renewed_from:
-                    break  # younger than the timeout: so is everything after it
-                # A long immunity of its own must not hold up the queue behind it: append
-                # a copy that remembers this offset, and move on.
-                props[PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET] = str(position)
-                appended = await self._append_half(inner, props)
-                if appended is None:
-                    break  # the store refused for now; try again next round
-                position += 1
-                if isinstance(appended, AppendResult):
-                    done.renewed += 1
-                    continue
-                # No copy will come back to be checked when its immunity ends: ask now, one
-                # last time, at its own offsets (END_TRANSACTION still decides it).
-                self._set_aside(info, props, appended, done)
-                if self._send_check(inner, props, _as_appended(info)):
-                    done.checked += 1
-                else:
-                    done.no_producer += 1
-                continue
-            props[PROPERTY_TRANSACTION_CHECK_TIMES] = str(times + 1)
-            appended = await self._append_half(inner, props)
-            if appended is None:
-                break  # the store refused for now; try again next round
-            if isinstance(appended, PutResult):
-                self._set_aside(info, props, appended, done)
-                appended = _as_appended(info)  # asked one last time, at its own offsets
+            if not await self._visit(scan, position):
+                break
             position += 1
-            if self._send_check(inner, props, appended):
-                done.checked += 1
-            else:
-                done.no_producer += 1
+        self._finish(scan, half_offset, position, op_offset)
+        return scan.done
+
+    async def _visit(self, scan: _Scan, position: int) -> bool:
+        """The half message at ``position``: skipped when decided, discarded after too many
+        checks, renewed or checked when old enough. False: the scan stops here (the store
+        refused for now, or it and everything after it is too young)."""
+        if position in scan.decided:
+            scan.skip(scan.decided.pop(position))
+            return True
+        half = self._read_half(scan.half_cq, position)
+        if half is None:
+            return True  # aged out of the store, or unreadable: nothing left to decide
+        info, inner = half
+        props = decode_properties(info.properties)
+        renewed_from = props.get(PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET, "")
+        if renewed_from.isdigit() and int(renewed_from) in scan.decided:
+            # A copy made for its immunity time; the producer decided the original.
+            scan.skip(scan.decided.pop(int(renewed_from)))
+            return True
+        times = _int(props.get(PROPERTY_TRANSACTION_CHECK_TIMES), 0)
+        reserved_ms = self.broker.config.store.file_reserved_hours * 3_600_000
+        if times >= self.check_max or scan.started_ms - info.store_timestamp > reserved_ms:
+            return await self._discard(info, inner, props, times, scan.done)
+        if info.store_timestamp >= scan.started_ms:
+            return False  # stored after the scan began
+        immunity_ms = self.timeout_ms
+        custom = _int(props.get(PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS), -1)
+        if custom >= 0:
+            immunity_ms = custom * 1000
+        if scan.started_ms - info.born_timestamp < immunity_ms:
+            if custom < 0 or renewed_from:
+                return False  # younger than the timeout: so is everything after it
+            return await self._renew(position, info, inner, props, scan.done)
+        return await self._check(info, inner, props, times, scan.done)
+
+    def _read_half(
+        self, half_cq: ConsumeQueue, position: int
+    ) -> tuple[RecordInfo, MessageInner] | None:
+        entry = next(iter(half_cq.entries(position, 1)), None)
+        record = None if entry is None else self.broker.store.look_message_by_offset(entry[1][0])
+        if record is None:
+            return None
+        try:
+            return inner_from_record(record)
+        except RecordError:
+            log.warning("transaction_half_unreadable", half_offset=position)
+            return None
+
+    async def _renew(
+        self,
+        position: int,
+        info: RecordInfo,
+        inner: MessageInner,
+        props: dict[str, str],
+        done: CheckRound,
+    ) -> bool:
+        """A long immunity of its own must not hold up the queue behind it: append a copy
+        that remembers this offset, and move on. False: the store refused for now."""
+        props[PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET] = str(position)
+        appended = await self._append_half(inner, props)
+        if appended is None:
+            return False
+        if isinstance(appended, AppendResult):
+            done.renewed += 1
+            return True
+        # No copy will come back to be checked when its immunity ends: ask now, one last
+        # time, at its own offsets (END_TRANSACTION still decides it).
+        self._set_aside(info, props, appended, done)
+        self._ask(inner, props, _as_appended(info), done)
+        return True
+
+    async def _check(
+        self,
+        info: RecordInfo,
+        inner: MessageInner,
+        props: dict[str, str],
+        times: int,
+        done: CheckRound,
+    ) -> bool:
+        """One more check: the half message appended again with its count raised, and its
+        producer asked at the copy's offsets. False: the store refused for now."""
+        props[PROPERTY_TRANSACTION_CHECK_TIMES] = str(times + 1)
+        appended = await self._append_half(inner, props)
+        if appended is None:
+            return False
+        if isinstance(appended, PutResult):
+            self._set_aside(info, props, appended, done)
+            appended = _as_appended(info)  # asked one last time, at its own offsets
+        self._ask(inner, props, appended, done)
+        return True
+
+    def _ask(
+        self, inner: MessageInner, props: dict[str, str], at: AppendResult, done: CheckRound
+    ) -> None:
+        if self._send_check(inner, props, at):
+            done.checked += 1
+        else:
+            done.no_producer += 1
+
+    def _finish(self, scan: _Scan, half_offset: int, position: int, op_offset: int) -> None:
+        """Commit how far the scan got in the half queue and in the op queue (up to the
+        first op record not yet behind it), and log a round that did something."""
+        broker = self.broker
         if position != half_offset:
             broker.offsets.commit(CHECK_GROUP, TRANS_HALF_TOPIC, HALF_QUEUE_ID, position)
         new_op_offset = op_offset
-        done_set = set(done_ops)
+        done_set = set(scan.done_ops)
         while new_op_offset in done_set:
             new_op_offset += 1
         if new_op_offset != op_offset:
             broker.offsets.commit(CHECK_GROUP, TRANS_OP_HALF_TOPIC, HALF_QUEUE_ID, new_op_offset)
+        done = scan.done
         if done.checked or done.discarded or done.no_producer or done.set_aside:
             log.info(
                 "transaction_check_round",
@@ -302,7 +351,6 @@ class TransactionService:
                 half_offset=position,
                 op_offset=new_op_offset,
             )
-        return done
 
     async def _append_half(
         self, inner: MessageInner, props: dict[str, str]

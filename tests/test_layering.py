@@ -1,5 +1,5 @@
-"""Imports flow one way (STYLE.md): client → remoting, codec; broker → remoting, store,
-codec; store → codec.
+"""Imports flow one way (README.md, "Layout"): client → remoting, codec; broker → remoting,
+store, codec; store → codec.
 
 ``codec`` (a message's bytes, shared by store, client and broker) and ``remoting`` import
 nothing else of ours. Checked on the AST of every module so
@@ -122,39 +122,47 @@ def _cycles(graph: dict[str, set[str]]) -> list[set[str]]:
     return found
 
 
-# The broker and the services and processors that type their argument as ``Broker`` import
-# each other (issue 21, M13 item 1, in progress): this set may only shrink, and no other
-# cycle may appear.
-KNOWN_BROKER_CYCLE = frozenset(
-    {
-        "broker.broker",
-        "broker.metrics",
-        "broker.namesrv.server",
-        "broker.parked",
-        "broker.pop",
-        "broker.processors.admin",
-        "broker.processors.clients",
-        "broker.processors.end_transaction",
-        "broker.processors.ops",
-        "broker.processors.pop",
-        "broker.processors.pull",
-        "broker.processors.send",
-        "broker.processors.send_back",
-        "broker.schedule",
-        "broker.slave_sync",
-        "broker.timer",
-        "broker.transaction",
-    }
-)
-
-
 def test_no_import_cycles_between_modules() -> None:
-    cycles = _cycles(_module_graph())
-    unexpected = [sorted(c) for c in cycles if not c <= KNOWN_BROKER_CYCLE]
-    assert not unexpected, f"modules that import each other: {unexpected}"
+    cycles = [sorted(c) for c in _cycles(_module_graph())]
+    assert not cycles, f"modules that import each other: {cycles}"
 
 
 def test_the_cycle_finder_finds_cycles() -> None:
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": {"e"}, "f": set()}
     assert _cycles(graph) == [{"a", "b", "c"}]
     assert _cycles({"x": {"y"}, "y": set()}) == []
+
+
+def _readme_layout() -> str:
+    text = (ROOT / "README.md").read_text()
+    section = text.split("## Layout\n", 1)[1].split("\n## ", 1)[0]
+    return section.split("```\n", 2)[1]
+
+
+def test_the_readme_layout_names_only_files_that_exist_and_every_package() -> None:
+    """README's Layout is the map a newcomer reads first: every module it names exists where
+    it says, and every package and subpackage of ours is on it."""
+    block = _readme_layout()
+    missing: list[str] = []
+    top = sub = ""
+    for line in block.splitlines():
+        indent = len(line) - len(line.lstrip())
+        first = line.split()[0] if line.strip() else ""
+        if first.endswith("/") and indent == 0:
+            top, sub = first.rstrip("/"), ""
+        elif first.endswith("/") and indent == 2:
+            sub = first.rstrip("/")
+        for word in line.replace(",", " ").replace("(", " ").replace(")", " ").split():
+            if word.endswith(".py") and "*" not in word:
+                places = [ROOT / top / sub / word, ROOT / top / word, ROOT / word]
+                if not any(p.is_file() for p in places):
+                    missing.append(f"{top}/{sub}/{word}".replace("//", "/"))
+    assert not missing, f"README's Layout names modules that do not exist: {missing}"
+    named = {w.rstrip("/") for w in block.split() if w.endswith("/")}
+    packages = {
+        p.parent.name
+        for pkg in ALLOWED
+        for p in (ROOT / pkg).rglob("__init__.py")
+        if "__pycache__" not in p.parts
+    }
+    assert packages - named == set(), f"packages missing from README's Layout: {packages - named}"

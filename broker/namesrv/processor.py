@@ -27,6 +27,7 @@ from remoting.headers import (
     GetRouteInfoRequestHeader,
     GetTopicsByClusterRequestHeader,
     KVConfigRequestHeader,
+    QueryDataVersionResponseHeader,
     RegisterBrokerRequestHeader,
     RegisterBrokerResponseHeader,
     TopicRequestHeader,
@@ -126,9 +127,8 @@ class NamesrvProcessor:
         changed = self.routes.is_version_changed(h.broker_addr, version)
         if not changed:
             self.routes.touch(h.broker_addr, _now_ms())
-        return response_to(
-            request, ResponseCode.SUCCESS, None, {"changed": "true" if changed else "false"}
-        )
+        header = QueryDataVersionResponseHeader(changed=changed)
+        return response_to(request, ResponseCode.SUCCESS, None, header.to_ext_fields())
 
     async def unregister_broker(
         self, conn: Connection, request: RemotingCommand

@@ -67,19 +67,11 @@ class RouteTable:
         peer: object,
         now_ms: int,
     ) -> RegisterResult:
+        """REGISTER_BROKER: the address under its name and id, the master's topics (when its
+        DataVersion moved or it is new), the broker alive as of ``now_ms``; a slave learns
+        its master's addresses."""
         self.cluster_addr_table.setdefault(cluster, set()).add(broker_name)
-        first = broker_name not in self.broker_addr_table
-        bd = self.broker_addr_table.get(broker_name)
-        if bd is None:
-            bd = self.broker_addr_table[broker_name] = BrokerData(cluster, broker_name)
-        # The same address under another id (a slave promoted, say): the old id goes.
-        for bid, addr in list(bd.broker_addrs.items()):
-            if addr == broker_addr and bid != broker_id:
-                del bd.broker_addrs[bid]
-        old_addr = bd.broker_addrs.get(broker_id)
-        bd.broker_addrs[broker_id] = broker_addr
-        first = first or old_addr is None
-
+        bd, first = self._add_address(cluster, broker_name, broker_id, broker_addr)
         if broker_id == MASTER_ID:
             prev = self.broker_live_table.get(broker_addr)
             changed = prev is None or (
@@ -87,16 +79,7 @@ class RouteTable:
                 prev.data_version.timestamp,
             ) != (data_version.counter, data_version.timestamp)
             if changed or first:
-                for tc in topics.values():
-                    self._update_queue_data(broker_name, tc)
-                # Topics the master no longer has leave the route too (Java leaves them
-                # until deleted; a route to a queue the broker refuses helps nobody).
-                for topic, per_broker in list(self.topic_queue_table.items()):
-                    if topic not in topics and broker_name in per_broker:
-                        del per_broker[broker_name]
-                        if not per_broker:
-                            del self.topic_queue_table[topic]
-
+                self._take_topics(broker_name, topics)
         if broker_addr not in self.broker_live_table:
             log.info(
                 "broker_registered",
@@ -112,15 +95,45 @@ class RouteTable:
             self.filter_server_table[broker_addr] = list(filter_servers)
         else:
             self.filter_server_table.pop(broker_addr, None)
+        return self._master_of(bd) if broker_id != MASTER_ID else RegisterResult()
 
+    def _add_address(
+        self, cluster: str, broker_name: str, broker_id: int, broker_addr: str
+    ) -> tuple[BrokerData, bool]:
+        """The broker's address under its name and id; whether the name or the id is new."""
+        first = broker_name not in self.broker_addr_table
+        bd = self.broker_addr_table.get(broker_name)
+        if bd is None:
+            bd = self.broker_addr_table[broker_name] = BrokerData(cluster, broker_name)
+        # The same address under another id (a slave promoted, say): the old id goes.
+        for bid, addr in list(bd.broker_addrs.items()):
+            if addr == broker_addr and bid != broker_id:
+                del bd.broker_addrs[bid]
+        old_addr = bd.broker_addrs.get(broker_id)
+        bd.broker_addrs[broker_id] = broker_addr
+        return bd, first or old_addr is None
+
+    def _take_topics(self, broker_name: str, topics: dict[str, TopicConfig]) -> None:
+        """A master's topics become its queue data in the routes."""
+        for tc in topics.values():
+            self._update_queue_data(broker_name, tc)
+        # Topics the master no longer has leave the route too (Java leaves them until
+        # deleted; a route to a queue the broker refuses helps nobody).
+        for topic, per_broker in list(self.topic_queue_table.items()):
+            if topic not in topics and broker_name in per_broker:
+                del per_broker[broker_name]
+                if not per_broker:
+                    del self.topic_queue_table[topic]
+
+    def _master_of(self, bd: BrokerData) -> RegisterResult:
+        """What a slave is answered: its master's HA and remoting addresses, if it is alive."""
         result = RegisterResult()
-        if broker_id != MASTER_ID:
-            master = bd.broker_addrs.get(MASTER_ID)
-            if master is not None:
-                live = self.broker_live_table.get(master)
-                if live is not None:
-                    result.ha_server_addr = live.ha_server_addr
-                    result.master_addr = master
+        master = bd.broker_addrs.get(MASTER_ID)
+        if master is not None:
+            live = self.broker_live_table.get(master)
+            if live is not None:
+                result.ha_server_addr = live.ha_server_addr
+                result.master_addr = master
         return result
 
     def _update_queue_data(self, broker_name: str, tc: TopicConfig) -> None:

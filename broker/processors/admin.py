@@ -11,11 +11,18 @@ from __future__ import annotations
 
 import shutil
 import time
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import structlog
 
 from broker.acl import owner_topic
+from broker.clients import ConsumerManager
+from broker.config import BrokerConfig
+from broker.locks import QueueLocks
+from broker.long_polling import PullHoldService
+from broker.offsets import OffsetTable
+from broker.processors.context import DelayProgress, Routed, Tables
+from broker.stats import BrokerStats
 from broker.subscriptions import check_group_name
 from broker.topics import check_topic_name
 from codec import RecordError, decode_properties, decode_record
@@ -34,21 +41,24 @@ from remoting.bodies import (
 from remoting.codes import PROTOCOL_VERSION, ResponseCode
 from remoting.command import RemotingCommand, response_to
 from remoting.connection import Connection
+from remoting.dispatch import Lane
 from remoting.headers import (
     CreateTopicRequestHeader,
+    EarliestMsgStoretimeResponseHeader,
     GetConsumeStatsRequestHeader,
     GroupNameRequestHeader,
+    OffsetResponseHeader,
     QueryConsumeQueueRequestHeader,
     QueryMessageRequestHeader,
+    QueryMessageResponseHeader,
     QueueRequestHeader,
     SearchOffsetRequestHeader,
     TopicRequestHeader,
     ViewMessageRequestHeader,
 )
 from remoting.route import MessageQueue, dumps, loads
-
-if TYPE_CHECKING:
-    from broker.broker import Broker
+from store.ha import HAClient, HAService
+from store.message_store import MessageStore
 
 log = structlog.get_logger(__name__)
 
@@ -85,8 +95,54 @@ def _ok(
     return response_to(request, ResponseCode.SUCCESS, None, ext, body)
 
 
+class AdminBroker(Tables, Routed, Protocol):
+    """What the admin and query codes read and change: the tables, offsets, locks and
+    consumers, the store, and the figures of the runtime info."""
+
+    @property
+    def config(self) -> BrokerConfig: ...
+
+    @property
+    def offsets(self) -> OffsetTable: ...
+
+    @property
+    def consumers(self) -> ConsumerManager: ...
+
+    @property
+    def locks(self) -> QueueLocks: ...
+
+    @property
+    def store(self) -> MessageStore: ...
+
+    @property
+    def schedule(self) -> DelayProgress: ...
+
+    @property
+    def stats(self) -> BrokerStats: ...
+
+    @property
+    def boot_timestamp_ms(self) -> int: ...
+
+    @property
+    def send_lane(self) -> Lane: ...
+
+    @property
+    def pull_lane(self) -> Lane: ...
+
+    @property
+    def pull_hold(self) -> PullHoldService: ...
+
+    @property
+    def ha(self) -> HAService | None: ...
+
+    @property
+    def ha_client(self) -> HAClient | None: ...
+
+    def earliest_message_time(self) -> int: ...
+
+
 class AdminProcessor:
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: AdminBroker) -> None:
         self.broker = broker
 
     # ------------------------------------------------------------------------ topics
@@ -167,24 +223,24 @@ class AdminProcessor:
     async def max_offset(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         h = QueueRequestHeader.from_ext_fields(request.ext_fields)
         offset = self.broker.store.get_max_offset(h.topic, h.queue_id)
-        return _ok(request, {"offset": str(offset)})
+        return _ok(request, OffsetResponseHeader(offset=offset).to_ext_fields())
 
     async def min_offset(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         h = QueueRequestHeader.from_ext_fields(request.ext_fields)
         offset = self.broker.store.get_min_offset(h.topic, h.queue_id)
-        return _ok(request, {"offset": str(offset)})
+        return _ok(request, OffsetResponseHeader(offset=offset).to_ext_fields())
 
     async def search_offset(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         h = SearchOffsetRequestHeader.from_ext_fields(request.ext_fields)
         offset = self.broker.store.get_offset_by_time(h.topic, h.queue_id, h.timestamp)
-        return _ok(request, {"offset": str(offset)})
+        return _ok(request, OffsetResponseHeader(offset=offset).to_ext_fields())
 
     async def earliest_msg_storetime(
         self, conn: Connection, request: RemotingCommand
     ) -> RemotingCommand:
         h = QueueRequestHeader.from_ext_fields(request.ext_fields)
         ts = self.broker.store.get_earliest_message_time(h.topic, h.queue_id)
-        return _ok(request, {"timestamp": str(ts)})
+        return _ok(request, EarliestMsgStoretimeResponseHeader(timestamp=ts).to_ext_fields())
 
     # ------------------------------------------------------------------------ stats
 
@@ -353,17 +409,15 @@ class AdminProcessor:
 
     async def query_message(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         h = QueryMessageRequestHeader.from_ext_fields(request.ext_fields)
-        max_num = h.max_num
-        if request.ext_fields.get("_UNIQUE_KEY_QUERY", "").lower() == "true":
-            max_num = DEFAULT_QUERY_MAX_NUM
+        max_num = DEFAULT_QUERY_MAX_NUM if h.unique_key_query else h.max_num
         found = self.broker.store.query_message(
             h.topic, h.key, max_num, h.begin_timestamp, h.end_timestamp
         )
         records = [r for r in found.records if h.key and _answers_query(r, h.topic, h.key)]
-        ext = {
-            "indexLastUpdateTimestamp": str(found.index_last_update_timestamp),
-            "indexLastUpdatePhyoffset": str(found.index_last_update_phy_offset),
-        }
+        ext = QueryMessageResponseHeader(
+            index_last_update_timestamp=found.index_last_update_timestamp,
+            index_last_update_phyoffset=found.index_last_update_phy_offset,
+        ).to_ext_fields()
         if not records:
             return response_to(
                 request,

@@ -8,13 +8,15 @@ QUERY_CONSUMER_OFFSET, UPDATE_CONSUMER_OFFSET); protocol.md §7.4, §8.5, §13.2
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import structlog
 
 from broker.clients import ClientChannel
+from broker.config import BrokerConfig
 from broker.filter_sql import SqlFilterError, compile_sql
 from broker.offsets import OFFER_TAKEN
+from broker.processors.context import Clients, OffsetRelay, Routed, Tables
 from broker.subscriptions import check_group_name, group_refusal
 from broker.topics import retry_topic
 from remoting.bodies import (
@@ -29,14 +31,13 @@ from remoting.command import RemotingCommand, response_to
 from remoting.connection import Connection
 from remoting.headers import (
     ConsumerGroupRequestHeader,
+    OffsetResponseHeader,
     QueryConsumerOffsetRequestHeader,
     UnregisterClientRequestHeader,
     UpdateConsumerOffsetRequestHeader,
 )
 from remoting.route import loads
-
-if TYPE_CHECKING:
-    from broker.broker import Broker
+from store.message_store import MessageStore
 
 log = structlog.get_logger(__name__)
 
@@ -45,11 +46,27 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
+class ClientBroker(Tables, Clients, Routed, Protocol):
+    """What client management touches: the client tables and offsets, the groups and their
+    retry topics, the SQL92 switch, and a slave's record of commits it took."""
+
+    @property
+    def config(self) -> BrokerConfig: ...
+
+    @property
+    def store(self) -> MessageStore: ...
+
+    @property
+    def slave_sync(self) -> OffsetRelay | None: ...
+
+
 class ClientProcessor:
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: ClientBroker) -> None:
         self.broker = broker
 
     async def heartbeat(self, conn: Connection, request: RemotingCommand) -> RemotingCommand | None:
+        """Register the client's consumer groups (creating their retry topics) and its
+        producer groups; answer once those retry topics are routed."""
         try:
             hb = HeartbeatData.decode(request.body_bytes or b"{}")
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
@@ -60,6 +77,37 @@ class ClientProcessor:
         channel = ClientChannel(
             hb.client_id, request.language, request.version, _now_ms(), conn.peer
         )
+        refused = self._register_consumers(conn, channel, hb)
+        for group in hb.producer_data_set:
+            broker.producers.register(group, conn, channel)
+        if refused:
+            log.warning("heartbeat_group_refused", client_id=hb.client_id, reasons=refused)
+            response = response_to(
+                request, ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, "; ".join(refused)
+            )
+        else:
+            response = response_to(request, ResponseCode.SUCCESS)
+        if broker.registration.unsettled:
+            # A group's retry topic created by this heartbeat is routed before the consumer
+            # hears back: a client that starts by asking for it must not get TOPIC_NOT_EXIST.
+            return broker.registration.reply_when_routed(
+                conn,
+                request,
+                response,
+                *(
+                    retry_topic(data.group_name)
+                    for data in hb.consumer_data_set
+                    if check_group_name(data.group_name) is None
+                ),
+            )
+        return response
+
+    def _register_consumers(
+        self, conn: Connection, channel: ClientChannel, hb: HeartbeatData
+    ) -> list[str]:
+        """Register each consumer group of the heartbeat, its retry topic created where the
+        group exists; the reasons for the groups refused by name."""
+        broker = self.broker
         refused: list[str] = []
         for data in hb.consumer_data_set:
             reason = check_group_name(data.group_name)
@@ -89,29 +137,7 @@ class ClientProcessor:
                 subscriptions=data.subscription_data_set,
                 notify=notify,
             )
-        for group in hb.producer_data_set:
-            broker.producers.register(group, conn, channel)
-        if refused:
-            log.warning("heartbeat_group_refused", client_id=hb.client_id, reasons=refused)
-            response = response_to(
-                request, ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, "; ".join(refused)
-            )
-        else:
-            response = response_to(request, ResponseCode.SUCCESS)
-        if broker.registration.unsettled:
-            # A group's retry topic created by this heartbeat is routed before the consumer
-            # hears back: a client that starts by asking for it must not get TOPIC_NOT_EXIST.
-            return broker.registration.reply_when_routed(
-                conn,
-                request,
-                response,
-                *(
-                    retry_topic(data.group_name)
-                    for data in hb.consumer_data_set
-                    if check_group_name(data.group_name) is None
-                ),
-            )
-        return response
+        return refused
 
     async def unregister(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         h = UnregisterClientRequestHeader.from_ext_fields(request.ext_fields)
@@ -186,7 +212,8 @@ class ClientProcessor:
                     ResponseCode.QUERY_NOT_FOUND,
                     "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first",
                 )
-        return response_to(request, ResponseCode.SUCCESS, None, {"offset": str(offset)})
+        ext = OffsetResponseHeader(offset=offset).to_ext_fields()
+        return response_to(request, ResponseCode.SUCCESS, None, ext)
 
     async def update_offset(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         h = UpdateConsumerOffsetRequestHeader.from_ext_fields(request.ext_fields)

@@ -11,11 +11,12 @@ ignored without an answer, as RocketMQ does: the check-back service will ask aga
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import structlog
 
-from broker.config import BrokerRole
+from broker.config import BrokerConfig, BrokerRole
+from broker.processors.context import HalfOps
 from broker.processors.send import STATUS_CODES, delay_level_of
 from broker.topics import TRANS_HALF_TOPIC
 from codec import (
@@ -26,7 +27,10 @@ from codec import (
     TRANSACTION_NOT_TYPE,
     TRANSACTION_ROLLBACK_TYPE,
     TRANSACTION_TYPE_MASK,
+    Host,
+    MessageInner,
     RecordError,
+    RecordInfo,
     decode_properties,
     inner_from_record,
 )
@@ -34,20 +38,36 @@ from remoting.codes import ResponseCode
 from remoting.command import RemotingCommand, response_to
 from remoting.connection import Connection
 from remoting.headers import EndTransactionRequestHeader
-
-if TYPE_CHECKING:
-    from broker.broker import Broker
+from store.message_store import MessageStore
 
 log = structlog.get_logger(__name__)
 
 
+class EndTransactionBroker(Protocol):
+    """What ending a transaction touches: the role (a slave refuses), the store holding the
+    half message, and the transaction service's op queue."""
+
+    @property
+    def config(self) -> BrokerConfig: ...
+
+    @property
+    def store(self) -> MessageStore: ...
+
+    @property
+    def store_host(self) -> Host: ...
+
+    @property
+    def transactions(self) -> HalfOps: ...
+
+
 class EndTransactionProcessor:
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: EndTransactionBroker) -> None:
         self.broker = broker
 
     async def handle(self, conn: Connection, request: RemotingCommand) -> RemotingCommand | None:
-        broker = self.broker
-        if broker.config.broker_role is BrokerRole.SLAVE:
+        """Check the role and the request, find the half message, then roll it back or
+        commit it; each step returns the refusal it finds."""
+        if self.broker.config.broker_role is BrokerRole.SLAVE:
             return response_to(
                 request,
                 ResponseCode.SLAVE_NOT_AVAILABLE,
@@ -73,7 +93,28 @@ class EndTransactionProcessor:
                 ResponseCode.SYSTEM_ERROR,
                 f"commitOrRollback {kind} is none of 0 (unknown), 8 (commit), 12 (rollback)",
             )
-        record = broker.store.look_message_by_offset(h.commit_log_offset)
+        half = self._find_half(request, h)
+        if isinstance(half, RemotingCommand):
+            return half  # refused
+        info, inner, props = half
+        if kind == TRANSACTION_ROLLBACK_TYPE:
+            await self.broker.transactions.write_op(info)
+            log.info(
+                "transaction_rolled_back",
+                producer_group=h.producer_group,
+                msg_id=h.msg_id,
+                from_check=h.from_transaction_check,
+            )
+            return response_to(request, ResponseCode.SUCCESS)
+        return await self._commit(request, h, info, inner, props)
+
+    def _find_half(
+        self, request: RemotingCommand, h: EndTransactionRequestHeader
+    ) -> tuple[RecordInfo, MessageInner, dict[str, str]] | RemotingCommand:
+        """The half message at the request's commit-log offset (its record, a copy to store
+        and its properties) when it is the producer group's at the request's offsets, else
+        the refusal."""
+        record = self.broker.store.look_message_by_offset(h.commit_log_offset)
         if record is None:
             return response_to(
                 request, ResponseCode.SYSTEM_ERROR, "Find prepared transaction message failed"
@@ -99,16 +140,18 @@ class EndTransactionProcessor:
             )
         if info.commit_log_offset != h.commit_log_offset:
             return response_to(request, ResponseCode.SYSTEM_ERROR, "The commit log offset wrong")
-        transactions = broker.transactions
-        if kind == TRANSACTION_ROLLBACK_TYPE:
-            await transactions.write_op(info)
-            log.info(
-                "transaction_rolled_back",
-                producer_group=h.producer_group,
-                msg_id=h.msg_id,
-                from_check=h.from_transaction_check,
-            )
-            return response_to(request, ResponseCode.SUCCESS)
+        return info, inner, props
+
+    async def _commit(
+        self,
+        request: RemotingCommand,
+        h: EndTransactionRequestHeader,
+        info: RecordInfo,
+        inner: MessageInner,
+        props: dict[str, str],
+    ) -> RemotingCommand:
+        """Store the half message again for its real topic and queue, with the COMMIT type
+        and its offset as the prepared-transaction offset; then write the op record."""
         real_topic = props.get(PROPERTY_REAL_TOPIC)
         real_qid = props.get(PROPERTY_REAL_QUEUE_ID, "")
         if not real_topic or not real_qid.isdigit():
@@ -121,13 +164,13 @@ class EndTransactionProcessor:
         inner.queue_id = int(real_qid)
         inner.sys_flag = (info.sys_flag & ~TRANSACTION_TYPE_MASK) | TRANSACTION_COMMIT_TYPE
         inner.prepared_transaction_offset = h.commit_log_offset
-        inner.store_host = broker.store_host
+        inner.store_host = self.broker.store_host
         inner.wait_store_msg_ok = False
         inner.delay_level = delay_level_of(props)
-        put = await broker.store.put_message(inner)
+        put = await self.broker.store.put_message(inner)
         code, remark = STATUS_CODES[put.status]
         if put.status.stored:
-            await transactions.write_op(info)
+            await self.broker.transactions.write_op(info)
             log.info(
                 "transaction_committed",
                 producer_group=h.producer_group,

@@ -18,14 +18,22 @@ lookup codes are in ``broker/processors/admin.py``):
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Mapping
+from typing import Protocol
 
 import structlog
 
 from broker.acl import Account, AclRules, PlainAcl
-from broker.config import LIVE_BROKER_KEYS, config_properties, parse_properties_text
+from broker.clients import ClientChannel
+from broker.config import (
+    LIVE_BROKER_KEYS,
+    BrokerConfig,
+    config_properties,
+    parse_properties_text,
+)
+from broker.processors.context import Clients
 from broker.subscriptions import group_refusal
+from broker.topics import TopicTable
 from remoting.bodies import encode_reset_offset_body
 from remoting.codes import LanguageCode, RequestCode, ResponseCode
 from remoting.command import RemotingCommand, response_to
@@ -35,14 +43,16 @@ from remoting.headers import (
     CloneGroupOffsetRequestHeader,
     ConsumerGroupRequestHeader,
     ConsumerRunningInfoRequestHeader,
+    CreateAccessConfigRequestHeader,
+    DeleteAccessConfigRequestHeader,
+    GetBrokerAclConfigResponseHeader,
+    GetBrokerConfigResponseHeader,
     ProducerGroupRequestHeader,
     ResetOffsetRequestHeader,
+    UpdateGlobalWhiteAddrsConfigRequestHeader,
 )
 from remoting.route import MessageQueue, dumps
-
-if TYPE_CHECKING:
-    from broker.broker import Broker
-    from broker.clients import ClientChannel
+from store.message_store import MessageStore
 
 log = structlog.get_logger(__name__)
 
@@ -66,8 +76,46 @@ def _ok(request: RemotingCommand, body: bytes | None = None) -> RemotingCommand:
     return response_to(request, ResponseCode.SUCCESS, None, None, body)
 
 
+class Listening(Protocol):
+    """The main listener, for the port it serves."""
+
+    @property
+    def port(self) -> int: ...
+
+
+class OpsBroker(Clients, Protocol):
+    """What the operator's codes touch: the client tables and offsets, the configuration
+    (read, and changed live), the ports served, the store and the ACL."""
+
+    @property
+    def config(self) -> BrokerConfig: ...
+
+    @property
+    def address(self) -> str: ...
+
+    @property
+    def server(self) -> Listening: ...
+
+    @property
+    def ha_port(self) -> int: ...
+
+    @property
+    def metrics_port(self) -> int: ...
+
+    @property
+    def topics(self) -> TopicTable: ...
+
+    @property
+    def store(self) -> MessageStore: ...
+
+    @property
+    def acl(self) -> PlainAcl | None: ...
+
+    def apply_config(self, changes: Mapping[str, str], live: frozenset[str]) -> None: ...
+
+
 class OpsProcessor:
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: OpsBroker) -> None:
         self.broker = broker
 
     # -------------------------------------------------------------------- connections
@@ -131,6 +179,8 @@ class OpsProcessor:
                 ResponseCode.SYSTEM_ERROR,
                 f"The Consumer <{h.consumer_group}> <{h.client_id}> not online",
             )
+        # Passed on with every field as it came, known to us or not, as Java's callConsumer
+        # passes the admin's request on.
         ask = RemotingCommand.request(
             RequestCode.GET_CONSUMER_RUNNING_INFO, dict(request.ext_fields)
         )
@@ -156,9 +206,9 @@ class OpsProcessor:
         if broker.metrics_port:
             props["metricsPort"] = str(broker.metrics_port)
         text = "".join(f"{k}={v}\n" for k, v in props.items())
-        response = _ok(request, text.encode())
-        response.ext_fields["version"] = dumps(self.broker.topics.data_version.to_json()).decode()
-        return response
+        version = dumps(broker.topics.data_version.to_json()).decode()
+        ext = GetBrokerConfigResponseHeader(version=version).to_ext_fields()
+        return response_to(request, ResponseCode.SUCCESS, None, ext, text.encode())
 
     async def update_broker_config(
         self, conn: Connection, request: RemotingCommand
@@ -286,20 +336,25 @@ class OpsProcessor:
         self, conn: Connection, request: RemotingCommand
     ) -> RemotingCommand:
         """UPDATE_AND_CREATE_ACL_CONFIG (50): add or replace one account in plain_acl.yml."""
-        ext = request.ext_fields
-        ak = ext.get("accessKey", "")
+        h = CreateAccessConfigRequestHeader.from_ext_fields(request.ext_fields)
+        ak = h.access_key
 
         def change(rules: AclRules) -> None:
             old = rules.accounts.get(ak)
+            # The account as plain_acl.yml spells it; the header's fields set override it.
             doc: dict[str, object] = old.to_yaml() if old is not None else {"accessKey": ak}
-            for key in ("secretKey", "whiteRemoteAddress", "defaultTopicPerm", "defaultGroupPerm"):
-                if ext.get(key):
-                    doc[key] = ext[key]
-            if "admin" in ext:
-                doc["admin"] = ext["admin"].lower() == "true"
-            for key in ("topicPerms", "groupPerms"):
-                if key in ext:
-                    doc[key] = [p.strip() for p in ext[key].split(",") if p.strip()]
+            set_fields = (
+                ("secretKey", h.secret_key),
+                ("whiteRemoteAddress", h.white_remote_address),
+                ("defaultTopicPerm", h.default_topic_perm),
+                ("defaultGroupPerm", h.default_group_perm),
+            )
+            doc.update({key: value for key, value in set_fields if value})
+            if h.admin is not None:
+                doc["admin"] = h.admin
+            for key, value in (("topicPerms", h.topic_perms), ("groupPerms", h.group_perms)):
+                if value is not None:
+                    doc[key] = [p.strip() for p in value.split(",") if p.strip()]
             rules.accounts[ak] = Account.from_yaml(doc)
 
         response = self._change_acl(
@@ -312,7 +367,7 @@ class OpsProcessor:
     async def delete_acl_config(
         self, conn: Connection, request: RemotingCommand
     ) -> RemotingCommand:
-        ak = request.ext_fields.get("accessKey", "")
+        ak = DeleteAccessConfigRequestHeader.from_ext_fields(request.ext_fields).access_key
 
         def change(rules: AclRules) -> str | None:
             return None if rules.accounts.pop(ak, None) else f"No acl config for {ak}"
@@ -325,7 +380,8 @@ class OpsProcessor:
     async def update_global_white_addrs(
         self, conn: Connection, request: RemotingCommand
     ) -> RemotingCommand:
-        text = request.ext_fields.get("globalWhiteAddrs", "")
+        h = UpdateGlobalWhiteAddrsConfigRequestHeader.from_ext_fields(request.ext_fields)
+        text = h.global_white_addrs
         white = [a.strip() for a in text.split(",") if a.strip()]
 
         def change(rules: AclRules) -> None:
@@ -344,17 +400,14 @@ class OpsProcessor:
         if isinstance(acl, RemotingCommand):
             return acl
         broker = self.broker
-        response = _ok(request)
-        response.ext_fields.update(
-            {
-                "version": str(acl.version),
-                "brokerName": broker.config.broker_name,
-                "brokerAddr": broker.address,
-                "clusterName": broker.config.broker_cluster_name,
-                "accounts": str(len(acl.rules.accounts)),
-            }
-        )
-        return response
+        ext = GetBrokerAclConfigResponseHeader(
+            version=str(acl.version),
+            broker_name=broker.config.broker_name,
+            broker_addr=broker.address,
+            cluster_name=broker.config.broker_cluster_name,
+            accounts=len(acl.rules.accounts),
+        ).to_ext_fields()
+        return response_to(request, ResponseCode.SUCCESS, None, ext)
 
     # ------------------------------------------------------------------------ store
 

@@ -12,13 +12,14 @@ NO_MESSAGE, so a client learns its ack came too late.
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import structlog
 
 from broker.clients import normalize_subscription
 from broker.config import BrokerRole
-from broker.pop import Checkpoint, PopError
+from broker.pop import Checkpoint, PopError, PopService
+from broker.processors.context import BrokerFacts, Tables
 from broker.processors.pull import tag_filter_of
 from broker.subscriptions import group_refusal
 from broker.topics import TOPIC_MAX_LENGTH
@@ -36,9 +37,6 @@ from remoting.headers import (
 )
 from remoting.receipt import Receipt, join_offset_info, pop_retry_topic, real_topic
 
-if TYPE_CHECKING:
-    from broker.broker import Broker
-
 log = structlog.get_logger(__name__)
 
 MAX_POP_NUMS = 32
@@ -46,8 +44,16 @@ MIN_INVISIBLE_MS = 10  # anything shorter is a client bug, not a wish
 MAX_POLL_MS = 60_000
 
 
+class PopBroker(BrokerFacts, Tables, Protocol):
+    """What pop, ack and change of invisible time touch: the checks' tables, and the pop
+    service that holds the checkpoints."""
+
+    @property
+    def pop(self) -> PopService: ...
+
+
 class PopProcessor:
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: PopBroker) -> None:
         self.broker = broker
         self._polls: set[asyncio.Task[None]] = set()
 
@@ -78,6 +84,19 @@ class PopProcessor:
     def _check_pop(
         self, request: RemotingCommand, h: PopMessageRequestHeader
     ) -> RemotingCommand | None:
+        """The refusal of a pop this broker does not serve, in RocketMQ's order: the request
+        itself, its topic and queue, its group; None to go on."""
+        refusal = self._check_request(request, h)
+        if refusal is None:
+            refusal = self._check_topic(request, h)
+        if refusal is None:
+            refusal = self._check_group(request, h)
+        return refusal
+
+    def _check_request(
+        self, request: RemotingCommand, h: PopMessageRequestHeader
+    ) -> RemotingCommand | None:
+        """Read permission, and a message count and invisible time within bounds."""
         broker = self.broker
         if not broker.config.broker_permission & PERM_READ:
             return response_to(
@@ -98,7 +117,13 @@ class PopProcessor:
                 ResponseCode.INVALID_PARAMETER,
                 f"invisibleTime {h.invisible_time} ms is too short (at least {MIN_INVISIBLE_MS})",
             )
-        tc = broker.topics.get(h.topic)
+        return None
+
+    def _check_topic(
+        self, request: RemotingCommand, h: PopMessageRequestHeader
+    ) -> RemotingCommand | None:
+        """The topic exists and is readable, and the queue id is within its read queues."""
+        tc = self.broker.topics.get(h.topic)
         if tc is None:
             return response_to(
                 request,
@@ -118,6 +143,13 @@ class PopProcessor:
                 f"queueId[{h.queue_id}] is illegal, topic:[{h.topic}] "
                 f"topicConfig.readQueueNums:[{tc.read_queue_nums}]",
             )
+        return None
+
+    def _check_group(
+        self, request: RemotingCommand, h: PopMessageRequestHeader
+    ) -> RemotingCommand | None:
+        """A group that may consume, whose pop retry topic the store can hold, filtering by
+        TAG."""
         refusal = group_refusal(request, h.consumer_group)
         if refusal is not None:
             return refusal
@@ -132,7 +164,7 @@ class PopProcessor:
                 f"{retry} would be {len(retry)} characters, longer than the topic max length "
                 f"{TOPIC_MAX_LENGTH}; use a shorter group or topic name",
             )
-        sgc = broker.subscription_groups.find(h.consumer_group)
+        sgc = self.broker.subscription_groups.find(h.consumer_group)
         if sgc is None:
             return response_to(
                 request,

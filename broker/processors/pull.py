@@ -1,11 +1,13 @@
 """PULL_MESSAGE (11), with long polling.
 
-RocketMQ counterpart: ``PullMessageProcessor``. Checks (broker and topic read permission,
-subscription group, queue id range), the subscription (from the request when flag 0x4 is set,
-else the one registered by the consumer's heartbeat), the tag filter (hash codes we computed
-from the tag strings, never the client's), the store read, and the mapping of store status to
-response code and next/min/max offsets (protocol.md §7.2, §9.4, §12). A pull that finds
-nothing and may suspend is parked in ``PullHoldService`` and answered later.
+RocketMQ counterpart: ``PullMessageProcessor``. ``PullProcessor.process`` runs its steps in
+order, each returning the refusal it finds: check permission (broker and topic read
+permission, subscription group, queue id range), resolve the subscription (from the request
+when flag 0x4 is set, else the one registered by the consumer's heartbeat) and its filters
+(tag hash codes we computed from the tag strings, never the client's), read the store, and
+answer: the store status mapped to a response code and next/min/max offsets (protocol.md
+§7.2, §9.4, §12). A pull that finds nothing and may suspend is parked in ``PullHoldService``
+and answered later.
 
 The reply body is the stored records' bytes as they are. The records are views of the mapped
 commit log; they are joined once into the reply (the one copy) and the segments released at
@@ -15,27 +17,27 @@ once, so a slow reader never pins a segment that retention wants to delete.
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import structlog
 
-from broker.clients import normalize_subscription
+from broker.clients import ConsumerManager, normalize_subscription
 from broker.config import BrokerRole
 from broker.filter_sql import SqlFilterError, compile_sql
-from broker.long_polling import TagFilter
+from broker.long_polling import PropertiesFilter, PullHoldService, TagFilter
+from broker.offsets import OffsetTable
+from broker.processors.context import BrokerFacts, Tables
+from broker.stats import BrokerStats
 from broker.subscriptions import group_refusal
 from codec import RecordError, decode_properties, decode_record
-from remoting.bodies import PERM_READ, MessageModel, SubscriptionData
+from remoting.bodies import PERM_READ, MessageModel, SubscriptionData, SubscriptionGroupConfig
 from remoting.codes import ResponseCode
 from remoting.command import RemotingCommand, response_to
 from remoting.connection import Connection
 from remoting.dispatch import send_response
 from remoting.headers import PullMessageRequestHeader, PullMessageResponseHeader
-from store.message_store import RecordFilter
-from store.results import GetMessageStatus
-
-if TYPE_CHECKING:
-    from broker.broker import Broker
+from store.message_store import MessageStore, RecordFilter
+from store.results import GetMessageStatus, GetResult
 
 log = structlog.get_logger(__name__)
 
@@ -60,6 +62,8 @@ _STATUS_CODES = {
     GetMessageStatus.OFFSET_OVERFLOW_BADLY: ResponseCode.PULL_OFFSET_MOVED,
     GetMessageStatus.OFFSET_TOO_SMALL: ResponseCode.PULL_OFFSET_MOVED,
 }
+# No such queue, or nothing in it: the offset moved, unless the consumer starts at 0.
+_NO_QUEUE = (GetMessageStatus.NO_MESSAGE_IN_QUEUE, GetMessageStatus.NO_MATCHED_LOGIC_QUEUE)
 
 # Store results whose next offset a master corrects and a slave keeps (nextOffsetCorrection).
 _OFFSET_CORRECTED = frozenset(
@@ -70,6 +74,11 @@ _OFFSET_CORRECTED = frozenset(
         GetMessageStatus.OFFSET_OVERFLOW_BADLY,
     }
 )
+
+# A pull's filters: on the consume queue's tag codes; for SQL92, on the properties of what
+# arrives for a parked pull, and on each stored record.
+Filters = tuple[TagFilter | None, PropertiesFilter | None, RecordFilter | None]
+_NO_FILTERS: Filters = (None, None, None)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -92,6 +101,16 @@ def sql_record_filter(expression: str) -> RecordFilter:
     return matches
 
 
+@functools.lru_cache(maxsize=4096)
+def sql_filters(expression: str) -> Filters:
+    """An SQL92 subscription's filters, built once per expression.
+
+    Raises:
+        SqlFilterError: the expression does not parse.
+    """
+    return (None, compile_sql(expression).matches, sql_record_filter(expression))
+
+
 def tag_filter_of(sub: SubscriptionData | None) -> TagFilter | None:
     """``ExpressionMessageFilter.isMatchedByConsumeQueue`` for TAG subscriptions."""
     if sub is None or sub.class_filter_mode or sub.sub_string == "*":
@@ -100,8 +119,28 @@ def tag_filter_of(sub: SubscriptionData | None) -> TagFilter | None:
     return codes.__contains__
 
 
+class PullBroker(BrokerFacts, Tables, Protocol):
+    """What a pull reads of the broker: its checks' tables, the consumers' registered
+    subscriptions and offsets, the store, and long polling."""
+
+    @property
+    def consumers(self) -> ConsumerManager: ...
+
+    @property
+    def offsets(self) -> OffsetTable: ...
+
+    @property
+    def store(self) -> MessageStore: ...
+
+    @property
+    def stats(self) -> BrokerStats: ...
+
+    @property
+    def pull_hold(self) -> PullHoldService: ...
+
+
 class PullProcessor:
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: PullBroker) -> None:
         self.broker = broker
 
     async def handle(self, conn: Connection, request: RemotingCommand) -> RemotingCommand | None:
@@ -116,8 +155,40 @@ class PullProcessor:
     def process(
         self, conn: Connection, request: RemotingCommand, *, allow_suspend: bool
     ) -> RemotingCommand | None:
-        broker = self.broker
+        """Check permission, resolve the subscription, read, answer: each step returns the
+        refusal it finds. None when the pull is parked (answered later by ``rerun``)."""
         h = PullMessageRequestHeader.from_ext_fields(request.ext_fields)
+        group_cfg = self._check_group(request, h)
+        if isinstance(group_cfg, RemotingCommand):
+            return group_cfg  # refused
+        refusal = self._check_queue(conn, request, h)
+        if refusal is not None:
+            return refusal
+        sub = self._resolve_subscription(request, h, group_cfg)
+        if isinstance(sub, RemotingCommand):
+            return sub
+        filters = self._filters(request, sub)
+        if isinstance(filters, RemotingCommand):
+            return filters
+        got, code, body = self._read(h, filters)
+        if allow_suspend and h.sys_flag & FLAG_COMMIT_OFFSET and self._is_master:
+            self.broker.offsets.commit(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
+        if (
+            code == ResponseCode.PULL_NOT_FOUND
+            and allow_suspend
+            and self._suspend(conn, request, h, filters)
+        ):
+            return None
+        return self._answer(request, h, group_cfg, got, code=code, body=body)
+
+    # ------------------------------------------------------------ check permission
+
+    def _check_group(
+        self, request: RemotingCommand, h: PullMessageRequestHeader
+    ) -> SubscriptionGroupConfig | RemotingCommand:
+        """The consumer group's config when the broker serves pulls and the group may
+        consume, else the refusal."""
+        broker = self.broker
         if not broker.config.broker_permission & PERM_READ:
             return response_to(
                 request,
@@ -140,7 +211,14 @@ class PullProcessor:
                 ResponseCode.NO_PERMISSION,
                 f"subscription group no permission, {h.consumer_group}",
             )
-        tc = broker.topics.get(h.topic)
+        return group_cfg
+
+    def _check_queue(
+        self, conn: Connection, request: RemotingCommand, h: PullMessageRequestHeader
+    ) -> RemotingCommand | None:
+        """The refusal of a topic that is not there or not readable, a queue id out of its
+        range, or a filter type this broker does not run; None to go on."""
+        tc = self.broker.topics.get(h.topic)
         if tc is None and self._is_master:
             log.warning("pull_topic_not_exist", topic=h.topic, peer=conn.peer)
             return response_to(
@@ -168,84 +246,100 @@ class PullProcessor:
             )
         expression_type = (h.expression_type or "TAG").upper()
         if expression_type not in ("TAG", "SQL92") or (
-            expression_type == "SQL92" and not broker.config.enable_property_filter
+            expression_type == "SQL92" and not self.broker.config.enable_property_filter
         ):
             return response_to(
                 request,
                 ResponseCode.SYSTEM_ERROR,
                 f"The broker does not support consumer to filter message by {expression_type}",
             )
+        return None
 
-        sub: SubscriptionData | None
+    # ------------------------------------------------------- resolve subscription
+
+    def _resolve_subscription(
+        self,
+        request: RemotingCommand,
+        h: PullMessageRequestHeader,
+        group_cfg: SubscriptionGroupConfig,
+    ) -> SubscriptionData | RemotingCommand:
+        """The request's own subscription (flag 0x4), else the one the consumer's heartbeat
+        registered, or the refusal when that is missing, stale or not allowed."""
         if h.sys_flag & FLAG_SUBSCRIPTION:
-            sub = normalize_subscription(
+            return normalize_subscription(
                 SubscriptionData(
                     h.topic,
                     h.subscription or "*",
                     sub_version=h.sub_version,
-                    expression_type=expression_type,
+                    expression_type=(h.expression_type or "TAG").upper(),
                 )
             )
-        else:
-            info = broker.consumers.get(h.consumer_group)
-            if info is None:
-                return response_to(
-                    request,
-                    ResponseCode.SUBSCRIPTION_NOT_EXIST,
-                    f"the consumer's group info not exist{_FAQ}",
-                )
-            if (
-                not group_cfg.consume_broadcast_enable
-                and info.message_model is MessageModel.BROADCASTING
-            ):
-                return response_to(
-                    request,
-                    ResponseCode.NO_PERMISSION,
-                    f"the consumer group[{h.consumer_group}] can not consume by broadcast way",
-                )
-            sub = info.subscriptions.get(h.topic)
-            if sub is None:
-                return response_to(
-                    request,
-                    ResponseCode.SUBSCRIPTION_NOT_EXIST,
-                    f"the consumer's subscription not exist{_FAQ}",
-                )
-            if sub.sub_version < h.sub_version:
-                return response_to(
-                    request,
-                    ResponseCode.SUBSCRIPTION_NOT_LATEST,
-                    "the consumer's subscription not latest",
-                )
-        tag_filter = tag_filter_of(sub)
-        record_filter = None
-        props_filter = None
-        if sub.expression_type.upper() == "SQL92":
-            tag_filter = None
-            try:
-                props_filter = compile_sql(sub.sub_string).matches
-                record_filter = sql_record_filter(sub.sub_string)
-            except SqlFilterError as exc:
-                return response_to(
-                    request,
-                    ResponseCode.SUBSCRIPTION_PARSE_FAILED,
-                    f"parse the consumer's subscription failed: {exc}",
-                )
+        info = self.broker.consumers.get(h.consumer_group)
+        if info is None:
+            return response_to(
+                request,
+                ResponseCode.SUBSCRIPTION_NOT_EXIST,
+                f"the consumer's group info not exist{_FAQ}",
+            )
+        if (
+            not group_cfg.consume_broadcast_enable
+            and info.message_model is MessageModel.BROADCASTING
+        ):
+            return response_to(
+                request,
+                ResponseCode.NO_PERMISSION,
+                f"the consumer group[{h.consumer_group}] can not consume by broadcast way",
+            )
+        sub = info.subscriptions.get(h.topic)
+        if sub is None:
+            return response_to(
+                request,
+                ResponseCode.SUBSCRIPTION_NOT_EXIST,
+                f"the consumer's subscription not exist{_FAQ}",
+            )
+        if sub.sub_version < h.sub_version:
+            return response_to(
+                request,
+                ResponseCode.SUBSCRIPTION_NOT_LATEST,
+                "the consumer's subscription not latest",
+            )
+        return sub
 
-        store = broker.store
-        got = store.get_messages(
+    @staticmethod
+    def _filters(request: RemotingCommand, sub: SubscriptionData) -> Filters | RemotingCommand:
+        """The subscription's filters, or the refusal of an SQL92 expression that does not
+        parse."""
+        if sub.expression_type.upper() != "SQL92":
+            tag_filter = tag_filter_of(sub)
+            return _NO_FILTERS if tag_filter is None else (tag_filter, None, None)
+        try:
+            return sql_filters(sub.sub_string)
+        except SqlFilterError as exc:
+            return response_to(
+                request,
+                ResponseCode.SUBSCRIPTION_PARSE_FAILED,
+                f"parse the consumer's subscription failed: {exc}",
+            )
+
+    # ------------------------------------------------------------------- read
+
+    def _read(
+        self, h: PullMessageRequestHeader, filters: Filters
+    ) -> tuple[GetResult, int, bytes | None]:
+        """The store's answer, its response code and (when found) the records joined into
+        the reply's body: the one copy, after which the segments are released at once."""
+        broker = self.broker
+        got = broker.store.get_messages(
             h.topic,
             h.queue_id,
             h.queue_offset,
             h.max_msg_nums,
-            tag_filter,
-            record_filter=record_filter,
+            filters[0],
+            record_filter=filters[2],
         )
         try:
             status = got.status
-            if status in (
-                GetMessageStatus.NO_MESSAGE_IN_QUEUE,
-                GetMessageStatus.NO_MATCHED_LOGIC_QUEUE,
-            ):
+            if status in _NO_QUEUE:
                 code = (
                     ResponseCode.PULL_OFFSET_MOVED
                     if h.queue_offset != 0
@@ -259,15 +353,67 @@ class PullProcessor:
                 broker.stats.on_get(h.consumer_group, got.message_count, h.topic, len(body))
         finally:
             got.release()
+        return got, code, body
+
+    def _suspend(
+        self,
+        conn: Connection,
+        request: RemotingCommand,
+        h: PullMessageRequestHeader,
+        filters: Filters,
+    ) -> bool:
+        """Park a pull that found nothing, when it asks to (flag 0x2): answered by
+        ``PullHoldService`` when a message arrives or its time is up."""
+        if (
+            not h.sys_flag & FLAG_SUSPEND
+            # A oneway pull is never parked: nobody waits for its answer, and parked oneway
+            # requests would cost nothing to pile up. Past the connection's parked limit the
+            # pull is answered "no new message" at once.
+            or request.is_oneway
+            or not conn.park(request)
+        ):
+            return False
+        config = self.broker.config
+        timeout_ms = (
+            min(max(h.suspend_timeout_millis, 0), MAX_SUSPEND_MS)
+            if config.long_polling_enable
+            else config.short_polling_time_ms
+        )
+        self.broker.pull_hold.hold(
+            conn,
+            request,
+            topic=h.topic,
+            queue_id=h.queue_id,
+            pull_from_offset=h.queue_offset,
+            timeout_ms=timeout_ms,
+            tag_filter=filters[0],
+            props_filter=filters[1],
+        )
+        return True
+
+    # ------------------------------------------------------------------ answer
+
+    def _answer(
+        self,
+        request: RemotingCommand,
+        h: PullMessageRequestHeader,
+        group_cfg: SubscriptionGroupConfig,
+        got: GetResult,
+        *,
+        code: int,
+        body: bytes | None,
+    ) -> RemotingCommand:
+        """The response: code, next/min/max offsets and the broker to pull from next."""
+        config = self.broker.config
         next_begin = got.next_begin_offset
-        if not self._is_master and not broker.config.offset_check_in_slave:
+        if not self._is_master and not config.offset_check_in_slave:
             # A slave may simply not have the master's latest bytes yet: it never moves a
             # consumer's offset, it asks for a retry from the same place.
-            if status in _OFFSET_CORRECTED:
+            if got.status in _OFFSET_CORRECTED:
                 next_begin = h.queue_offset
             if code == ResponseCode.PULL_OFFSET_MOVED:
                 code = ResponseCode.PULL_RETRY_IMMEDIATELY
-        if broker.config.slave_read_enable:
+        if config.slave_read_enable:
             # A consumer far behind (its data no longer in memory) is sent to a slave so the
             # master's page cache serves the consumers that keep up.
             suggest = (
@@ -277,42 +423,9 @@ class PullProcessor:
             )
         else:
             suggest = 0
-        ext = PullMessageResponseHeader(
-            suggest_which_broker_id=suggest,
-            next_begin_offset=next_begin,
-            min_offset=got.min_offset,
-            max_offset=got.max_offset,
-        ).to_ext_fields()
-
-        if allow_suspend and h.sys_flag & FLAG_COMMIT_OFFSET and self._is_master:
-            broker.offsets.commit(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
-
-        if (
-            code == ResponseCode.PULL_NOT_FOUND
-            and allow_suspend
-            and h.sys_flag & FLAG_SUSPEND
-            # A oneway pull is never parked: nobody waits for its answer, and parked oneway
-            # requests would cost nothing to pile up. Past the connection's parked limit the
-            # pull is answered "no new message" at once.
-            and not request.is_oneway
-            and conn.park(request)
-        ):
-            timeout_ms = (
-                min(max(h.suspend_timeout_millis, 0), MAX_SUSPEND_MS)
-                if broker.config.long_polling_enable
-                else broker.config.short_polling_time_ms
-            )
-            broker.pull_hold.hold(
-                conn,
-                request,
-                topic=h.topic,
-                queue_id=h.queue_id,
-                pull_from_offset=h.queue_offset,
-                timeout_ms=timeout_ms,
-                tag_filter=tag_filter,
-                props_filter=props_filter,
-            )
-            return None
+        ext = PullMessageResponseHeader.ext_fields_of(
+            suggest, next_begin, got.min_offset, got.max_offset
+        )
         if code == ResponseCode.PULL_OFFSET_MOVED:
             log.warning(
                 "pull_offset_moved",
@@ -322,7 +435,7 @@ class PullProcessor:
                 request_offset=h.queue_offset,
                 suggest_offset=next_begin,
             )
-        return response_to(request, code, status.name, ext, body)
+        return response_to(request, code, got.status.name, ext, body)
 
     @property
     def _is_master(self) -> bool:

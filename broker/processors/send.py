@@ -6,6 +6,12 @@ auto-creation through the ``defaultTopic`` template, the queue id range, then th
 status becomes the response code (protocol.md §7.1, §10, §13.1). A send that created a topic
 (or found one still being announced) answers once the name servers have it.
 
+``SendProcessor.handle`` runs it as steps, each returning the refusal it finds: check
+(permission, topic), place (retry and dead-letter topics; the timer, half or schedule topic
+a message waits in), store, answer. The send is the hottest request: the steps pass the
+``MessageInner`` the store takes along and change it in place, so placing a message costs
+a few calls and no allocation of its own.
+
 The batch path is chosen by the header's batch flag (``m``/``batch``), not by the code. Java
 parses it with ``Boolean.parseBoolean``; the C++ client 1.2 sends ``"1"``, which we also take
 as true so its batches arrive as separate messages, as its users expect.
@@ -19,11 +25,12 @@ from __future__ import annotations
 import functools
 import random
 import time
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import structlog
 
 from broker.config import BrokerRole
+from broker.processors.context import BrokerFacts, Routed, Storing, Tables
 from broker.timer import TimerPropertyError, deliver_time_ms, has_trigger
 from broker.topics import (
     DLQ_GROUP_TOPIC_PREFIX,
@@ -53,11 +60,8 @@ from remoting.bodies import PERM_READ, PERM_WRITE, TopicConfig
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand, response_to
 from remoting.connection import Connection
-from remoting.headers import SendMessageRequestHeader
+from remoting.headers import SendMessageRequestHeader, SendMessageResponseHeader
 from store.results import PutMessageStatus, PutResult
-
-if TYPE_CHECKING:
-    from broker.broker import Broker
 
 log = structlog.get_logger(__name__)
 
@@ -117,12 +121,13 @@ def delay_level_of(props: dict[str, str]) -> int:
         return 0
 
 
-def _batch_flag(ext: dict[str, str], key: str) -> bool:
-    return ext.get(key, "").strip().lower() in ("true", "1")
+class SendBroker(BrokerFacts, Tables, Storing, Routed, Protocol):
+    """What a send (and a consumer's send-back) touches of the broker: its checks' tables,
+    the store, and the routes of the topics it creates."""
 
 
 class SendProcessor:
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: SendBroker) -> None:
         self.broker = broker
         config = broker.config
         self._cluster = config.broker_cluster_name
@@ -130,177 +135,67 @@ class SendProcessor:
         self._trace_on = "true" if config.trace_on else "false"
 
     async def handle(self, conn: Connection, request: RemotingCommand) -> RemotingCommand | None:
+        """Check permission and the topic, then store one message or a batch and answer;
+        each step returns the refusal it finds."""
         ext = request.ext_fields
-        if request.code == RequestCode.SEND_MESSAGE:
-            header = SendMessageRequestHeader.from_ext_fields(ext)
-            batch = _batch_flag(ext, "batch")
-        else:
+        v2 = request.code != RequestCode.SEND_MESSAGE
+        if v2:
             header = SendMessageRequestHeader.from_v2(ext)
-            batch = _batch_flag(ext, "m")
+        else:
+            header = SendMessageRequestHeader.from_ext_fields(ext)
         tc = self._check(conn, request, header)
         if isinstance(tc, RemotingCommand):
             return tc  # refused
         queue_id = header.queue_id
         if queue_id < 0:
             queue_id = random.randrange(max(1, tc.write_queue_nums))  # noqa: S311 - load spread
-        props_text = header.properties or ""
-        props = decode_properties(props_text)
-        half = not batch and is_half(header.sys_flag, props)
-        if half and self.broker.config.reject_transaction_message:
-            return response_to(
-                request,
-                ResponseCode.NO_PERMISSION,
-                f"the broker[{self.broker.address}] sending transaction message is forbidden",
-            )
-        wait = props.get("WAIT", "true").lower() != "false"
-        topic = header.topic
-        delay_level = delay_level_of(props)
-        if not batch and topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
-            routed = self._retry_or_dlq(request, header, topic)
-            if isinstance(routed, RemotingCommand):
-                return routed
-            if routed is not None:
-                topic, queue_id = routed
-                delay_level = 0
-        store_queue_id = queue_id
+        props = decode_properties(header.properties or "")
         sys_flag = header.sys_flag
-        if has_trigger(props) and not half:
-            timed = self._timer(request, props, batch=batch)
-            if isinstance(timed, RemotingCommand):
-                return timed
-            if timed is not None:
-                # RocketMQ 5's timer message: parked in the timer topic until it is due.
-                self.broker.topics.create_internal(TIMER_TOPIC, 1, PERM_READ | PERM_WRITE)
-                props[PROPERTY_REAL_TOPIC] = topic
-                props[PROPERTY_REAL_QUEUE_ID] = str(queue_id)
-                props[PROPERTY_TIMER_OUT_MS] = str(timed)
-                topic, store_queue_id = TIMER_TOPIC, 0
-                delay_level = 0
-        if half:
-            # parseHalfMessageInner: parked in the half queue, its target kept in properties;
-            # a client's DELAY waits for the commit.
-            ensure_system_topics(self.broker)
-            props[PROPERTY_REAL_TOPIC] = topic
-            props[PROPERTY_REAL_QUEUE_ID] = str(queue_id)
-            topic, store_queue_id = TRANS_HALF_TOPIC, 0
-            sys_flag &= ~TRANSACTION_TYPE_MASK
-            delay_level = 0
-        elif batch or delay_level <= 0:
-            # A delayed message keeps WAIT in its stored properties (protocol.md §13.6: 4.9
-            # re-serialises them, WAIT included, when it parks the message); so does a half
-            # message, whose property string the commit stores unchanged.
-            props.pop("WAIT", None)
-        elif sys_flag & TRANSACTION_TYPE_MASK in (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE):
-            # Parked in the schedule topic here, on the dict parsed above, so the properties
-            # are parsed once and encoded once (the store would parse them again to do it).
-            topic, store_queue_id, _level = self.broker.store.schedule_properties(
-                props, topic, store_queue_id, delay_level
-            )
-            delay_level = 0
-        born_host = _born_host(conn.peer)
-        store_host = self.broker.store_host
-        body = request.body if request.body is not None else b""
-        store = self.broker.store
-        started = time.perf_counter()
         if tc.topic_filter_type == "MULTI_TAG":
             sys_flag |= MULTI_TAGS_FLAG
-        if batch:
-            # The batch-level properties go to every inner message (the store joins them).
-            props["CLUSTER"] = self._cluster
-            put = await store.put_messages(
-                MessageBatch(
-                    topic=header.topic,
-                    queue_id=queue_id,
-                    body=body,
-                    properties=encode_properties(props),
-                    sys_flag=sys_flag,
-                    born_timestamp=header.born_timestamp,
-                    born_host=born_host,
-                    store_host=store_host,
-                    wait_store_msg_ok=wait,
-                )
+        wait = props.get("WAIT", "true").lower() != "false"
+        body = request.body if request.body is not None else b""
+        if SendMessageRequestHeader.batch_flag(ext, v2=v2):
+            batch = MessageBatch(
+                topic=header.topic,
+                queue_id=queue_id,
+                body=body,
+                sys_flag=sys_flag,
+                born_timestamp=header.born_timestamp,
+                born_host=_born_host(conn.peer),
+                store_host=self.broker.store_host,
+                wait_store_msg_ok=wait,
             )
-        else:
-            props["CLUSTER"] = self._cluster
-            put = await store.put_message(
-                MessageInner(
-                    topic=topic,
-                    queue_id=store_queue_id,
-                    body=body,
-                    properties=encode_properties(props),
-                    flag=header.flag,
-                    sys_flag=sys_flag,
-                    born_timestamp=header.born_timestamp,
-                    born_host=born_host,
-                    store_host=store_host,
-                    reconsume_times=header.reconsume_times or 0,
-                    wait_store_msg_ok=wait,
-                    delay_level=delay_level,
-                )
-            )
-        response = self._response(
-            request, put, queue_id, header.topic, time.perf_counter() - started
+            return await self._send_batch(conn, request, props, batch)
+        msg = MessageInner(
+            topic=header.topic,
+            queue_id=queue_id,
+            body=body,
+            flag=header.flag,
+            sys_flag=sys_flag,
+            born_timestamp=header.born_timestamp,
+            born_host=_born_host(conn.peer),
+            store_host=self.broker.store_host,
+            reconsume_times=header.reconsume_times or 0,
+            wait_store_msg_ok=wait,
+            delay_level=delay_level_of(props),
         )
-        registration = self.broker.registration
-        if registration.unsettled:
-            # A topic this send created, or one a concurrent send created a moment ago, is on
-            # its way to the name servers: answer once it is there (msgCheck registers before
-            # replying), so the client's next route query finds it.
-            return registration.reply_when_routed(conn, request, response, header.topic, topic)
-        return response
+        placed = self._place(request, header, props, msg)
+        if isinstance(placed, RemotingCommand):
+            return placed  # refused
+        started = time.perf_counter()
+        put = await self.broker.store.put_message(msg)
+        return self._answer(
+            conn, request, put, placed, topic=header.topic, stored_in=msg.topic, started=started
+        )
 
-    def _timer(
-        self, request: RemotingCommand, props: dict[str, str], *, batch: bool
-    ) -> RemotingCommand | int | None:
-        """The deliver time of a timer message (None when it is due already), or the
-        refusal of a bad one."""
-        config = self.broker.config
-        if batch:
-            return response_to(
-                request, ResponseCode.MESSAGE_ILLEGAL, "a batch cannot be a timer message"
-            )
-        now = int(time.time() * 1000)
-        try:
-            deliver = deliver_time_ms(props, now, config.timer_max_delay_sec * 1000)
-        except TimerPropertyError as exc:
-            return response_to(request, ResponseCode.MESSAGE_ILLEGAL, str(exc))
-        if deliver is None or deliver <= now:
-            return None
-        if not config.timer_wheel_enable:
-            return response_to(
-                request,
-                ResponseCode.MESSAGE_ILLEGAL,
-                "accurate timer message is not enabled, timerWheelEnable is false",
-            )
-        return deliver
-
-    def _retry_or_dlq(
-        self, request: RemotingCommand, header: SendMessageRequestHeader, topic: str
-    ) -> RemotingCommand | tuple[str, int] | None:
-        """``handleRetryAndDLQ``: a message sent to a retry topic (a client's own send-back)
-        goes to the group's dead-letter topic once it has been reconsumed enough times."""
-        group = topic[len(RETRY_GROUP_TOPIC_PREFIX) :]
-        sgc = self.broker.subscription_groups.find(group)
-        if sgc is None:
-            return response_to(
-                request,
-                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
-                f"subscription group not exist, {group}{_FAQ}",
-            )
-        max_times = sgc.retry_max_times
-        if header.max_reconsume_times is not None:
-            max_times = header.max_reconsume_times  # clients since 3.4.9 send their own
-        if (header.reconsume_times or 0) < max_times:
-            return None
-        dlq = DLQ_GROUP_TOPIC_PREFIX + group
-        self.broker.topics.create_internal(dlq, DLQ_QUEUE_NUMS, PERM_READ | PERM_WRITE)
-        log.info("message_to_dlq", group=group, topic=dlq, reconsume_times=header.reconsume_times)
-        return dlq, 0
+    # ------------------------------------------------------------ check permission
 
     def _check(
         self, conn: Connection, request: RemotingCommand, header: SendMessageRequestHeader
     ) -> RemotingCommand | TopicConfig:
-        """The topic's config when the send may go ahead, else the refusal to answer."""
+        """The topic's config when the send may go ahead (the topic created from its
+        ``defaultTopic`` template where it is missing), else the refusal to answer."""
         broker = self.broker
         topic = header.topic
         if broker.config.broker_role is BrokerRole.SLAVE:
@@ -327,12 +222,7 @@ class SendProcessor:
             )
         tc = broker.topics.get(topic)
         if tc is None:
-            sys_flag = 1 if header.unit_mode else 0
-            tc = broker.topics.create_for_send(
-                topic, header.default_topic, header.default_topic_queue_nums, sys_flag
-            )
-            if tc is None and topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
-                tc = broker.topics.create_internal(topic, 1, PERM_READ | PERM_WRITE, sys_flag)
+            tc = self._create_topic(header)
             if tc is None:
                 return response_to(
                     request,
@@ -355,31 +245,199 @@ class SendProcessor:
             )
         return tc
 
-    def _response(
+    def _create_topic(self, header: SendMessageRequestHeader) -> TopicConfig | None:
+        """A missing topic created for a send: from its template when the broker auto-creates
+        topics; a retry topic (a client's own send-back) in any case."""
+        topics = self.broker.topics
+        sys_flag = 1 if header.unit_mode else 0
+        tc = topics.create_for_send(
+            header.topic, header.default_topic, header.default_topic_queue_nums, sys_flag
+        )
+        if tc is None and header.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+            tc = topics.create_internal(header.topic, 1, PERM_READ | PERM_WRITE, sys_flag)
+        return tc
+
+    # ------------------------------------------------------------------ place, store
+
+    def _place(
         self,
+        request: RemotingCommand,
+        header: SendMessageRequestHeader,
+        props: dict[str, str],
+        msg: MessageInner,
+    ) -> int | RemotingCommand:
+        """Place one message: its group's dead-letter topic once retried enough; the timer,
+        half or schedule topic while it waits. The queue id to answer (the message's own,
+        whatever queue it waits in), or the refusal."""
+        half = is_half(header.sys_flag, props)
+        if half and self.broker.config.reject_transaction_message:
+            return response_to(
+                request,
+                ResponseCode.NO_PERMISSION,
+                f"the broker[{self.broker.address}] sending transaction message is forbidden",
+            )
+        if msg.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+            refusal = self._retry_or_dlq(request, header, msg)
+            if refusal is not None:
+                return refusal
+        queue_id = msg.queue_id
+        refusal = self._park(request, props, msg, half=half)
+        if refusal is not None:
+            return refusal
+        props["CLUSTER"] = self._cluster
+        msg.properties = encode_properties(props)
+        return queue_id
+
+    async def _send_batch(
+        self,
+        conn: Connection,
+        request: RemotingCommand,
+        props: dict[str, str],
+        batch: MessageBatch,
+    ) -> RemotingCommand | None:
+        """Store a batch as it came (no retry, timer, half or delay handling), answer."""
+        if has_trigger(props):
+            return response_to(
+                request, ResponseCode.MESSAGE_ILLEGAL, "a batch cannot be a timer message"
+            )
+        props.pop("WAIT", None)
+        # The batch-level properties go to every inner message (the store joins them).
+        props["CLUSTER"] = self._cluster
+        batch.properties = encode_properties(props)
+        started = time.perf_counter()
+        put = await self.broker.store.put_messages(batch)
+        return self._answer(
+            conn,
+            request,
+            put,
+            batch.queue_id,
+            topic=batch.topic,
+            stored_in=batch.topic,
+            started=started,
+        )
+
+    def _retry_or_dlq(
+        self, request: RemotingCommand, header: SendMessageRequestHeader, msg: MessageInner
+    ) -> RemotingCommand | None:
+        """``handleRetryAndDLQ``: a message sent to a retry topic (a client's own send-back)
+        goes to the group's dead-letter topic once it has been reconsumed enough times."""
+        group = msg.topic[len(RETRY_GROUP_TOPIC_PREFIX) :]
+        sgc = self.broker.subscription_groups.find(group)
+        if sgc is None:
+            return response_to(
+                request,
+                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                f"subscription group not exist, {group}{_FAQ}",
+            )
+        max_times = sgc.retry_max_times
+        if header.max_reconsume_times is not None:
+            max_times = header.max_reconsume_times  # clients since 3.4.9 send their own
+        if (header.reconsume_times or 0) < max_times:
+            return None
+        dlq = DLQ_GROUP_TOPIC_PREFIX + group
+        self.broker.topics.create_internal(dlq, DLQ_QUEUE_NUMS, PERM_READ | PERM_WRITE)
+        log.info("message_to_dlq", group=group, topic=dlq, reconsume_times=header.reconsume_times)
+        msg.topic, msg.queue_id, msg.delay_level = dlq, 0, 0
+        return None
+
+    def _park(
+        self, request: RemotingCommand, props: dict[str, str], msg: MessageInner, *, half: bool
+    ) -> RemotingCommand | None:
+        """Where a message waits until it is due, its real topic and queue kept in its
+        properties: the timer topic (a timer message), the half topic (until its transaction
+        ends) or the schedule topic (a delay level). None to go on, the refusal of a bad
+        timer message otherwise."""
+        if not half and has_trigger(props):
+            refusal = self._park_timer(request, props, msg)
+            if refusal is not None:
+                return refusal
+        if half:
+            # parseHalfMessageInner: parked in the half queue, its target kept in properties;
+            # a client's DELAY waits for the commit.
+            ensure_system_topics(self.broker)
+            props[PROPERTY_REAL_TOPIC] = msg.topic
+            props[PROPERTY_REAL_QUEUE_ID] = str(msg.queue_id)
+            msg.topic, msg.queue_id = TRANS_HALF_TOPIC, 0
+            msg.sys_flag &= ~TRANSACTION_TYPE_MASK
+            msg.delay_level = 0
+        elif msg.delay_level <= 0:
+            # A delayed message keeps WAIT in its stored properties (protocol.md §13.6: 4.9
+            # re-serialises them, WAIT included, when it parks the message); so does a half
+            # message, whose property string the commit stores unchanged.
+            props.pop("WAIT", None)
+        elif msg.sys_flag & TRANSACTION_TYPE_MASK in (
+            TRANSACTION_NOT_TYPE,
+            TRANSACTION_COMMIT_TYPE,
+        ):
+            # Parked in the schedule topic here, on the dict parsed above, so the properties
+            # are parsed once and encoded once (the store would parse them again to do it).
+            msg.topic, msg.queue_id, _level = self.broker.store.schedule_properties(
+                props, msg.topic, msg.queue_id, msg.delay_level
+            )
+            msg.delay_level = 0
+        return None
+
+    def _park_timer(
+        self, request: RemotingCommand, props: dict[str, str], msg: MessageInner
+    ) -> RemotingCommand | None:
+        """RocketMQ 5's timer message: parked in the timer topic until it is due (stored as
+        it is when due already); the refusal of a bad or disabled one."""
+        config = self.broker.config
+        now = int(time.time() * 1000)
+        try:
+            deliver = deliver_time_ms(props, now, config.timer_max_delay_sec * 1000)
+        except TimerPropertyError as exc:
+            return response_to(request, ResponseCode.MESSAGE_ILLEGAL, str(exc))
+        if deliver is None or deliver <= now:
+            return None
+        if not config.timer_wheel_enable:
+            return response_to(
+                request,
+                ResponseCode.MESSAGE_ILLEGAL,
+                "accurate timer message is not enabled, timerWheelEnable is false",
+            )
+        self.broker.topics.create_internal(TIMER_TOPIC, 1, PERM_READ | PERM_WRITE)
+        props[PROPERTY_REAL_TOPIC] = msg.topic
+        props[PROPERTY_REAL_QUEUE_ID] = str(msg.queue_id)
+        props[PROPERTY_TIMER_OUT_MS] = str(deliver)
+        msg.topic, msg.queue_id, msg.delay_level = TIMER_TOPIC, 0, 0
+        return None
+
+    # ------------------------------------------------------------------------ answer
+
+    def _answer(
+        self,
+        conn: Connection,
         request: RemotingCommand,
         put: PutResult,
         queue_id: int,
+        *,
         topic: str,
-        latency_s: float,
-    ) -> RemotingCommand:
+        stored_in: str,
+        started: float,
+    ) -> RemotingCommand | None:
+        """The store's status as a response code, with the message's id and offset; sent
+        once the name servers have the route when this send created ``topic`` or the topic
+        it was ``stored_in`` (None: the answer goes out then)."""
         code, remark = STATUS_CODES[put.status]
         append = put.append
         if append is None or not put.status.stored:
             if put.remark:
                 remark = f"{remark} {put.remark}" if remark else put.remark
             log.debug("send_refused", status=put.status.name, remark=put.remark)
-            return response_to(request, code, remark)
-        self.broker.stats.on_put(append.msg_num, topic, append.wrote_bytes, latency_s)
-        return response_to(
-            request,
-            code,
-            remark,
-            {
-                "msgId": append.msg_id,
-                "queueId": str(queue_id),
-                "queueOffset": str(append.queue_offset),
-                "MSG_REGION": self._region,
-                "TRACE_ON": self._trace_on,
-            },
-        )
+            response = response_to(request, code, remark)
+        else:
+            self.broker.stats.on_put(
+                append.msg_num, topic, append.wrote_bytes, time.perf_counter() - started
+            )
+            ext = SendMessageResponseHeader.ext_fields_of(
+                append.msg_id, queue_id, append.queue_offset, self._region, self._trace_on
+            )
+            response = response_to(request, code, remark, ext)
+        registration = self.broker.registration
+        if registration.unsettled:
+            # A topic this send created, or one a concurrent send created a moment ago, is on
+            # its way to the name servers: answer once it is there (msgCheck registers before
+            # replying), so the client's next route query finds it.
+            return registration.reply_when_routed(conn, request, response, topic, stored_in)
+        return response
