@@ -27,7 +27,14 @@ from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
 import codec
-from client.errors import ClientError, InvalidMessageError, MessageDecodeError, NoRouteError
+from client.errors import (
+    ClientError,
+    InvalidArgumentError,
+    InvalidMessageError,
+    MessageDecodeError,
+    NoRouteError,
+    ResponseDecodeError,
+)
 from client.instance import ClientInstance, TlsOption, namesrv_from_env
 from client.message import MessageView, check_topic, decode_messages
 from client.service import ClientService
@@ -47,19 +54,36 @@ from remoting.bodies import (
 )
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
-from remoting.errors import BrokerError, RemotingError
+from remoting.errors import BrokerError, RemotingError, RocketMQError
 from remoting.headers import (
+    AddWritePermResponseHeader,
+    BrokerNameRequestHeader,
     CloneGroupOffsetRequestHeader,
+    ConsumerGroupRequestHeader,
+    ConsumerRunningInfoRequestHeader,
+    CreateAccessConfigRequestHeader,
     CreateTopicRequestHeader,
+    DeleteAccessConfigRequestHeader,
+    GetConsumeStatsRequestHeader,
+    GetKVConfigResponseHeader,
+    GroupNameRequestHeader,
     KVConfigRequestHeader,
+    OffsetResponseHeader,
+    ProducerGroupRequestHeader,
     PullMessageRequestHeader,
     PullMessageResponseHeader,
     QueryConsumeQueueRequestHeader,
     QueryConsumerOffsetRequestHeader,
+    QueryConsumerOffsetResponseHeader,
     QueryMessageRequestHeader,
+    QueueRequestHeader,
     ResetOffsetRequestHeader,
+    SearchOffsetRequestHeader,
+    TopicRequestHeader,
     UpdateConsumerOffsetRequestHeader,
+    UpdateGlobalWhiteAddrsConfigRequestHeader,
     ViewMessageRequestHeader,
+    WipeWritePermResponseHeader,
 )
 from remoting.route import BrokerData, MessageQueue, TopicRouteData, dumps, loads
 
@@ -127,26 +151,25 @@ class Admin(ClientService):
 
         Raises:
             InvalidMessageError: the id is malformed.
-            ClientError: the broker has no message there (or could not be reached).
+            BrokerError: the broker has no message there (its remark says so).
+            RemotingError: the broker could not be reached (a timeout names it and the wait).
+            ResponseDecodeError: it answered without a readable message.
         """
         addr, offset = decode_offset_msg_id(offset_msg_id)
         instance = self._running()
         request = RemotingCommand.request(
             RequestCode.VIEW_MESSAGE_BY_ID, ViewMessageRequestHeader(offset=offset).to_ext_fields()
         )
-        try:
-            response = await instance.invoke_broker(addr, request, QUERY_TIMEOUT_S)
-        except RemotingError as exc:
-            raise ClientError(
-                f"broker {addr} of message {offset_msg_id} did not answer: {exc}"
-            ) from exc
+        response = await instance.invoke_broker(addr, request, QUERY_TIMEOUT_S)
         if response.code != ResponseCode.SUCCESS:
-            raise ClientError(
-                f"no message {offset_msg_id} at {addr}: code {response.code} {response.remark}"
+            raise BrokerError.for_code(
+                response.code, response.remark, request_code=request.code, addr=addr
             )
         msgs = decode_messages(response.body_bytes, await self._broker_name(addr))
         if not msgs:
-            raise ClientError(f"broker {addr} answered without message {offset_msg_id}")
+            raise ResponseDecodeError(
+                f"no message {offset_msg_id} in the answer", request_code=request.code, addr=addr
+            )
         return msgs[0]
 
     async def query_by_unique_key(self, topic: str, msg_id: str) -> MessageView | None:
@@ -202,10 +225,9 @@ class Admin(ClientService):
                 max_num=max_num,
                 begin_timestamp=begin_ms,
                 end_timestamp=end_ms,
+                unique_key_query=unique,
             )
-            ext = header.to_ext_fields()
-            ext["_UNIQUE_KEY_QUERY"] = "true" if unique else "false"
-            request = RemotingCommand.request(RequestCode.QUERY_MESSAGE, ext)
+            request = RemotingCommand.request(RequestCode.QUERY_MESSAGE, header.to_ext_fields())
             try:
                 response = await instance.invoke_broker(addr, request, QUERY_TIMEOUT_S)
             except RemotingError as exc:
@@ -264,21 +286,23 @@ class Admin(ClientService):
         what: str,
         ok: tuple[int, ...] = (ResponseCode.SUCCESS,),
     ) -> RemotingCommand:
-        """One request to ``addr`` (a broker) or, with None, to the name servers; a failure
-        is a ClientError that says what failed and where."""
+        """One request to ``addr`` (a broker) or, with None, to the name servers.
+
+        Raises:
+            BrokerError: the answer's code is not in ``ok`` (the class of that code, naming
+                the request and the address; ``what`` is logged).
+            RemotingError: no answer (a timeout names the request, the address and the wait).
+        """
         instance = self._running()
         request = RemotingCommand.request(code, ext or {}, body)
-        where = addr or "the name server"
-        try:
-            if addr is None:
-                response = await instance.invoke_namesrv(request)
-            else:
-                response = await instance.invoke_broker(addr, request, ADMIN_TIMEOUT_S)
-        except RemotingError as exc:
-            raise ClientError(f"{what}: {where} did not answer: {exc}") from exc
+        if addr is None:
+            response = await instance.invoke_namesrv(request)
+        else:
+            response = await instance.invoke_broker(addr, request, ADMIN_TIMEOUT_S)
         if response.code not in ok:
-            raise ClientError(
-                f"{what}: {where} refused: code {response.code} {response.remark or ''}".rstrip()
+            log.info("admin_call_refused what=%s addr=%s code=%s", what, addr, response.code)
+            raise BrokerError.for_code(
+                response.code, response.remark, request_code=code, addr=addr or "the name server"
             )
         return response
 
@@ -290,13 +314,11 @@ class Admin(ClientService):
         out = {}
         for addr in instance.namesrv_addrs:
             request = RemotingCommand.request(code, dict(ext), body)
-            try:
-                response = await instance.remoting.invoke(addr, request, ADMIN_TIMEOUT_S)
-            except RemotingError as exc:
-                raise ClientError(f"{what}: name server {addr} did not answer: {exc}") from exc
+            response = await instance.remoting.invoke(addr, request, ADMIN_TIMEOUT_S)
             if response.code != ResponseCode.SUCCESS:
-                raise ClientError(
-                    f"{what}: name server {addr} refused: code {response.code} {response.remark}"
+                log.info("admin_call_refused what=%s addr=%s code=%s", what, addr, response.code)
+                raise BrokerError.for_code(
+                    response.code, response.remark, request_code=code, addr=addr
                 )
             out[addr] = response
         return out
@@ -377,15 +399,19 @@ class Admin(ClientService):
     async def delete_topic(self, topic: str, cluster: str) -> list[str]:
         """Delete ``topic`` from every master of ``cluster`` and from every name server."""
         addrs = await self.masters(cluster=cluster)
+        header = TopicRequestHeader(topic=topic)
         for addr in addrs:
             await self._call(
                 addr,
                 RequestCode.DELETE_TOPIC_IN_BROKER,
-                {"topic": topic},
+                header.to_ext_fields(),
                 what=f"delete topic {topic}",
             )
         await self._each_namesrv(
-            RequestCode.DELETE_TOPIC_IN_NAMESRV, {"topic": topic}, None, f"delete topic {topic}"
+            RequestCode.DELETE_TOPIC_IN_NAMESRV,
+            header.to_ext_fields(),
+            None,
+            f"delete topic {topic}",
         )
         return addrs
 
@@ -399,7 +425,7 @@ class Admin(ClientService):
             response = await self._call(
                 bd.master_addr,
                 RequestCode.GET_TOPIC_STATS_INFO,
-                {"topic": topic},
+                TopicRequestHeader(topic=topic).to_ext_fields(),
                 what=f"stats of topic {topic}",
             )
             out.update(decode_topic_stats(response.body_bytes))
@@ -418,7 +444,7 @@ class Admin(ClientService):
         await self._call(
             addr,
             RequestCode.DELETE_SUBSCRIPTIONGROUP,
-            {"groupName": group},
+            GroupNameRequestHeader(group_name=group).to_ext_fields(),
             what=f"delete subscription group {group}",
         )
 
@@ -440,9 +466,9 @@ class Admin(ClientService):
         last consumed message, from every master (mqadmin consumerProgress)."""
         tps = 0.0
         table: dict[MessageQueue, OffsetWrapper] = {}
-        ext = {"consumerGroup": group}
-        if topic:
-            ext["topic"] = topic
+        ext = GetConsumeStatsRequestHeader(
+            consumer_group=group, topic=topic or None
+        ).to_ext_fields()
         for addr in await self.all_masters():
             response = await self._call(
                 addr, RequestCode.GET_CONSUME_STATS, ext, what=f"progress of group {group}"
@@ -463,7 +489,7 @@ class Admin(ClientService):
             response = await self._call(
                 addr,
                 RequestCode.GET_CONSUMER_CONNECTION_LIST,
-                {"consumerGroup": group},
+                ConsumerGroupRequestHeader(consumer_group=group).to_ext_fields(),
                 what=f"connections of consumer group {group}",
                 ok=(ResponseCode.SUCCESS, ResponseCode.CONSUMER_NOT_ONLINE),
             )
@@ -479,10 +505,14 @@ class Admin(ClientService):
         ``queueId`` added.
 
         Raises:
-            ClientError: the client is not online, or did not answer.
+            RocketMQError: the client is not online (the last master's refusal, a
+                BrokerError), or no master answered (a RemotingError); a ClientError when
+                there is no master to ask.
         """
-        ext = {"consumerGroup": group, "clientId": client_id, "jstackEnable": "false"}
-        last: ClientError | None = None
+        ext = ConsumerRunningInfoRequestHeader(
+            consumer_group=group, client_id=client_id, jstack_enable=False
+        ).to_ext_fields()
+        last: RocketMQError | None = None
         for addr in await self.all_masters():
             try:
                 response = await self._call(
@@ -491,7 +521,7 @@ class Admin(ClientService):
                     ext,
                     what=f"status of consumer {client_id}",
                 )
-            except ClientError as exc:
+            except RocketMQError as exc:  # refused or unreachable there: ask the next master
                 last = exc
                 continue
             rest, table = pop_queue_map(bytes(response.body_bytes).decode(), "mqTable")
@@ -513,7 +543,7 @@ class Admin(ClientService):
             response = await self._call(
                 bd.master_addr,
                 RequestCode.GET_PRODUCER_CONNECTION_LIST,
-                {"producerGroup": group},
+                ProducerGroupRequestHeader(producer_group=group).to_ext_fields(),
                 what=f"connections of producer group {group}",
                 ok=(ResponseCode.SUCCESS, ResponseCode.SYSTEM_ERROR),
             )
@@ -560,11 +590,17 @@ class Admin(ClientService):
         code = (
             RequestCode.WIPE_WRITE_PERM_OF_BROKER if wipe else RequestCode.ADD_WRITE_PERM_OF_BROKER
         )
-        answers = await self._each_namesrv(
-            code, {"brokerName": broker_name}, None, f"write permission of {broker_name}"
-        )
-        key = "wipeTopicCount" if wipe else "addTopicCount"
-        return {addr: int(r.ext_fields.get(key, "0")) for addr, r in answers.items()}
+        ext = BrokerNameRequestHeader(broker_name=broker_name).to_ext_fields()
+        answers = await self._each_namesrv(code, ext, None, f"write permission of {broker_name}")
+        if wipe:
+            return {
+                addr: WipeWritePermResponseHeader.from_ext_fields(r.ext_fields).wipe_topic_count
+                for addr, r in answers.items()
+            }
+        return {
+            addr: AddWritePermResponseHeader.from_ext_fields(r.ext_fields).add_topic_count
+            for addr, r in answers.items()
+        }
 
     async def reset_offset_by_time(
         self, group: str, topic: str, timestamp_ms: int, *, force: bool = True
@@ -624,11 +660,16 @@ class Admin(ClientService):
     async def queue_offset(self, mq: MessageQueue, code: RequestCode, timestamp_ms: int = 0) -> int:
         """GET_MAX_OFFSET, GET_MIN_OFFSET or SEARCH_OFFSET_BY_TIMESTAMP of one queue."""
         addr = await self._addr_of(mq)
-        ext = {"topic": mq.topic, "queueId": str(mq.queue_id)}
+        header: QueueRequestHeader | SearchOffsetRequestHeader
         if code == RequestCode.SEARCH_OFFSET_BY_TIMESTAMP:
-            ext["timestamp"] = str(timestamp_ms)
-        response = await self._call(addr, code, ext, what=f"offset of {mq}")
-        return int(response.ext_fields.get("offset", "0"))
+            header = SearchOffsetRequestHeader(
+                topic=mq.topic, queue_id=mq.queue_id, timestamp=timestamp_ms
+            )
+        else:
+            header = QueueRequestHeader(topic=mq.topic, queue_id=mq.queue_id)
+        response = await self._call(addr, code, header.to_ext_fields(), what=f"offset of {mq}")
+        # GetMaxOffset-, GetMinOffset- and SearchOffsetResponseHeader: the one field, alike
+        return OffsetResponseHeader.from_ext_fields(response.ext_fields).offset
 
     async def offset_for_time(
         self, mq: MessageQueue, timestamp_ms: int, *, side: TimeSide = "first_at_or_after"
@@ -655,77 +696,17 @@ class Admin(ClientService):
         older than any time.
 
         Raises:
-            ValueError: ``side`` is neither of the two.
-            ClientError: the queue's broker could not be asked.
+            InvalidArgumentError: ``side`` is neither of the two (a ValueError too).
+            RemotingError, BrokerError: the queue's broker could not be asked, or refused.
         """
         if side not in ("first_at_or_after", "first_after"):
-            raise ValueError(f"side must be 'first_at_or_after' or 'first_after', not {side!r}")
+            raise InvalidArgumentError(
+                f"side must be 'first_at_or_after' or 'first_after', not {side!r}"
+            )
         # store times are whole milliseconds: "after t" is "at or after t + 1"
         ts = timestamp_ms + 1 if side == "first_after" else timestamp_ms
         guess = await self.queue_offset(mq, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, ts)
-        times: dict[int, int] = {}  # queue offset -> store time, -1 where nothing is readable
-
-        async def read(offset: int, count: int) -> PulledBatch:
-            got = await self.pull_batch(mq, offset, count)
-            for m in got.messages:
-                times[m.queue_offset] = m.store_timestamp
-            if got.messages:
-                # entries before the first readable message point at removed records
-                for k in range(offset, got.messages[0].queue_offset):
-                    times.setdefault(k, -1)
-            else:
-                # only what lies below the queue's minimum is gone; an offset at or above
-                # it that gave nothing is not known to be older
-                for k in range(offset, min(offset + count, got.min_offset)):
-                    times.setdefault(k, -1)
-            return got
-
-        first = await read(max(guess - 1, 0), 2)
-        low, high = first.min_offset, first.max_offset
-        if high <= low:
-            return high
-
-        async def older(offset: int) -> bool:
-            if offset not in times:
-                await read(offset, 1)
-            if offset not in times:
-                raise ClientError(
-                    f"offset {offset} of {mq.topic} queue {mq.queue_id} on {mq.broker_name} "
-                    "could not be read to compare its store time"
-                )
-            return times[offset] < ts
-
-        async def first_not_older(lo: int, hi: int) -> int:
-            """Bisect [lo, hi]; ``hi`` is known not older, or is the end."""
-            while lo < hi:
-                mid = (lo + hi) // 2
-                if await older(mid):
-                    lo = mid + 1
-                else:
-                    hi = mid
-            return lo
-
-        g = min(max(guess, low), high)
-        if g < high and await older(g):
-            step, lo = 1, g + 1
-            while lo < high:  # gallop right until a message not older than ts
-                probe = g + step
-                if probe >= high:
-                    break
-                if not await older(probe):
-                    return await first_not_older(lo, probe)
-                lo, step = probe + 1, step * 2
-            return await first_not_older(lo, high)
-        if g > low and not await older(g - 1):
-            step, hi = 2, g - 1
-            while True:  # gallop left until an older message
-                probe = g - step
-                if probe < low:
-                    return await first_not_older(low, hi)
-                if await older(probe):
-                    return await first_not_older(probe + 1, hi)
-                hi, step = probe, step * 2
-        return g
+        return await _StoreTimeSearch(self, mq, ts).run(guess)
 
     async def _master_of(self, mq: MessageQueue) -> str:
         """The master of ``mq``'s broker (consumer offsets live there), from the route."""
@@ -833,7 +814,7 @@ class Admin(ClientService):
         )
         if response.code != ResponseCode.SUCCESS:
             return -1
-        return int(response.ext_fields.get("offset", "-1"))
+        return QueryConsumerOffsetResponseHeader.from_ext_fields(response.ext_fields).offset
 
     async def commit_consumer_offset(self, mq: MessageQueue, group: str, offset: int) -> None:
         """Store ``offset`` (the next to consume) as ``group``'s position in ``mq``, as a
@@ -874,7 +855,7 @@ class Admin(ClientService):
         )
         if response.code != ResponseCode.SUCCESS:
             return None
-        return response.ext_fields.get("value")
+        return GetKVConfigResponseHeader.from_ext_fields(response.ext_fields).value
 
     async def topic_configs(self, addr: str) -> dict[str, TopicConfig]:
         response = await self._call(addr, RequestCode.GET_ALL_TOPIC_CONFIG, what="topic configs")
@@ -897,19 +878,21 @@ class Admin(ClientService):
     async def update_acl_config(self, addr: str, fields: dict[str, str]) -> None:
         """UPDATE_AND_CREATE_ACL_CONFIG: one plain_acl.yml account (accessKey, secretKey,
         whiteRemoteAddress, defaultTopicPerm, defaultGroupPerm, topicPerms, groupPerms,
-        admin; the perms lists comma-separated)."""
+        admin; the perms lists comma-separated): ``CreateAccessConfigRequestHeader``'s
+        ``to_ext_fields()``, or the same names in a dict of one's own."""
+        account = CreateAccessConfigRequestHeader.from_ext_fields(fields).access_key
         await self._call(
             addr,
             RequestCode.UPDATE_AND_CREATE_ACL_CONFIG,
             fields,
-            what=f"update ACL account {fields.get('accessKey')}",
+            what=f"update ACL account {account}",
         )
 
     async def delete_acl_config(self, addr: str, access_key: str) -> None:
         await self._call(
             addr,
             RequestCode.DELETE_ACL_CONFIG,
-            {"accessKey": access_key},
+            DeleteAccessConfigRequestHeader(access_key=access_key).to_ext_fields(),
             what=f"delete ACL account {access_key}",
         )
 
@@ -917,7 +900,7 @@ class Admin(ClientService):
         await self._call(
             addr,
             RequestCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG,
-            {"globalWhiteAddrs": addresses},
+            UpdateGlobalWhiteAddrsConfigRequestHeader(global_white_addrs=addresses).to_ext_fields(),
             what="update the global whitelist",
         )
 
@@ -946,6 +929,96 @@ class PulledBatch(NamedTuple):
     min_offset: int
     max_offset: int
     moved: bool
+
+
+class _StoreTimeSearch:
+    """``Admin.offset_for_time``'s search: the first offset of a queue whose message was
+    stored at or after ``ts``, from the broker's hint, by the store times of the messages
+    read (each offset read once), galloping then bisecting."""
+
+    def __init__(self, admin: Admin, mq: MessageQueue, ts: int) -> None:
+        self._admin = admin
+        self._mq = mq
+        self._ts = ts
+        # queue offset -> store time, -1 where nothing is readable
+        self._times: dict[int, int] = {}
+
+    async def run(self, guess: int) -> int:
+        """The offset, starting from the broker's answer ``guess``."""
+        first = await self._read(max(guess - 1, 0), 2)
+        low, high = first.min_offset, first.max_offset
+        if high <= low:
+            return high
+        g = min(max(guess, low), high)
+        if g < high and await self._older(g):
+            return await self._gallop_right(g, high)
+        if g > low and not await self._older(g - 1):
+            return await self._gallop_left(g, low)
+        return g
+
+    async def _gallop_right(self, g: int, high: int) -> int:
+        """From ``g``, older than ``ts``, right to the first message that is not (or ``high``)."""
+        step, lo = 1, g + 1
+        while lo < high:  # gallop right until a message not older than ts
+            probe = g + step
+            if probe >= high:
+                break
+            if not await self._older(probe):
+                return await self._first_not_older(lo, probe)
+            lo, step = probe + 1, step * 2
+        return await self._first_not_older(lo, high)
+
+    async def _gallop_left(self, g: int, low: int) -> int:
+        """From ``g - 1``, not older than ``ts``, left to the first message that is not (from
+        ``low``)."""
+        step, hi = 2, g - 1
+        while True:  # gallop left until an older message
+            probe = g - step
+            if probe < low:
+                return await self._first_not_older(low, hi)
+            if await self._older(probe):
+                return await self._first_not_older(probe + 1, hi)
+            hi, step = probe, step * 2
+
+    async def _first_not_older(self, lo: int, hi: int) -> int:
+        """Bisect [lo, hi]; ``hi`` is known not older, or is the end."""
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if await self._older(mid):
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo
+
+    async def _older(self, offset: int) -> bool:
+        """Whether the message at ``offset`` was stored before ``ts`` (read if not known)."""
+        times = self._times
+        if offset not in times:
+            await self._read(offset, 1)
+        if offset not in times:
+            mq = self._mq
+            raise ClientError(
+                f"offset {offset} of {mq.topic} queue {mq.queue_id} on {mq.broker_name} "
+                "could not be read to compare its store time"
+            )
+        return times[offset] < self._ts
+
+    async def _read(self, offset: int, count: int) -> PulledBatch:
+        """Pull ``count`` messages from ``offset`` and note their store times."""
+        got = await self._admin.pull_batch(self._mq, offset, count)
+        times = self._times
+        for m in got.messages:
+            times[m.queue_offset] = m.store_timestamp
+        if got.messages:
+            # entries before the first readable message point at removed records
+            for k in range(offset, got.messages[0].queue_offset):
+                times.setdefault(k, -1)
+        else:
+            # only what lies below the queue's minimum is gone; an offset at or above it
+            # that gave nothing is not known to be older
+            for k in range(offset, min(offset + count, got.min_offset)):
+                times.setdefault(k, -1)
+        return got
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,7 +28,7 @@ from rich.progress import Progress
 from rich.table import Table
 
 from client.admin import Admin, decode_offset_msg_id
-from client.errors import ClientError
+from client.errors import ClientError, InvalidArgumentError
 from client.message import Message, MessageView
 from client.producer import Producer
 from client.rebalance import allocate_averagely
@@ -36,14 +36,17 @@ from remoting.acl import SessionCredentials
 from remoting.bodies import BUILTIN_GROUPS, SubscriptionGroupConfig, TopicConfig
 from remoting.codes import RequestCode
 from remoting.errors import RocketMQError
+from remoting.headers import CreateAccessConfigRequestHeader
 from remoting.route import MessageQueue
 
 TIME_FORMAT = "%Y-%m-%d#%H:%M:%S:%f"  # mqadmin's yyyy-MM-dd#HH:mm:ss:SSS
 PRINT_BATCH = 32
 
 
-class UsageError(Exception):
-    """A command line that cannot run; exits 2 with the message."""
+class UsageError(InvalidArgumentError):
+    """A command line that cannot run; ``main`` exits 2 with the message (it never leaves
+    ``main``; an ``InvalidArgumentError`` all the same, so nothing this module raises is
+    outside the SDK's tree)."""
 
 
 # ---------------------------------------------------------------------------- output
@@ -272,7 +275,7 @@ async def topic_list(admin: Admin, a: argparse.Namespace, out: Out) -> None:
     for t in topics:
         try:
             route = await admin.topic_route(t)
-        except ClientError:
+        except RocketMQError:  # gone since the listing, or its route cannot be read
             continue
         clusters = sorted({cluster_of.get(b.broker_name, "?") for b in route.broker_datas})
         rows.append([",".join(clusters), t])
@@ -779,7 +782,7 @@ async def cluster_list(admin: Admin, a: argparse.Namespace, out: Out) -> None:
             for bid, addr in sorted(bd.broker_addrs.items()):
                 try:
                     rt = await admin.runtime_info(addr)
-                except ClientError as exc:
+                except RocketMQError as exc:  # one broker down or refusing: still list it
                     rt = {"error": str(exc)}
                 row = [
                     cluster,
@@ -1214,17 +1217,16 @@ def _acl_update_opts(p: argparse.ArgumentParser) -> None:
 
 @command("updateAclConfig", "create or update an ACL account on brokers", _acl_update_opts)
 async def update_acl_config(admin: Admin, a: argparse.Namespace, out: Out) -> None:
-    optional = {
-        "secretKey": a.secret_key,
-        "whiteRemoteAddress": a.white,
-        "defaultTopicPerm": a.topic_perm,
-        "defaultGroupPerm": a.group_perm,
-        "topicPerms": a.topic_perms,
-        "groupPerms": a.group_perms,
-    }
-    fields = {"accessKey": a.access_key} | {k: v for k, v in optional.items() if v is not None}
-    if a.admin is not None:
-        fields["admin"] = "true" if a.admin else "false"
+    fields = CreateAccessConfigRequestHeader(
+        access_key=a.access_key,
+        secret_key=a.secret_key,
+        white_remote_address=a.white,
+        default_topic_perm=a.topic_perm,
+        default_group_perm=a.group_perm,
+        topic_perms=a.topic_perms,
+        group_perms=a.group_perms,
+        admin=a.admin,
+    ).to_ext_fields()
     addrs = await on_masters(admin, a, lambda addr: admin.update_acl_config(addr, fields))
     out.line(
         f"update ACL account {a.access_key} on {', '.join(addrs)} success.",

@@ -2,12 +2,14 @@
 
 RocketMQ counterpart: ``MQClientException`` (client-side failures) next to
 ``MQBrokerException`` and ``RemotingException`` (here ``remoting.errors``, re-exported so an
-application catches everything from one place)::
+application catches everything from one place); aiokafka's ``errors.py`` is the model of one
+base class with a ``retriable`` flag::
 
     RocketMQError                       .code (response code or None), .retriable
     ├── RemotingError                   no answer from the peer (retriable)
     │   ├── ConnectError                could not connect, or the connection closed
     │   ├── RemotingTimeoutError        no response in time: names request, address and wait
+    │   │   └── ClientTimeoutError      …of a call over several requests (also a ClientError)
     │   ├── TooManyRequestsError        no in-flight permit within the timeout
     │   └── FrameError                  the peer sent an undecodable frame
     │       └── HeaderTooLargeError     …with a header over the limit
@@ -18,20 +20,38 @@ application catches everything from one place)::
     ├── ConfigError                     a configuration key or value is wrong
     └── ClientError                     the SDK refused or could not proceed
         ├── InvalidArgumentError        a group, topic, option or other argument is invalid
-        │   └── InvalidMessageError     a message fails validation before sending
-        ├── MessageDecodeError          a body from the broker is not stored records
+        │   └── InvalidMessageError 13  a message fails validation before sending
+        ├── ResponseDecodeError         an answer's body or header cannot be read
+        │   └── MessageDecodeError      …a pull or query body that is not stored records
         ├── NoRouteError                no name server knows the topic, or no queue is writable
-        └── ClientStateError            used before start() or after shutdown()
+        ├── ClientStateError            used before start() or after shutdown()
+        └── ClientTimeoutError          (see above: a ClientError and a RemotingTimeoutError)
 
-``InvalidArgumentError`` is also a ``ValueError``. A refusal's text says which request, to
-which address and (where known) about which topic was refused, then the code and remark::
+``InvalidArgumentError`` and ``MessageDecodeError`` are also ``ValueError``s.
+``InvalidMessageError`` carries code 13 (MESSAGE_ILLEGAL), as Java's ``Validators`` do, so a
+message refused before sending and one the broker refused share ``code``. The Spark
+connector's errors (``client.spark``: ``SparkOptionError`` and ``WriteSchemaError``, both
+``InvalidArgumentError``s; ``DataLossError``, a ``ClientError`` and ``RuntimeError``) and the
+admin CLI's ``UsageError`` (an ``InvalidArgumentError`` that never leaves ``main``) derive from
+this tree too. Failures the SDK meets in ``codec`` (a record that does not parse, properties
+over 32 KB) reach the application as ``MessageDecodeError`` and ``InvalidMessageError``;
+``store.errors`` are the broker's own and never reach a client.
+
+A refusal's text says which request, to which address and (where known) about which topic
+was refused, then the code and remark::
 
     SEND_MESSAGE_V2 (310) to 127.0.0.1:10911, topic Orders: refused with
     TOPIC_NOT_EXIST (17): topic[Orders] not exist, apply first please!
+
+A timeout's text names the request, the address (or "any broker of topic T") and the wait::
+
+    POP_MESSAGE (200050) to 127.0.0.1:10911: no response after 23.0 s
+    SEND_MESSAGE_V2 (310) to any broker of topic Orders: no response after 3.0 s
 """
 
 from __future__ import annotations
 
+from remoting.codes import ResponseCode
 from remoting.errors import (
     BrokerError,
     BrokerSystemError,
@@ -60,6 +80,8 @@ from remoting.errors import (
     TopicExistAlreadyError,
     TopicNotExistError,
     VersionNotSupportedError,
+    request_name,
+    seconds,
 )
 
 __all__ = [
@@ -67,6 +89,7 @@ __all__ = [
     "BrokerSystemError",
     "ClientError",
     "ClientStateError",
+    "ClientTimeoutError",
     "ConfigError",
     "ConnectError",
     "ConsumerNotOnlineError",
@@ -85,6 +108,7 @@ __all__ = [
     "RemotingError",
     "RemotingTimeoutError",
     "RequestCodeNotSupportedError",
+    "ResponseDecodeError",
     "RocketMQError",
     "ServiceNotAvailableError",
     "SubscriptionGroupNotExistError",
@@ -108,10 +132,37 @@ class InvalidArgumentError(ClientError, ValueError):
 
 
 class InvalidMessageError(InvalidArgumentError):
-    """A message fails validation (topic, body, tags, keys, properties); nothing was sent."""
+    """A message fails validation (topic, body, tags, keys, properties); nothing was sent.
+
+    ``code`` is MESSAGE_ILLEGAL (13), what Java's ``Validators.checkMessage`` throws with and
+    what a broker answers a message it refuses.
+    """
+
+    code = ResponseCode.MESSAGE_ILLEGAL.value
 
 
-class MessageDecodeError(ClientError, ValueError):
+class ResponseDecodeError(ClientError):
+    """An answer of a broker or name server whose body or header cannot be read.
+
+    Args:
+        detail: what is wrong with it.
+        request_code: the request answered, where known.
+        addr: who answered, where known.
+    """
+
+    def __init__(
+        self, detail: str, *, request_code: int | None = None, addr: str | None = None
+    ) -> None:
+        if request_code is not None and addr is not None:
+            super().__init__(f"{request_name(request_code)} to {addr}: unreadable answer: {detail}")
+        else:
+            super().__init__(detail)
+        self.detail = detail
+        self.request_code = request_code
+        self.addr = addr
+
+
+class MessageDecodeError(ResponseDecodeError, ValueError):
     """A pull or query body is not a sequence of stored records."""
 
 
@@ -130,3 +181,30 @@ class NoRouteError(ClientError):
 
 class ClientStateError(ClientError):
     """The producer or consumer is not running (not started yet, or shut down)."""
+
+
+class ClientTimeoutError(ClientError, RemotingTimeoutError):
+    """A call the SDK times itself, over several requests or none yet, ran out of time.
+
+    A send retried across brokers, or waiting for its turn in a coalesced request, has no one
+    peer: ``addr`` says where it was going (``any broker of topic Orders``). Both a
+    ``ClientError`` (what the SDK gave up on) and a ``RemotingTimeoutError``, so that
+    ``except RemotingTimeoutError`` catches every timeout. Retriable.
+
+    Args:
+        request: the request code, or the name of the call (``Admin.topic_stats``).
+        addr: the address, or a description of the peers (``any broker of topic T``).
+        timeout_s: the time waited.
+        outcome: what happened in that time (default ``no response``).
+    """
+
+    def __init__(
+        self, request: int | str, addr: str, timeout_s: float, *, outcome: str = "no response"
+    ) -> None:
+        name = request if isinstance(request, str) else request_name(request)
+        # RemotingTimeoutError.__init__ wants one request's opaque; there is none here.
+        RocketMQError.__init__(self, f"{name} to {addr}: {outcome} after {seconds(timeout_s)}")
+        self.addr = addr
+        self.request_code = None if isinstance(request, str) else request
+        self.opaque = None
+        self.timeout_s = timeout_s

@@ -20,7 +20,11 @@ from typing import TYPE_CHECKING, Protocol
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
 from remoting.errors import RemotingError
-from remoting.headers import QueryConsumerOffsetRequestHeader, UpdateConsumerOffsetRequestHeader
+from remoting.headers import (
+    QueryConsumerOffsetRequestHeader,
+    QueryConsumerOffsetResponseHeader,
+    UpdateConsumerOffsetRequestHeader,
+)
 from remoting.route import MessageQueue
 
 if TYPE_CHECKING:
@@ -84,7 +88,7 @@ class RemoteOffsetStore:
             return -2
         if response.code != ResponseCode.SUCCESS:
             return -1  # QUERY_NOT_FOUND and any other refusal mean "no offset", as in Java
-        offset = int(response.ext_fields.get("offset", "-1"))
+        offset = QueryConsumerOffsetResponseHeader.from_ext_fields(response.ext_fields).offset
         self.table[mq] = offset
         self._persisted[mq] = offset
         return offset

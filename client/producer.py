@@ -29,11 +29,19 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import struct
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import NoReturn
 
-from client.errors import ClientError, InvalidArgumentError, InvalidMessageError, NoRouteError
+from client.errors import (
+    ClientError,
+    ClientTimeoutError,
+    InvalidArgumentError,
+    InvalidMessageError,
+    NoRouteError,
+)
 from client.fault import FaultStrategy, TopicPublishInfo
 from client.instance import DEFAULT_TOPIC, ClientInstance, TlsOption, namesrv_from_env
 from client.message import (
@@ -50,8 +58,8 @@ from codec import COMPRESSED_FLAG, COMPRESSION_ZLIB, compress_body, encode_batch
 from remoting.acl import SessionCredentials
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
-from remoting.errors import BrokerError, RemotingError
-from remoting.headers import SendMessageRequestHeader
+from remoting.errors import BrokerError, RemotingError, RemotingTimeoutError
+from remoting.headers import SendMessageRequestHeader, SendMessageResponseHeader
 from remoting.route import MessageQueue, TopicRouteData
 
 log = logging.getLogger(__name__)
@@ -91,6 +99,7 @@ class _Pending:
     flag: int
     uniq: str
     deadline: float
+    timeout_s: float  # the send's whole budget, for the text of its timeout
     future: asyncio.Future[SendResult]
 
 
@@ -115,6 +124,30 @@ class _Outgoing:
     flag: int
     msg_id: str  # UNIQ_KEY, comma-joined for a batch
     batch: bool
+
+
+def _raise_send_failure(
+    topic: str, code: int, timeout_s: float, last_error: BaseException | None, failures: int
+) -> NoReturn:
+    """What a send without a result raises: the last attempt's error, or, for a timeout, one
+    that gives the send's whole budget (the last attempt had what the route lookup and the
+    attempts before it left), naming the broker, or "any broker" when several were tried."""
+    if isinstance(last_error, RemotingTimeoutError):
+        if failures == 1:
+            addr, opaque = last_error.addr, last_error.opaque
+            raise RemotingTimeoutError(addr, code, opaque, timeout_s) from None
+        raise ClientTimeoutError(
+            code,
+            f"any broker of topic {topic}",
+            timeout_s,
+            outcome=f"no response ({failures} attempts, the last to {last_error.addr})",
+        ) from last_error
+    if last_error is not None:
+        raise last_error
+    # No attempt had time left: looking the route up took the whole budget.
+    raise ClientTimeoutError(
+        code, f"any broker of topic {topic}", timeout_s, outcome="not sent (no route yet)"
+    )
 
 
 def select_by_hash(queues: list[MessageQueue], _msg: Message, arg: object) -> MessageQueue:
@@ -322,7 +355,13 @@ class Producer(ClientService):
             uniq = UNIQ_IDS.next_id()
             ids.append(uniq)
             props = msg.wire_properties_text(uniq).encode()
-            parts.append(encode_batch_entry(msg.flag, bytes(msg.body), props))
+            try:
+                parts.append(encode_batch_entry(msg.flag, bytes(msg.body), props))
+            except struct.error as exc:  # a 16-bit length: over 32 KB fits no batch entry
+                raise InvalidMessageError(
+                    f"message {len(parts)} of the batch: properties of {len(props)} bytes "
+                    "exceed the 32 KB limit"
+                ) from exc
         blob = b"".join(parts)
         if len(blob) > self.max_message_bytes:
             raise InvalidMessageError(
@@ -338,8 +377,10 @@ class Producer(ClientService):
         Raises:
             InvalidMessageError: the message fails validation (nothing is sent).
             NoRouteError: no route for the topic.
-            BrokerError: the broker refused the message (e.g. MessageIllegalError).
-            RemotingError: no broker answered within the timeout.
+            BrokerError: the broker refused the message (e.g. MessageIllegalError, which is
+                also what properties over 32 KB get, alone or coalesced).
+            RemotingError: no broker answered within the timeout: a RemotingTimeoutError
+                naming the broker, or a ClientTimeoutError when several were tried.
         """
         body, sys_flag, props, uniq = self._prepare(msg)
         timeout = timeout_s or self.send_timeout_s
@@ -365,10 +406,18 @@ class Producer(ClientService):
                 self._schedule_flush(msg.topic, acc)
         loop = asyncio.get_running_loop()
         props_bytes = props.encode()
-        entry = encode_batch_entry(msg.flag, body, props_bytes)
+        try:
+            entry = encode_batch_entry(msg.flag, body, props_bytes)
+        except struct.error:
+            # Over 32 KB of properties fit no batch entry (a 16-bit length): sent alone, the
+            # broker refuses it (MESSAGE_ILLEGAL) as it does when nothing is coalesced.
+            out = _Outgoing(
+                RequestCode.SEND_MESSAGE_V2, body, sys_flag, props, msg.flag, uniq, False
+            )
+            return await self._send_with_retries(msg.topic, out, timeout)
         future: asyncio.Future[SendResult] = loop.create_future()
         acc.pending.append(
-            _Pending(entry, body, props, msg.flag, uniq, loop.time() + timeout, future)
+            _Pending(entry, body, props, msg.flag, uniq, loop.time() + timeout, timeout, future)
         )
         acc.pending_bytes += len(entry)
         self._schedule_flush(msg.topic, acc)
@@ -451,7 +500,14 @@ class Producer(ClientService):
             loop = asyncio.get_running_loop()
             remaining = min(p.deadline for p in batch) - loop.time()
             if remaining <= 0:
-                late = ClientError(f"send to {topic} timed out before it could be sent")
+                first_due = min(batch, key=lambda p: p.deadline)
+                batched = len(batch) > 1
+                late = ClientTimeoutError(
+                    RequestCode.SEND_BATCH_MESSAGE if batched else RequestCode.SEND_MESSAGE_V2,
+                    f"any broker of topic {topic}",
+                    first_due.timeout_s,
+                    outcome="not sent (queued behind earlier sends)",
+                )
                 for p in batch:
                     if not p.future.done():
                         p.future.set_exception(late)
@@ -465,50 +521,7 @@ class Producer(ClientService):
                 if not p.future.done():
                     p.future.set_result(result)
                 return
-            ids = [p.uniq for p in batch]
-            out = _Outgoing(
-                RequestCode.SEND_BATCH_MESSAGE,
-                b"".join([p.entry for p in batch]),
-                0,
-                "",
-                0,
-                ",".join(ids),
-                True,
-            )
-            try:
-                joint = await self._send_with_retries(topic, out, remaining, first=mq)
-            except BrokerError as exc:
-                # Refused as a batch (over the broker's size limit, say): each message gets
-                # its own verdict, as if it had never been coalesced.
-                log.info(
-                    "coalesced_batch_refused topic=%s messages=%s code=%s error=%s",
-                    topic,
-                    len(batch),
-                    exc.code,
-                    exc,
-                )
-                self.coalesced_refused += 1
-                await self._send_each(topic, batch)
-                return
-            self.coalesced_requests += 1
-            self.coalesced_messages += len(batch)
-            offset_ids = joint.offset_msg_id.split(",")
-            if len(offset_ids) != len(batch):
-                offset_ids = [joint.offset_msg_id] * len(batch)
-            first = joint.queue_offset
-            for i, p in enumerate(batch):
-                if not p.future.done():
-                    p.future.set_result(
-                        SendResult(
-                            joint.status,
-                            p.uniq,
-                            offset_ids[i],
-                            joint.message_queue,
-                            first + i if first >= 0 else -1,
-                            joint.region_id,
-                            joint.trace_on,
-                        )
-                    )
+            await self._send_joint(topic, mq, batch, remaining)
         except Exception as exc:
             for p in batch:
                 if not p.future.done():
@@ -517,6 +530,57 @@ class Producer(ClientService):
             for p in batch:
                 p.future.cancel()
             raise
+
+    async def _send_joint(
+        self, topic: str, mq: MessageQueue | None, batch: list[_Pending], remaining: float
+    ) -> None:
+        """Send two or more messages as one SEND_BATCH_MESSAGE and give each caller its own
+        result (its queue offset, its offset message id); a batch the broker refuses is sent
+        again one by one. Raises what the send raises (the caller settles the futures)."""
+        ids = [p.uniq for p in batch]
+        out = _Outgoing(
+            RequestCode.SEND_BATCH_MESSAGE,
+            b"".join([p.entry for p in batch]),
+            0,
+            "",
+            0,
+            ",".join(ids),
+            True,
+        )
+        try:
+            joint = await self._send_with_retries(topic, out, remaining, first=mq)
+        except BrokerError as exc:
+            # Refused as a batch (over the broker's size limit, say): each message gets its
+            # own verdict, as if it had never been coalesced.
+            log.info(
+                "coalesced_batch_refused topic=%s messages=%s code=%s error=%s",
+                topic,
+                len(batch),
+                exc.code,
+                exc,
+            )
+            self.coalesced_refused += 1
+            await self._send_each(topic, batch)
+            return
+        self.coalesced_requests += 1
+        self.coalesced_messages += len(batch)
+        offset_ids = joint.offset_msg_id.split(",")
+        if len(offset_ids) != len(batch):
+            offset_ids = [joint.offset_msg_id] * len(batch)
+        first = joint.queue_offset
+        for i, p in enumerate(batch):
+            if not p.future.done():
+                p.future.set_result(
+                    SendResult(
+                        joint.status,
+                        p.uniq,
+                        offset_ids[i],
+                        joint.message_queue,
+                        first + i if first >= 0 else -1,
+                        joint.region_id,
+                        joint.trace_on,
+                    )
+                )
 
     async def _send_each(self, topic: str, batch: list[_Pending]) -> None:
         loop = asyncio.get_running_loop()
@@ -638,6 +702,7 @@ class Producer(ClientService):
         attempts = 1 + self.retry_times_when_send_failed
         last_broker: str | None = None
         last_error: BaseException | None = None
+        failures = 0
         for attempt in range(attempts):
             remaining = deadline - loop.time()
             if remaining <= 0:
@@ -658,6 +723,7 @@ class Producer(ClientService):
             except (RemotingError, NoRouteError) as exc:
                 self.fault.update(mq.broker_name, (loop.time() - started) * 1000, isolation=True)
                 last_error = exc
+            failures += 1
             log.info(
                 "send_retry topic=%s broker=%s attempt=%s error=%s",
                 topic,
@@ -665,9 +731,7 @@ class Producer(ClientService):
                 attempt + 1,
                 last_error,
             )
-        if last_error is not None:
-            raise last_error
-        raise ClientError(f"send to {topic} timed out after {timeout_s:g} s")
+        _raise_send_failure(topic, out.code, timeout_s, last_error, failures)
 
     async def _send_once(self, mq: MessageQueue, out: _Outgoing, timeout_s: float) -> SendResult:
         instance = self._running()
@@ -684,15 +748,13 @@ class Producer(ClientService):
                 response.code, response.remark, request_code=out.code, addr=addr, topic=mq.topic
             )
         self.fault.update(mq.broker_name, (time.monotonic() - started) * 1000, isolation=False)
-        ext = response.ext_fields
+        answer = SendMessageResponseHeader.from_ext_fields(response.ext_fields)
         return SendResult(
             status=status,
             msg_id=out.msg_id,
-            offset_msg_id=ext.get("msgId", ""),
-            message_queue=MessageQueue(
-                mq.topic, mq.broker_name, int(ext.get("queueId", mq.queue_id))
-            ),
-            queue_offset=int(ext.get("queueOffset", -1)),
-            region_id=ext.get("MSG_REGION"),
-            trace_on=ext.get("TRACE_ON", "true") != "false",
+            offset_msg_id=answer.msg_id,
+            message_queue=MessageQueue(mq.topic, mq.broker_name, answer.queue_id),
+            queue_offset=answer.queue_offset,
+            region_id=answer.msg_region,
+            trace_on=answer.trace_on != "false",  # as Java's client: off only when "false"
         )

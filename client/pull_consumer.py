@@ -31,7 +31,7 @@ from remoting.route import MessageQueue
 
 
 async def _unused_listener(msg: MessageView) -> ConsumeResult:  # pragma: no cover
-    raise AssertionError("a pull consumer never calls listeners")
+    raise ClientStateError("a pull consumer never calls listeners")
 
 
 class PullConsumer(PushConsumer):

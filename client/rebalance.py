@@ -25,6 +25,7 @@ import logging
 from collections.abc import Sequence
 from typing import Protocol
 
+from client.errors import InvalidArgumentError
 from remoting.route import MessageQueue
 
 log = logging.getLogger(__name__)
@@ -60,15 +61,15 @@ def _check(
     """``AbstractAllocateMessageQueueStrategy.check``: raise on empty input, False if not a member.
 
     Raises:
-        ValueError: ``current_cid``, ``mq_all`` or ``cid_all`` is empty (Java's
-            IllegalArgumentException, same messages, same order of checks).
+        InvalidArgumentError: ``current_cid``, ``mq_all`` or ``cid_all`` is empty (Java's
+            IllegalArgumentException, same messages, same order of checks; a ValueError).
     """
     if not current_cid:
-        raise ValueError("currentCID is empty")
+        raise InvalidArgumentError("currentCID is empty")
     if not mq_all:
-        raise ValueError("mqAll is null or mqAll empty")
+        raise InvalidArgumentError("mqAll is null or mqAll empty")
     if not cid_all:
-        raise ValueError("cidAll is null or cidAll empty")
+        raise InvalidArgumentError("cidAll is null or cidAll empty")
     if current_cid not in cid_all:
         # Java logs this at info with a "[BUG]" prefix and allocates nothing: the consumer list
         # fetched from the broker does not yet (or no longer) include us, which heals on the
@@ -106,7 +107,7 @@ def allocate_averagely(
         ``cid_all``.
 
     Raises:
-        ValueError: an argument is empty.
+        InvalidArgumentError: an argument is empty (a ValueError).
     """
     if not _check(consumer_group, current_cid, mq_all, cid_all):
         return []
@@ -187,14 +188,30 @@ def allocate_consistent_hash(
         ``cid_all`` or ``virtual_node_count`` is 0 (an empty ring routes nowhere).
 
     Raises:
-        ValueError: an argument is empty, or ``virtual_node_count`` is negative.
+        InvalidArgumentError: an argument is empty, or ``virtual_node_count`` is negative.
     """
     if virtual_node_count < 0:
         # Java rejects this in the strategy's constructor, before any allocation.
-        raise ValueError(f"illegal virtualNodeCnt :{virtual_node_count}")
+        raise InvalidArgumentError(f"illegal virtualNodeCnt :{virtual_node_count}")
     if not _check(consumer_group, current_cid, mq_all, cid_all):
         return []
+    ring = _hash_ring(cid_all, virtual_node_count)
+    if not ring:
+        return []
+    points = sorted(ring)
+    result = []
+    for mq in mq_all:
+        # tailMap(hash).firstKey(), else ring.firstKey(): the first point >= hash, wrapping.
+        at = bisect.bisect_left(points, _md5_hash(message_queue_key(mq)))
+        owner = ring[points[at % len(points)]]
+        if owner == current_cid:
+            result.append(mq)
+    return result
 
+
+def _hash_ring(cid_all: Sequence[str], virtual_node_count: int) -> dict[int, str]:
+    """Point on the ring -> the client id that owns it, ``virtual_node_count`` points per id
+    at ``md5("{cid}-{i}")``."""
     # The ring is Java's TreeMap<Long, VirtualNode>: a later point with the same hash replaces
     # the earlier one (dict assignment does the same). A client id listed twice gets replica
     # indexes continuing after the points it still owns (getExistingReplicas), so keep a live
@@ -210,18 +227,7 @@ def allocate_consistent_hash(
                 points_owned[displaced] -= 1
             ring[point] = cid
             points_owned[cid] = points_owned.get(cid, 0) + 1
-    if not ring:
-        return []
-    points = sorted(ring)
-
-    result = []
-    for mq in mq_all:
-        # tailMap(hash).firstKey(), else ring.firstKey(): the first point >= hash, wrapping.
-        at = bisect.bisect_left(points, _md5_hash(message_queue_key(mq)))
-        owner = ring[points[at % len(points)]]
-        if owner == current_cid:
-            result.append(mq)
-    return result
+    return ring
 
 
 def allocate_by_config(queues: Sequence[MessageQueue]) -> AllocateStrategy:

@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 
-from client.errors import ClientError, InvalidArgumentError, NoRouteError
+from client.errors import ClientError, InvalidArgumentError, NoRouteError, ResponseDecodeError
 from client.instance import ClientInstance, TlsOption, namesrv_from_env
 from client.message import (
     TOPIC_MAX_LENGTH,
@@ -37,11 +37,13 @@ from remoting.acl import SessionCredentials
 from remoting.bodies import PERM_READ, ConsumeFromWhere
 from remoting.codes import POLLING_TIMEOUT, RequestCode, ResponseCode
 from remoting.command import RemotingCommand
-from remoting.errors import BrokerError
+from remoting.errors import BrokerError, RocketMQError
 from remoting.headers import (
     AckMessageRequestHeader,
     ChangeInvisibleTimeRequestHeader,
+    ChangeInvisibleTimeResponseHeader,
     PopMessageRequestHeader,
+    PopMessageResponseHeader,
 )
 from remoting.receipt import NORMAL, Receipt, parse_offset_info, topic_type
 
@@ -168,6 +170,9 @@ class SimpleConsumer(ClientService):
         Raises:
             ClientStateError: not started, or nothing subscribed.
             BrokerError: the broker refused (e.g. unknown topic).
+            RemotingTimeoutError: no answer within ``await_duration`` plus
+                ``request_timeout_s`` (the text names POP_MESSAGE, the broker and the wait).
+            ResponseDecodeError: the answer cannot be read.
         """
         if not 1 <= max_messages <= MAX_RECEIVE:
             raise InvalidArgumentError(
@@ -206,15 +211,20 @@ class SimpleConsumer(ClientService):
             raise BrokerError.for_code(
                 response.code, response.remark, request_code=request.code, addr=addr, topic=topic
             )
-        return self._received(response, broker_name)
+        try:
+            return self._received(response, broker_name)
+        except RocketMQError:
+            raise  # a MessageDecodeError (or a typed header's HeaderError) says it already
+        except (KeyError, ValueError, TypeError) as exc:
+            raise ResponseDecodeError(repr(exc), request_code=request.code, addr=addr) from exc
 
     def _received(self, response: RemotingCommand, broker_name: str) -> list[ReceivedMessage]:
         """``processPopResponse``: each message's receipt from the response header."""
-        ext = response.ext_fields
-        pop_time = int(ext["popTime"])
-        invisible = int(ext["invisibleTime"])
-        revive_qid = int(ext["reviveQid"])
-        starts = parse_offset_info(ext.get("startOffsetInfo"))
+        header = PopMessageResponseHeader.from_ext_fields(response.ext_fields)
+        pop_time = header.pop_time
+        invisible = header.invisible_time
+        revive_qid = header.revive_qid
+        starts = parse_offset_info(header.start_offset_info)
         # The views are ReceivedMessages from the start: their fields stay lazy, decoded
         # when the caller reads them, not copied here.
         messages = decode_messages(response.body_bytes, broker_name, ReceivedMessage)
@@ -308,13 +318,13 @@ class SimpleConsumer(ClientService):
                 addr=addr,
                 topic=msg.topic,
             )
-        ext = response.ext_fields
+        answer = ChangeInvisibleTimeResponseHeader.from_ext_fields(response.ext_fields)
         renewed = dataclasses.replace(
             receipt,
             ck_queue_offset=msg.queue_offset,
-            pop_time=int(ext["popTime"]),
-            invisible_time=int(ext["invisibleTime"]),
-            revive_qid=int(ext["reviveQid"]),
+            pop_time=answer.pop_time,
+            invisible_time=answer.invisible_time,
+            revive_qid=answer.revive_qid,
             queue_offset=msg.queue_offset,
         )
         msg.receipt_handle = str(renewed)

@@ -21,6 +21,10 @@ RocketMQ counterpart: ``RemotingException`` and its subclasses, ``MQBrokerExcept
     │   ├── QueryNotFoundError 22          SubscriptionGroupNotExistError 26 …
     └── ConfigError                        a configuration key or value is wrong
 
+The SDK adds ``ClientError`` and its subclasses under the same root (``client.errors``, which
+re-exports all of this: the one place an application imports errors from). This package
+imports nothing of ours, so the root stays here.
+
 Every class carries ``code``, the RocketMQ response code where there is one (None for
 failures no peer answered, such as a timeout), and ``retriable``, whether trying again (later,
 or on another broker) can help.
@@ -46,6 +50,12 @@ def request_name(code: int) -> str:
         return f"{RequestCode(code).name} ({code})"
     except ValueError:
         return f"request code {code}"
+
+
+def seconds(timeout_s: float) -> str:
+    """``3.0 s``, ``0.25 s``: a wait as a timeout's text gives it (to the millisecond, so
+    what a deadline left of a budget does not print as 0.9989999999961583)."""
+    return f"{round(float(timeout_s), 3)} s"
 
 
 def _response_name(code: int) -> str:
@@ -87,11 +97,18 @@ class RemotingTimeoutError(RemotingError):
 
     The text names the request, the peer and the wait:
     ``GET_ROUTEINFO_BY_TOPIC (105) to 127.0.0.1:9876: no response after 3.0 s``.
+    ``except RemotingTimeoutError`` catches every timeout of the SDK: the ones it measures
+    over several requests (``client.errors.ClientTimeoutError``) derive from this class.
     """
 
-    def __init__(self, addr: str, request_code: int, opaque: int, timeout_s: float) -> None:
+    addr: str  # a peer's host:port; for a ClientTimeoutError also "any broker of topic T"
+    request_code: int | None  # None only for a ClientTimeoutError that is no one request
+    opaque: int | None  # None where no single request was on the wire
+    timeout_s: float
+
+    def __init__(self, addr: str, request_code: int, opaque: int | None, timeout_s: float) -> None:
         super().__init__(
-            f"{request_name(request_code)} to {addr}: no response after {float(timeout_s)} s"
+            f"{request_name(request_code)} to {addr}: no response after {seconds(timeout_s)}"
         )
         self.addr = addr
         self.request_code = request_code

@@ -1,4 +1,4 @@
-"""The SDK's public names (contract.md): removing or renaming one breaks users' imports."""
+"""The SDK's public names (``client.__all__``): removing or renaming one breaks users' imports."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ def test_client_all_is_pinned() -> None:
         "BrokerSystemError",
         "ClientError",
         "ClientStateError",
+        "ClientTimeoutError",
         "ConfigError",
         "ConnectError",
         "ConsumeFromWhere",
@@ -44,6 +45,7 @@ def test_client_all_is_pinned() -> None:
         "RemotingError",
         "RemotingTimeoutError",
         "RequestCodeNotSupportedError",
+        "ResponseDecodeError",
         "RocketMQError",
         "SendResult",
         "SendStatus",

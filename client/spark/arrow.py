@@ -17,6 +17,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from client.errors import InvalidArgumentError
 from client.message import Message, MessageView
 from codec import RESERVED_PROPERTIES
 
@@ -94,8 +95,11 @@ WRITE_COLUMNS = {
 WRITE_ID_PROPERTY = "SPARK_WRITE_ID"
 
 
-class WriteSchemaError(ValueError):
-    """A DataFrame cannot be written to RocketMQ as it is; the message names the column."""
+class WriteSchemaError(InvalidArgumentError):
+    """A DataFrame cannot be written to RocketMQ as it is; the message names the column.
+
+    An ``InvalidArgumentError`` of the SDK's tree (``client.errors``), and so a ValueError.
+    """
 
 
 def check_write_columns(

@@ -17,6 +17,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from client.errors import ClientError, InvalidArgumentError
+
 QueueKey = tuple[str, str, int]  # (topic, brokerName, queueId)
 Offsets = dict[QueueKey, int]
 
@@ -25,12 +27,18 @@ LATEST = -1
 DEFAULT_PULL_BATCH = 32  # the broker's per-pull cap for messages in memory
 
 
-class SparkOptionError(ValueError):
-    """An option of ``format("rocketmq")`` is missing or malformed; the message names it."""
+class SparkOptionError(InvalidArgumentError):
+    """An option of ``format("rocketmq")`` is missing or malformed; the message names it.
+
+    An ``InvalidArgumentError`` of the SDK's tree (``client.errors``), and so a ValueError.
+    """
 
 
-class DataLossError(RuntimeError):
-    """Messages a query still had to read are gone (retention, or a re-created topic)."""
+class DataLossError(ClientError, RuntimeError):
+    """Messages a query still had to read are gone (retention, or a re-created topic).
+
+    A ``ClientError`` of the SDK's tree (``client.errors``), and a RuntimeError as before.
+    """
 
 
 # ------------------------------------------------------------------------ offsets JSON
@@ -220,6 +228,45 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
     namesrv = opts.get("namesrv") or opts.get("nameserver")
     if not namesrv:
         raise SparkOptionError("option namesrv (the name server address, host:port) is required")
+    topics, pattern = _topics(opts)
+    starting, ending = _range(opts, streaming=streaming)
+    sub_expression, sql_filter = _filter(opts)
+    per_trigger = _positive(opts, "maxmessagespertrigger", "maxMessagesPerTrigger")
+    if per_trigger is not None and not streaming:
+        raise SparkOptionError("option maxMessagesPerTrigger applies to streaming reads only")
+    group = opts.get("consumergroup") or None
+    commit = _bool(opts, "commitoffsets", False, "commitOffsets")
+    if commit and not group:
+        raise SparkOptionError("option commitOffsets=true needs the option consumerGroup")
+    batch = _positive(opts, "pullbatchsize", "pullBatchSize") or DEFAULT_PULL_BATCH
+    access_key = opts.get("accesskey") or None
+    secret_key = opts.get("secretkey") or None
+    if (access_key is None) != (secret_key is None):
+        raise SparkOptionError("options accessKey and secretKey go together")
+    return SourceOptions(
+        namesrv=namesrv,
+        topics=topics,
+        topic_pattern=pattern,
+        starting=starting,
+        ending=ending,
+        sub_expression=sub_expression,
+        sql_filter=sql_filter,
+        fail_on_data_loss=_bool(opts, "failondataloss", True, "failOnDataLoss"),
+        include_properties=_bool(opts, "includeproperties", True, "includeProperties"),
+        max_messages_per_partition=_positive(
+            opts, "maxmessagesperpartition", "maxMessagesPerPartition"
+        ),
+        max_messages_per_trigger=per_trigger,
+        consumer_group=group,
+        commit_offsets=commit,
+        pull_batch_size=batch,
+        access_key=access_key,
+        secret_key=secret_key,
+    )
+
+
+def _topics(opts: dict[str, str]) -> tuple[tuple[str, ...], str | None]:
+    """The topics named (sorted, no duplicates), or the topic pattern: exactly one option."""
     chosen = [k for k in ("topic", "topics", "topicpattern") if opts.get(k)]
     if len(chosen) != 1:
         raise SparkOptionError(
@@ -241,7 +288,11 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
         topics = tuple(sorted({t.strip() for t in raw.split(",") if t.strip()}))
         if not topics:
             raise SparkOptionError("option topic/topics names no topic")
+    return topics, pattern
 
+
+def _range(opts: dict[str, str], *, streaming: bool) -> tuple[OffsetSpec, OffsetSpec]:
+    """Where the read starts and ends; a stream has no end."""
     starting = _offset_spec(
         opts.get("startingoffsets"),
         "startingOffsets",
@@ -270,46 +321,18 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
         and ending.timestamp_ms < starting.timestamp_ms
     ):
         raise SparkOptionError("option endingTimestamp is before startingTimestamp")
+    return starting, ending
 
+
+def _filter(opts: dict[str, str]) -> tuple[str, str | None]:
+    """The tag expression and the SQL filter (stripped), which exclude each other."""
     sub_expression = (opts.get("subexpression") or "*").strip() or "*"
     sql_filter = opts.get("sqlfilter")
     if sql_filter is not None and not sql_filter.strip():
         raise SparkOptionError("option sqlFilter is empty")
     if sql_filter is not None and sub_expression != "*":
         raise SparkOptionError("options subExpression and sqlFilter exclude each other")
-
-    per_trigger = _positive(opts, "maxmessagespertrigger", "maxMessagesPerTrigger")
-    if per_trigger is not None and not streaming:
-        raise SparkOptionError("option maxMessagesPerTrigger applies to streaming reads only")
-    group = opts.get("consumergroup") or None
-    commit = _bool(opts, "commitoffsets", False, "commitOffsets")
-    if commit and not group:
-        raise SparkOptionError("option commitOffsets=true needs the option consumerGroup")
-    batch = _positive(opts, "pullbatchsize", "pullBatchSize") or DEFAULT_PULL_BATCH
-    access_key = opts.get("accesskey") or None
-    secret_key = opts.get("secretkey") or None
-    if (access_key is None) != (secret_key is None):
-        raise SparkOptionError("options accessKey and secretKey go together")
-    return SourceOptions(
-        namesrv=namesrv,
-        topics=topics,
-        topic_pattern=pattern,
-        starting=starting,
-        ending=ending,
-        sub_expression=sub_expression,
-        sql_filter=sql_filter.strip() if sql_filter else None,
-        fail_on_data_loss=_bool(opts, "failondataloss", True, "failOnDataLoss"),
-        include_properties=_bool(opts, "includeproperties", True, "includeProperties"),
-        max_messages_per_partition=_positive(
-            opts, "maxmessagesperpartition", "maxMessagesPerPartition"
-        ),
-        max_messages_per_trigger=per_trigger,
-        consumer_group=group,
-        commit_offsets=commit,
-        pull_batch_size=batch,
-        access_key=access_key,
-        secret_key=secret_key,
-    )
+    return sub_expression, sql_filter.strip() if sql_filter else None
 
 
 # ------------------------------------------------------------------------ resolving
@@ -398,7 +421,7 @@ def admit(start: Offsets, latest: Offsets, max_rows: int) -> Offsets:
     cap allows, the fullest go first; the others keep their backlog and lead the next turn.
     """
     if max_rows <= 0:
-        raise ValueError("max_rows must be positive")
+        raise InvalidArgumentError(f"max_rows must be positive, not {max_rows}")
     backlog = {k: latest[k] - start.get(k, 0) for k in sorted(latest)}
     waiting = [k for k, b in backlog.items() if b > 0]
     total = sum(backlog[k] for k in waiting)

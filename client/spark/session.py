@@ -26,7 +26,7 @@ from typing import Any, TypeVar
 
 from client.admin import Admin
 from client.blocking import _LoopThread
-from client.errors import ClientError, SystemBusyError
+from client.errors import ClientError, ClientTimeoutError, RocketMQError, SystemBusyError
 from client.message import Message, MessageView, SendResult
 from client.producer import Producer
 from client.spark.offsets import (
@@ -88,7 +88,19 @@ def _run(coro: Awaitable[T], timeout_s: float = CALL_TIMEOUT_S) -> T:
         return await coro
 
     future: Future[T] = asyncio.run_coroutine_threadsafe(wrapped(), loop)
-    return future.result(timeout_s)
+    return _wait(future, getattr(coro, "__qualname__", "call"), "any broker", timeout_s)
+
+
+def _wait(future: Future[T], what: str, where: str, timeout_s: float) -> T:
+    """``future.result(timeout_s)``; when the wait runs out, the call is cancelled and the
+    timeout is the SDK's (``ClientTimeoutError`` naming the call, where and the wait)."""
+    try:
+        return future.result(timeout_s)
+    except TimeoutError as exc:
+        if future.done():
+            raise  # the call's own failure, not our wait
+        future.cancel()
+        raise ClientTimeoutError(what, where, timeout_s) from exc
 
 
 class BrokerSession:
@@ -151,7 +163,7 @@ class BrokerSession:
         for topic in self.topics(opts):
             try:
                 stats = _run(self.admin.topic_stats(topic))
-            except ClientError as exc:
+            except RocketMQError as exc:
                 if opts.topic_pattern is not None:
                     continue  # deleted between the listing and now
                 raise ClientError(f"topic {topic} cannot be read: {exc}") from exc
@@ -214,6 +226,7 @@ class BrokerSession:
         width = opts.pull_batch_size * (8 if filtered else 1)
         loop = _LoopThread.loop()
         pending: deque[Future[list[MessageView]]] = deque()
+        what = f"pulls of queue {describe_queue(part.key)}"
         try:
             for lo in range(start, readable_end, width):
                 window = self._window(
@@ -226,11 +239,11 @@ class BrokerSession:
                 )
                 pending.append(asyncio.run_coroutine_threadsafe(window, loop))
                 if len(pending) >= _WINDOWS_IN_FLIGHT:
-                    got = pending.popleft().result(CALL_TIMEOUT_S)
+                    got = _wait(pending.popleft(), what, f"broker {part.broker}", CALL_TIMEOUT_S)
                     if got:
                         yield got
             while pending:
-                got = pending.popleft().result(CALL_TIMEOUT_S)
+                got = _wait(pending.popleft(), what, f"broker {part.broker}", CALL_TIMEOUT_S)
                 if got:
                     yield got
         finally:

@@ -17,14 +17,8 @@ from broker.broker import Broker
 from broker.namesrv.server import NameServer
 from client import ConsumeFromWhere, Message, MessageView, Producer, PushConsumer
 from remoting.bodies import PERM_READ
-from tests.client.conftest import (
-    BrokerFactory,
-    Received,
-    create_topic,
-    max_offsets,
-    stored,
-    wait_dispatched,
-)
+from tests.client.conftest import Received, create_topic, max_offsets, stored
+from tests.support import BrokerFactory, wait_dispatched
 
 TOPIC = "TopicAdmin"
 

@@ -16,7 +16,8 @@ from broker.namesrv.server import NameServer
 from client import Message, Producer, SendResult, SendStatus
 from client.producer import select_by_hash
 from codec import COMPRESSED_FLAG
-from tests.client.conftest import BrokerFactory, create_topic, max_offsets, stored, wait_until
+from tests.client.conftest import create_topic, max_offsets, stored
+from tests.support import BrokerFactory, wait_until
 
 TOPIC = "AutoBatch"
 # A loaded machine can keep a send waiting in the broker's send lane longer than the default

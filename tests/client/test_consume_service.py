@@ -34,8 +34,9 @@ from client import (
 )
 from client.push_consumer import Listener, ProcessQueue
 from remoting.route import MessageQueue
-from tests.client.conftest import create_topic, max_offsets, refuse_send_back, wait_until
+from tests.client.conftest import create_topic, max_offsets, refuse_send_back
 from tests.client.test_push_consumer import committed, make_consumer, send_n
+from tests.support import wait_until
 
 TOPIC = "TopicConsumeService"
 MQ0 = MessageQueue(TOPIC, "broker-a", 0)

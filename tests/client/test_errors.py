@@ -24,7 +24,8 @@ from remoting.client import ClientConfig, RemotingClient
 from remoting.codes import RequestCode
 from remoting.command import RemotingCommand
 from remoting.headers import GetRouteInfoRequestHeader
-from tests.client.conftest import LOOPBACK, create_topic
+from tests.client.conftest import create_topic
+from tests.support import LOOPBACK
 
 
 @pytest.fixture

@@ -9,7 +9,8 @@ from pathlib import Path
 from broker.config import BrokerRole
 from broker.namesrv.server import NameServer
 from client import ConsumeFromWhere, Message, Producer, PushConsumer
-from tests.client.conftest import BrokerFactory, Received, create_topic, wait_until
+from tests.client.conftest import Received, create_topic
+from tests.support import BrokerFactory, wait_until
 
 TOPIC = "TopicFailover"
 GROUP = "cg-failover"

@@ -35,16 +35,9 @@ from client.producer import select_by_hash
 from codec import COMPRESSED_FLAG, decode_record, java_hash
 from remoting.bodies import PERM_READ
 from remoting.errors import MessageIllegalError, NoPermissionError
-from tests.client.conftest import (
-    BrokerFactory,
-    Received,
-    create_topic,
-    max_offsets,
-    stored,
-    wait_dispatched,
-    wait_until,
-)
+from tests.client.conftest import Received, create_topic, max_offsets, stored
 from tests.client.test_fault import FakeClock
+from tests.support import BrokerFactory, wait_dispatched, wait_until
 
 
 def offset_id_parts(offset_msg_id: str) -> tuple[str, int]:

@@ -20,8 +20,10 @@ from pathlib import Path
 
 import pytest
 
+import client.consume_orderly
 import client.instance
-import client.push_consumer
+import client.process_queue
+import client.pull_service
 from broker.broker import Broker
 from broker.namesrv.server import NameServer
 from client import (
@@ -40,14 +42,8 @@ from client import (
 )
 from client.push_consumer import Listener
 from client.rebalance import allocate_averagely
-from tests.client.conftest import (
-    BrokerFactory,
-    Received,
-    create_topic,
-    max_offsets,
-    refuse_send_back,
-    wait_until,
-)
+from tests.client.conftest import Received, create_topic, max_offsets, refuse_send_back
+from tests.support import BrokerFactory, wait_until
 
 TOPIC = "TopicPush"
 
@@ -85,7 +81,7 @@ def committed(broker: Broker, group: str, topic: str = TOPIC) -> dict[int, int]:
 @pytest.fixture
 def fast_retries(monkeypatch: pytest.MonkeyPatch) -> None:
     """Pull errors and failed queue locks retry after 3 s in RocketMQ; 50 ms here."""
-    monkeypatch.setattr(client.push_consumer, "PULL_ERROR_DELAY_S", 0.05)
+    monkeypatch.setattr(client.pull_service, "PULL_ERROR_DELAY_S", 0.05)
 
 
 # ------------------------------------------------------------------------ clustering basics
@@ -599,7 +595,7 @@ async def test_orderly_exclusive_per_queue_during_handover(
 async def test_orderly_failure_retries_same_message_in_place(
     monkeypatch: pytest.MonkeyPatch, namesrv: NameServer, broker: Broker, producer: Producer
 ) -> None:
-    monkeypatch.setattr(client.push_consumer, "ORDERLY_SUSPEND_S", 0.05)
+    monkeypatch.setattr(client.consume_orderly, "ORDERLY_SUSPEND_S", 0.05)
     await create_topic(broker, TOPIC, queues=1)
     for i in range(5):
         await producer.send(Message(TOPIC, f"{i}".encode()))
@@ -626,7 +622,7 @@ async def test_orderly_resumes_after_lock_lapses(
 ) -> None:
     """A queue lock that lapses while a batch is being consumed (30 s in RocketMQ, 0.15 s
     here) is taken again and the rest of the batch is consumed, without new traffic."""
-    monkeypatch.setattr(client.push_consumer, "LOCK_MAX_LIVE_S", 0.15)
+    monkeypatch.setattr(client.process_queue, "LOCK_MAX_LIVE_S", 0.15)
     await create_topic(broker, TOPIC, queues=1)
     for i in range(6):
         await producer.send(Message(TOPIC, f"{i}".encode()))

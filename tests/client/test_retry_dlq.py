@@ -30,8 +30,9 @@ from client import (
     PullConsumer,
     PushConsumer,
 )
-from tests.client.conftest import BrokerFactory, create_topic, stored, wait_until
+from tests.client.conftest import create_topic, stored
 from tests.client.test_push_consumer import committed, make_consumer
+from tests.support import BrokerFactory, wait_until
 
 TOPIC = "TopicRetryDlq"
 

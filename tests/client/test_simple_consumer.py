@@ -23,7 +23,8 @@ from client import (
     SimpleConsumer,
 )
 from remoting.bodies import SubscriptionGroupConfig
-from tests.client.conftest import BrokerFactory, create_topic, wait_until
+from tests.client.conftest import create_topic
+from tests.support import BrokerFactory, wait_until
 
 TOPIC = "TopicSimple"
 SHORT = timedelta(milliseconds=300)

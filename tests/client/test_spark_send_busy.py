@@ -14,7 +14,7 @@ from broker.broker import Broker
 from broker.namesrv.server import NameServer
 from client import Message
 from client.spark.session import BrokerSession
-from tests.client.conftest import BrokerFactory
+from tests.support import BrokerFactory
 
 TOPIC = "SparkBusy"
 

@@ -11,7 +11,8 @@ import pytest
 from broker.namesrv.server import NameServer
 from client import ConsumeFromWhere, Message, MessageView, Producer, PullConsumer, PushConsumer
 from client.errors import ClientError
-from tests.client.conftest import BrokerFactory, Received, create_topic
+from tests.client.conftest import Received, create_topic
+from tests.support import BrokerFactory
 
 TOPIC = "TopicSql"
 EXPRESSION = "a >= 5 AND region = 'eu' OR vip IS NOT NULL"

@@ -20,7 +20,8 @@ from client import (
     Producer,
     PushConsumer,
 )
-from tests.client.conftest import BrokerFactory, create_topic, wait_until
+from tests.client.conftest import create_topic
+from tests.support import BrokerFactory, wait_until
 
 TOPIC = "TopicTimerSdk"
 

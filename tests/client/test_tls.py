@@ -17,8 +17,9 @@ from client.errors import ClientError
 from remoting.errors import RemotingError
 from remoting.tls import TlsMode, client_context
 from store.config import StoreConfig
-from tests.client.conftest import LOOPBACK, STORE_DEFAULTS, Received, create_topic
+from tests.client.conftest import STORE_DEFAULTS, Received, create_topic
 from tests.remoting.test_tls import make_cert
+from tests.support import LOOPBACK
 
 TOPIC = "TopicTls"
 

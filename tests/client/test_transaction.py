@@ -21,7 +21,8 @@ from client import (
     SendStatus,
     TransactionProducer,
 )
-from tests.client.conftest import BrokerFactory, create_topic, stored, wait_until
+from tests.client.conftest import create_topic, stored
+from tests.support import BrokerFactory, wait_until
 
 TOPIC = "TopicTxSdk"
 FAST_CHECKS: dict[str, Any] = {"transaction_check_interval_ms": 100, "transaction_timeout_ms": 200}

@@ -1,0 +1,138 @@
+"""What the two consume services share: finding a message's listener and calling it.
+
+RocketMQ counterpart: the ``ConsumeMessageService`` interface that
+``ConsumeMessageConcurrentlyService`` (``client.consume_concurrently``) and
+``ConsumeMessageOrderlyService`` (``client.consume_orderly``) implement. The push consumer
+(``client.push_consumer``) picks one at ``start()``, hands it every pulled batch
+(``submit``) and, at shutdown, closes it, lets the running listeners finish within the
+grace period (``drain``) and cancels what is left (``stop``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import inspect
+import logging
+from abc import ABC, abstractmethod
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import cast
+
+from client.message import ConsumeResult, MessageView
+from client.process_queue import ProcessQueue
+from codec import PROPERTY_RETRY_TOPIC
+from remoting.bodies import SubscriptionData
+
+log = logging.getLogger(__name__)
+
+Listener = Callable[[MessageView], Awaitable[ConsumeResult | None] | ConsumeResult | None]
+
+RETRY_PREFIX = "%RETRY%"
+
+
+@dataclass(slots=True)
+class Subscription:
+    data: SubscriptionData
+    listener: Listener
+
+
+class ConsumeMessageService(ABC):
+    """Runs listeners on pulled messages and settles their results.
+
+    Args:
+        group: the consumer group, for the logs and the broker.
+        subscriptions: the topics the application subscribed, with their listeners.
+        all_subscriptions: those plus the group's retry topic (fixed once started).
+        consumed: the consumer's commit step for one consumed message (removes it from its
+            ``ProcessQueue`` and moves the committed offset); shared with ``PullConsumer``.
+    """
+
+    def __init__(
+        self,
+        group: str,
+        subscriptions: Mapping[str, Subscription],
+        all_subscriptions: Mapping[str, Subscription],
+        consumed: Callable[[ProcessQueue, MessageView], None],
+    ) -> None:
+        self.group = group
+        self._subscriptions = subscriptions
+        self._all_subscriptions = all_subscriptions
+        self._consumed = consumed
+        self._is_async: dict[Listener, bool] = {}
+        self._stopping = False
+
+    @abstractmethod
+    def start(self) -> None:
+        """Start the service's background tasks."""
+
+    @abstractmethod
+    def submit(self, pq: ProcessQueue, msgs: list[MessageView]) -> None:
+        """Consume ``msgs``, just put into ``pq`` by the pull service."""
+
+    def close(self) -> None:
+        """No listener takes a new message from now on."""
+        self._stopping = True
+
+    @abstractmethod
+    async def drain(self, grace_s: float) -> None:
+        """Wait, at most ``grace_s``, for the listeners running now to finish."""
+
+    @abstractmethod
+    async def stop(self) -> None:
+        """Cancel the service's tasks (the listeners still running among them)."""
+
+    @staticmethod
+    async def _cancel(tasks: list[asyncio.Task[None]]) -> None:
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            # A listener that swallows its cancellation is left behind rather than waited
+            # for without end.
+            await asyncio.wait(tasks, timeout=1.0)
+
+    def _listener_for(self, msg: MessageView) -> tuple[Listener, MessageView]:
+        """The listener, and the message as the user sees it (retried ones restored)."""
+        subs = self._all_subscriptions
+        topic = msg.topic
+        if topic.startswith(RETRY_PREFIX):
+            original = msg.properties.get(PROPERTY_RETRY_TOPIC)
+            if original:
+                restored = dataclasses.replace(msg, topic=original)
+                sub = self._subscriptions.get(original)
+                if sub is not None:
+                    return sub.listener, restored
+                return subs[topic].listener, restored
+        return subs[topic].listener, msg
+
+    async def _call(self, listener: Listener, msg: MessageView) -> ConsumeResult:
+        is_async = self._is_async.get(listener)
+        if is_async is None:
+            is_async = self._is_async[listener] = inspect.iscoroutinefunction(listener)
+        result: object
+        try:
+            if is_async:
+                result = await cast("Awaitable[object]", listener(msg))
+            else:
+                # A plain function may block; keep it off the event loop.
+                result = await asyncio.to_thread(
+                    cast("Callable[[MessageView], object]", listener), msg
+                )
+                if inspect.isawaitable(result):
+                    result = await result
+        except Exception:
+            log.exception(
+                "listener_failed group=%s msg_id=%s topic=%s", self.group, msg.msg_id, msg.topic
+            )
+            return ConsumeResult.RECONSUME_LATER
+        if result is None or result is ConsumeResult.SUCCESS:
+            return ConsumeResult.SUCCESS
+        return self._result_of(result)
+
+    def _result_of(self, result: object) -> ConsumeResult:
+        if result is None:
+            return ConsumeResult.SUCCESS
+        if not isinstance(result, ConsumeResult):
+            log.error("listener_bad_result group=%s result=%r", self.group, result)
+            return ConsumeResult.RECONSUME_LATER
+        return result
