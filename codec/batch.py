@@ -138,6 +138,9 @@ def encode_batch_records(  # noqa: PLR0917 - one pass over a batch
         PropertiesTooLongError: a message's properties, joined, exceed 32,767 bytes (the
             first such; raised only for a batch that otherwise parses).
     """
+    # Long because it is one pass over the batch with every lookup bound to a local: moving
+    # an entry's parsing into a function called per record made this 8-13% slower in pure
+    # Python (75 -> 85 µs for 32 x 1 KiB, tests.bench.codec_bench's workload; M13).
     data = body if isinstance(body, bytes) else bytes(body)
     view = memoryview(data)
     sizes: list[int] = []

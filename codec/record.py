@@ -277,6 +277,9 @@ def decode_record(
         RecordError: wrong magic, a length that disagrees with the fields, a record running
             past the buffer, or (with ``check_crc``) a body CRC mismatch.
     """
+    # Long because it runs per record in recovery and in dispatch's read-back: reading the
+    # topic and properties in a function of their own made a pure-Python decode 7-9% slower
+    # (3.0 -> 3.25 µs for a 1 KiB record; M13). Most of the length is RecordInfo's fields.
     end_of_buf = len(buf)
     if pos + 88 > end_of_buf:
         raise RecordError("record header runs past the data")

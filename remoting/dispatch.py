@@ -402,23 +402,8 @@ class ProcessorTable:
                 hook.after_response(conn.peer, request, response)
         except asyncio.CancelledError:
             raise
-        except BrokerError as exc:
-            response = response_to(request, exc.response_code, str(exc))
-        except HeaderError as exc:
-            log.info("bad_request_header code=%s peer=%s error=%s", request.code, conn.peer, exc)
-            response = response_to(request, ResponseCode.SYSTEM_ERROR, str(exc))
         except Exception as exc:
-            # The failing request is identified in this one line (code, opaque, peer), so the
-            # hot path carries no per-request logging context.
-            log.exception(
-                "processor_failed code=%s opaque=%s peer=%s",
-                request.code,
-                request.opaque,
-                conn.peer,
-            )
-            response = response_to(
-                request, ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}"
-            )
+            response = _failure_response(conn, request, exc)
         if response is not None:
             self._reply(conn, request, response)
         elif request.flag & 2:
@@ -430,18 +415,47 @@ class ProcessorTable:
         if slow is not None:
             took = time.perf_counter() - started
             if took > slow:
-                log.warning(
-                    "slow_request code=%s peer=%s lane=%s took_ms=%s result=%s",
-                    request.code,
-                    conn.peer,
-                    entry.lane.name,
-                    round(took * 1000, 1),
-                    response.code if response is not None else None,
-                )
+                _log_slow(conn, request, entry, took, response)
 
     @staticmethod
     def _reply(conn: Connection, request: RemotingCommand, response: RemotingCommand) -> None:
         send_response(conn, request, response)
+
+
+def _failure_response(
+    conn: Connection, request: RemotingCommand, exc: Exception
+) -> RemotingCommand:
+    """The answer to a request whose handler raised ``exc`` (called in its except block):
+    a BrokerError's code, SYSTEM_ERROR for a bad header or anything else (logged)."""
+    if isinstance(exc, BrokerError):
+        return response_to(request, exc.response_code, str(exc))
+    if isinstance(exc, HeaderError):
+        log.info("bad_request_header code=%s peer=%s error=%s", request.code, conn.peer, exc)
+        return response_to(request, ResponseCode.SYSTEM_ERROR, str(exc))
+    # The failing request is identified in this one line (code, opaque, peer), so the hot
+    # path carries no per-request logging context.
+    log.exception(
+        "processor_failed code=%s opaque=%s peer=%s", request.code, request.opaque, conn.peer
+    )
+    return response_to(request, ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
+
+
+def _log_slow(
+    conn: Connection,
+    request: RemotingCommand,
+    entry: _Entry,
+    took: float,
+    response: RemotingCommand | None,
+) -> None:
+    """The line for a handler that took longer than ``slow_request_s``."""
+    log.warning(
+        "slow_request code=%s peer=%s lane=%s took_ms=%s result=%s",
+        request.code,
+        conn.peer,
+        entry.lane.name,
+        round(took * 1000, 1),
+        response.code if response is not None else None,
+    )
 
 
 def send_response(conn: Connection, request: RemotingCommand, response: RemotingCommand) -> None:

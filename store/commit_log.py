@@ -46,6 +46,7 @@ from codec import (
     TRANSACTION_PREPARED_TYPE,
     TRANSACTION_ROLLBACK_TYPE,
     TRANSACTION_TYPE_MASK,
+    EncodedBatch,
     Host,
     MessageBatch,
     MessageInner,
@@ -289,25 +290,11 @@ class CommitLog:
         queue_offset = self.queue_offsets.get(queue_key, 0)  # a batch is never transactional
         start = self.files.max_offset  # unless the batch goes to a new segment: see below
         now = _now_ms()
-        try:
-            encoded = encode_batch_records(
-                self._scratch,
-                batch.body,
-                batch.properties.encode(),
-                topic,
-                batch.queue_id,
-                sys_flag,
-                batch.born_timestamp,
-                batch.born_host,
-                batch.store_host,
-                queue_offset,
-                start,
-                now,
-            )
-        except PropertiesTooLongError as exc:
-            return PutResult(PutMessageStatus.PROPERTIES_SIZE_EXCEEDED, remark=str(exc))
-        except RecordError as exc:
-            return PutResult(PutMessageStatus.MESSAGE_ILLEGAL, remark=f"bad batch: {exc}")
+        encoded = self._encode_batch(
+            batch, topic, sys_flag=sys_flag, queue_offset=queue_offset, start=start, now=now
+        )
+        if isinstance(encoded, PutResult):
+            return encoded
         size = encoded.total_bytes
         mf = self._segment_for(size)
         if isinstance(mf, PutResult):
@@ -338,6 +325,38 @@ class CommitLog:
             sizes,
             encoded.properties,
         )
+
+    def _encode_batch(
+        self,
+        batch: MessageBatch,
+        topic: bytes,
+        *,
+        sys_flag: int,
+        queue_offset: int,
+        start: int,
+        now: int,
+    ) -> EncodedBatch | PutResult:
+        """The batch's records, complete, in the scratch buffer from ``start``; or the
+        refusal of a body that does not parse or whose properties are too long."""
+        try:
+            return encode_batch_records(
+                self._scratch,
+                batch.body,
+                batch.properties.encode(),
+                topic,
+                batch.queue_id,
+                sys_flag,
+                batch.born_timestamp,
+                batch.born_host,
+                batch.store_host,
+                queue_offset,
+                start,
+                now,
+            )
+        except PropertiesTooLongError as exc:
+            return PutResult(PutMessageStatus.PROPERTIES_SIZE_EXCEEDED, remark=str(exc))
+        except RecordError as exc:
+            return PutResult(PutMessageStatus.MESSAGE_ILLEGAL, remark=f"bad batch: {exc}")
 
     def _segment_for(self, size: int) -> MappedFile | PutResult:
         """The segment the next ``size`` bytes go to, after an END-OF-FILE blank record in

@@ -276,51 +276,62 @@ class DispatchService:
                 done += len(batch.offsets)
                 continue
             stop = appended[0].start if appended else -1
-            got = cl.data_from(reput)
-            if got is None:
-                break
-            view, mf = got
-            incomplete = False  # the written bytes end inside a record: wait for the rest
-            try:
-                pos = 0
-                while done < budget and pos + 8 <= len(view):
-                    if reput + pos == stop:
-                        break  # the rest comes from the append's own account
-                    total, magic = RECORD_HEAD.unpack_from(view, pos)
-                    if magic == BLANK_MAGIC_CODE:
-                        pos = mf.file_bytes - (reput - mf.start_offset)
-                        break
-                    if (
-                        magic == MESSAGE_MAGIC_CODE
-                        and pos + total > len(view)
-                        and mf.wrote_position < mf.file_bytes
-                        and total <= mf.file_bytes - (reput - mf.start_offset) - pos
-                    ):
-                        # The record has not all arrived (a slave appends byte ranges): it
-                        # is dispatched once it has. In a full segment, or past its end, it
-                        # never will be: that is a corrupt record, and decode says so.
-                        incomplete = True
-                        break
-                    try:
-                        info = decode_record(view, pos)
-                    except RecordError as exc:
-                        raise CorruptRecordError(reput + pos, str(exc)) from None
-                    self.dispatch_record(info, notify=True)
-                    pos += info.total_size
-                    done += 1
-                if pos == 0 and len(view) < 8:
-                    # Fewer bytes than a record header up to the write position: nothing to
-                    # dispatch here yet (or ever, in a segment that is full): move on or stop.
-                    if mf.wrote_position < mf.file_bytes:
-                        break
-                    pos = len(view)
-                self.reput_from_offset = reput + pos
-            finally:
-                view.release()
-                mf.release()
-            if incomplete:
+            read, go_on = self._dispatch_from_log(reput, stop, budget - done)
+            done += read
+            if not go_on:
                 break
         return done
+
+    def _dispatch_from_log(self, reput: int, stop: int, budget: int) -> tuple[int, bool]:
+        """Dispatch up to ``budget`` records read back from the segment holding ``reput``,
+        up to the offset ``stop`` (where an append's own account takes over; -1: none).
+
+        Returns how many were dispatched and whether to go on: False when nothing more is
+        readable yet (the log ends there, or inside a record still arriving).
+        """
+        got = self.commit_log.data_from(reput)
+        if got is None:
+            return 0, False
+        view, mf = got
+        done = 0
+        try:
+            pos = 0
+            while done < budget and pos + 8 <= len(view):
+                if reput + pos == stop:
+                    break  # the rest comes from the append's own account
+                total, magic = RECORD_HEAD.unpack_from(view, pos)
+                if magic == BLANK_MAGIC_CODE:
+                    pos = mf.file_bytes - (reput - mf.start_offset)
+                    break
+                if (
+                    magic == MESSAGE_MAGIC_CODE
+                    and pos + total > len(view)
+                    and mf.wrote_position < mf.file_bytes
+                    and total <= mf.file_bytes - (reput - mf.start_offset) - pos
+                ):
+                    # The record has not all arrived (a slave appends byte ranges): it is
+                    # dispatched once it has. In a full segment, or past its end, it never
+                    # will be: that is a corrupt record, and decode says so.
+                    self.reput_from_offset = reput + pos
+                    return done, False
+                try:
+                    info = decode_record(view, pos)
+                except RecordError as exc:
+                    raise CorruptRecordError(reput + pos, str(exc)) from None
+                self.dispatch_record(info, notify=True)
+                pos += info.total_size
+                done += 1
+            if pos == 0 and len(view) < 8:
+                # Fewer bytes than a record header up to the write position: nothing to
+                # dispatch here yet (or ever, in a segment that is full): move on or stop.
+                if mf.wrote_position < mf.file_bytes:
+                    return done, False
+                pos = len(view)
+            self.reput_from_offset = reput + pos
+        finally:
+            view.release()
+            mf.release()
+        return done, True
 
     # ---------------------------------------------------------------------- service
 

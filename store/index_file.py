@@ -204,12 +204,23 @@ class IndexFile:
         open_path = path.with_name(path.name + CREATING_SUFFIX) if create else path
         if create and path.exists():
             raise FileExistsError(f"index file {path} exists already")
+        self._map(open_path, create=create)
+        self._closed = False
+        if create:
+            self._start_header(prev_end_timestamp, prev_end_phy_offset)
+            os.rename(open_path, path)
+        else:
+            self._read_header()
+
+    def _map(self, open_path: Path, *, create: bool) -> None:
+        """Open and map the file (allocating its first window when created), and note what
+        is known to be allocated; a file being created is removed if that fails."""
         flags = os.O_RDWR | (os.O_CREAT | os.O_TRUNC if create else 0)
         fd = os.open(open_path, flags, 0o644)
         try:
             self._mm, allocated = map_file(
                 fd,
-                path,
+                self.path,
                 self.file_bytes,
                 create=create,
                 allocate_bytes=allocation_end(
@@ -225,7 +236,6 @@ class IndexFile:
                     open_path.unlink()
             raise
         self._fd = fd
-        self._closed = False
         # Bytes from the start known to be allocated, and how far entries may be written
         # before the next window (0 in a loaded file: not known until the first put).
         self._allocated = allocated
@@ -240,28 +250,30 @@ class IndexFile:
             if allocated:
                 self._slot_pages[0] = 1  # the header's page, allocated at creation
                 self._slot_pages_unknown -= 1
-        if create:
-            # RocketMQ carries only positive values over. It leaves indexCount 0 on disk until
-            # the first put or flush; writing the whole header now gives the same bytes.
-            begin_ts = max(prev_end_timestamp, 0)
-            begin_phy = max(prev_end_phy_offset, 0)
-            self._begin_timestamp = self._end_timestamp = begin_ts
-            self._begin_phy_offset = self._end_phy_offset = begin_phy
-            self._hash_slot_count = 0
-            self._index_count = 1
-            self._pack_header()
-            os.rename(open_path, path)
-        else:
-            (
-                self._begin_timestamp,
-                self._end_timestamp,
-                self._begin_phy_offset,
-                self._end_phy_offset,
-                self._hash_slot_count,
-                count,
-            ) = _HEADER.unpack(os.pread(fd, HEADER_BYTES, 0))  # the page may be a hole
-            # A file that never took a put has 0 here (IndexHeader.load does the same).
-            self._index_count = count if count > 0 else 1
+
+    def _start_header(self, prev_end_timestamp: int, prev_end_phy_offset: int) -> None:
+        """A new file's header: begin and end where the previous file ended, no entry."""
+        # RocketMQ carries only positive values over. It leaves indexCount 0 on disk until
+        # the first put or flush; writing the whole header now gives the same bytes.
+        begin_ts = max(prev_end_timestamp, 0)
+        begin_phy = max(prev_end_phy_offset, 0)
+        self._begin_timestamp = self._end_timestamp = begin_ts
+        self._begin_phy_offset = self._end_phy_offset = begin_phy
+        self._hash_slot_count = 0
+        self._index_count = 1
+        self._pack_header()
+
+    def _read_header(self) -> None:
+        (
+            self._begin_timestamp,
+            self._end_timestamp,
+            self._begin_phy_offset,
+            self._end_phy_offset,
+            self._hash_slot_count,
+            count,
+        ) = _HEADER.unpack(os.pread(self._fd, HEADER_BYTES, 0))  # the page may be a hole
+        # A file that never took a put has 0 here (IndexHeader.load does the same).
+        self._index_count = count if count > 0 else 1
 
     @classmethod
     def create_in(
@@ -518,45 +530,37 @@ class IndexFile:
             self._allocate(end)
         if self._slot_pages is not None:
             self._allocate_slot_pages(key_hashes[start:stop])
-        mm = self._mm
-        slot_num = self.hash_slot_num
-        slot_count = self._hash_slot_count
         first = start
         if count <= 1:
             # The first entry: its timeDiff is 0 (or measured from a begin time taken over
             # from the previous file), and it sets the file's begin values.
-            count, slot_count = put_index_entries(
-                mm,
-                slot_num,
-                count,
-                slot_count,
-                key_hashes,
-                offsets,
-                first,
-                first + 1,
-                self._time_diff_s(store_timestamp),
-            )
+            self._put_entries(key_hashes, offsets, first, first + 1, store_timestamp)
             self._begin_phy_offset = offsets[first]
             self._begin_timestamp = store_timestamp
             first += 1
         # Every later entry is measured from the same begin time: one timeDiff for all.
-        count, slot_count = put_index_entries(
-            mm,
-            slot_num,
-            count,
-            slot_count,
-            key_hashes,
-            offsets,
-            first,
-            stop,
-            self._time_diff_s(store_timestamp),
-        )
-        self._hash_slot_count = slot_count
-        self._index_count = count
+        self._put_entries(key_hashes, offsets, first, stop, store_timestamp)
         self._end_phy_offset = offsets[stop - 1]
         self._end_timestamp = store_timestamp
         self._pack_header()
         return stop
+
+    def _put_entries(
+        self, key_hashes: list[int], offsets: list[int], start: int, stop: int, store_timestamp: int
+    ) -> None:
+        """Write entries and slots for keys ``start`` to ``stop`` (room and pages checked),
+        all with one timeDiff, and count them (the header is not packed)."""
+        self._index_count, self._hash_slot_count = put_index_entries(
+            self._mm,
+            self.hash_slot_num,
+            self._index_count,
+            self._hash_slot_count,
+            key_hashes,
+            offsets,
+            start,
+            stop,
+            self._time_diff_s(store_timestamp),
+        )
 
     def _allocate(self, end: int) -> None:
         """Allocate the window of entries that lets bytes up to ``end`` be written.

@@ -46,7 +46,7 @@ from codec import (
 from store.checkpoint import Checkpoint
 from store.commit_log import CommitLog
 from store.config import FlushDiskType, StoreConfig
-from store.consume_queue import ConsumeQueueTable
+from store.consume_queue import ConsumeQueue, ConsumeQueueTable
 from store.dispatch import ArrivalListener, DispatchService
 from store.errors import StoreLockedError
 from store.flush import CommitLogFlusher, QueueFlusher
@@ -127,6 +127,23 @@ def _total_ram_bytes() -> int:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError):  # pragma: no cover - non-POSIX
         return 8 << 30
+
+
+def _outside_queue(queue_offset: int, min_offset: int, max_offset: int) -> GetResult | None:
+    """The answer to a read at ``queue_offset`` that the queue's bounds refuse (RocketMQ
+    ``getMessage``'s statuses and next offsets), or None for an offset in the queue."""
+    if max_offset == 0:
+        return GetResult(GetMessageStatus.NO_MESSAGE_IN_QUEUE, 0, min_offset, max_offset)
+    if queue_offset < min_offset:
+        return GetResult(GetMessageStatus.OFFSET_TOO_SMALL, min_offset, min_offset, max_offset)
+    if queue_offset == max_offset:
+        return GetResult(GetMessageStatus.OFFSET_OVERFLOW_ONE, queue_offset, min_offset, max_offset)
+    if queue_offset > max_offset:
+        next_offset = min_offset if min_offset == 0 else max_offset
+        return GetResult(
+            GetMessageStatus.OFFSET_OVERFLOW_BADLY, next_offset, min_offset, max_offset
+        )
+    return None
 
 
 class MessageStore:
@@ -220,7 +237,6 @@ class MessageStore:
         """
         self._take_lock()
         started = time.monotonic()
-        cfg = self.config
         abort = self.root / "abort"
         self.last_exit_ok = not abort.exists()
         self.commit_log.files.load()
@@ -236,55 +252,16 @@ class MessageStore:
         progress = _RecoveryProgress(self.commit_log.max_offset)
         self.commit_log.recovery_progress = progress.verifying
         self.queues.load()
-        self.checkpoint = Checkpoint(self.root / "checkpoint")
-        index_covered = 0
-        if self.index is not None:
-            self.index.load(self.last_exit_ok, self.checkpoint.index_msg_timestamp)
-            # What the surviving index files cover, before recovery re-dispatches anything:
-            # after a crash the files newer than the checkpoint are gone, and dispatch must
-            # go back this far to rebuild them (re-dispatch is idempotent).
-            index_covered = self.index.max_phy_offset
+        self.checkpoint = checkpoint = Checkpoint(self.root / "checkpoint")
+        index_covered = self._load_index(checkpoint)
         for cq in self.queues:
             cq.recover()
-        redispatch_from: int | None = None
-        if self.last_exit_ok:
-            valid_end = self.commit_log.recover_normally(check_crc=cfg.check_crc_on_recover)
-        else:
-            safe = self.checkpoint.min_timestamp(include_index=cfg.message_index_safe)
-            valid_end, redispatch_from = self.commit_log.recover_abnormally(
-                check_crc=cfg.check_crc_on_recover, safe_timestamp=safe
-            )
-        if not self.commit_log.files.files:
-            for cq in self.queues:
-                cq.destroy()  # no commit log: nothing the queues point at exists
-        for cq in self.queues:
-            if cq.max_physic_offset > valid_end:
-                cq.truncate_dirty(valid_end)
-            cq.correct_min_offset(self.commit_log.min_offset)
-        if self.index is not None:
-            self.index.truncate(valid_end)
+        valid_end, redispatch_from = self._recover_commit_log(checkpoint)
+        self._cut_queues_and_index(valid_end)
         self._rebuild_queue_offsets()
-        # Dispatch resumes from the earliest point anything may be missing: the end of the
-        # queues, what the index covers and, after a crash, the checkpoint's safe segment.
-        # Records are dispatched in order and queues and index skip what they hold.
-        start = self.queues.max_physic_offset
-        if redispatch_from is not None:
-            start = min(start, redispatch_from)
-        if self.index is not None:
-            start = min(start, index_covered, self.index.max_phy_offset)
-        self.dispatch.reput_from_offset = max(self.commit_log.min_offset, start)
+        self.dispatch.reput_from_offset = self._dispatch_start(index_covered, redispatch_from)
         self.commit_log.recovery_progress = None
-        # Catch dispatch up now, so the store opens with consistent queues and index.
-        try:
-            self.dispatch_all(progress.dispatching)
-        except OSError as exc:
-            if exc.errno not in _DISK_FULL_ERRNOS:
-                raise
-            # No room for a queue's or the index's next bytes (DiskFullError), or for a new
-            # queue's directory. The store opens all the same and serves what its queues
-            # hold: dispatch retries once it runs, and writes are refused until it gets past
-            # this (a store that cannot start serves nothing).
-            self.dispatch.record_failure(exc)
+        self._catch_up(progress)
         self._rebuild_queue_offsets()
         log.info(
             "store_loaded",
@@ -295,6 +272,63 @@ class MessageStore:
             consume_queues=len(self.queues.queues),
             duration_ms=round((time.monotonic() - started) * 1000, 1),
         )
+
+    def _load_index(self, checkpoint: Checkpoint) -> int:
+        """Map the index files; returns the commit-log offset the surviving ones cover,
+        before recovery re-dispatches anything: after a crash the files newer than the
+        checkpoint are gone, and dispatch must go back this far to rebuild them (re-dispatch
+        is idempotent)."""
+        if self.index is None:
+            return 0
+        self.index.load(self.last_exit_ok, checkpoint.index_msg_timestamp)
+        return self.index.max_phy_offset
+
+    def _recover_commit_log(self, checkpoint: Checkpoint) -> tuple[int, int | None]:
+        """Verify the commit log as the last exit requires; returns its valid end and, after
+        a crash, the offset of the checkpoint's safe segment, from which to re-dispatch."""
+        check_crc = self.config.check_crc_on_recover
+        if self.last_exit_ok:
+            return self.commit_log.recover_normally(check_crc=check_crc), None
+        safe = checkpoint.min_timestamp(include_index=self.config.message_index_safe)
+        return self.commit_log.recover_abnormally(check_crc=check_crc, safe_timestamp=safe)
+
+    def _cut_queues_and_index(self, valid_end: int) -> None:
+        """Drop what queues and index hold past the commit log's valid end, or below its
+        minimum."""
+        if not self.commit_log.files.files:
+            for cq in self.queues:
+                cq.destroy()  # no commit log: nothing the queues point at exists
+        for cq in self.queues:
+            if cq.max_physic_offset > valid_end:
+                cq.truncate_dirty(valid_end)
+            cq.correct_min_offset(self.commit_log.min_offset)
+        if self.index is not None:
+            self.index.truncate(valid_end)
+
+    def _dispatch_start(self, index_covered: int, redispatch_from: int | None) -> int:
+        """Where dispatch resumes after recovery: the earliest point anything may be
+        missing, among the end of the queues, what the index covers and, after a crash, the
+        checkpoint's safe segment. Records are dispatched in order and queues and index skip
+        what they hold."""
+        start = self.queues.max_physic_offset
+        if redispatch_from is not None:
+            start = min(start, redispatch_from)
+        if self.index is not None:
+            start = min(start, index_covered, self.index.max_phy_offset)
+        return max(self.commit_log.min_offset, start)
+
+    def _catch_up(self, progress: _RecoveryProgress) -> None:
+        """Dispatch everything now, so the store opens with consistent queues and index."""
+        try:
+            self.dispatch_all(progress.dispatching)
+        except OSError as exc:
+            if exc.errno not in _DISK_FULL_ERRNOS:
+                raise
+            # No room for a queue's or the index's next bytes (DiskFullError), or for a new
+            # queue's directory. The store opens all the same and serves what its queues
+            # hold: dispatch retries once it runs, and writes are refused until it gets past
+            # this (a store that cannot start serves nothing).
+            self.dispatch.record_failure(exc)
 
     def _rebuild_queue_offsets(self) -> None:
         self.commit_log.queue_offsets = {
@@ -609,27 +643,31 @@ class MessageStore:
 
         Views of the stored records are returned held; call ``release()`` on the result.
         """
-        cl = self.commit_log
         cq = self.queues.get(topic, queue_id)
         if cq is None:
             return GetResult(GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0)
         min_offset, max_offset = cq.min_offset, cq.max_offset
-        if max_offset == 0:
-            return GetResult(GetMessageStatus.NO_MESSAGE_IN_QUEUE, 0, min_offset, max_offset)
-        if queue_offset < min_offset:
-            return GetResult(GetMessageStatus.OFFSET_TOO_SMALL, min_offset, min_offset, max_offset)
-        if queue_offset == max_offset:
-            return GetResult(
-                GetMessageStatus.OFFSET_OVERFLOW_ONE, queue_offset, min_offset, max_offset
-            )
-        if queue_offset > max_offset:
-            next_offset = min_offset if min_offset == 0 else max_offset
-            return GetResult(
-                GetMessageStatus.OFFSET_OVERFLOW_BADLY, next_offset, min_offset, max_offset
-            )
+        refused = _outside_queue(queue_offset, min_offset, max_offset)
+        if refused is not None:
+            return refused
         result = GetResult(
             GetMessageStatus.NO_MATCHED_MESSAGE, queue_offset, min_offset, max_offset
         )
+        self._read_queue(cq, result, max_count, tag_filter, record_filter)
+        return result
+
+    def _read_queue(
+        self,
+        cq: ConsumeQueue,
+        result: GetResult,
+        max_count: int,
+        tag_filter: TagFilter | None,
+        record_filter: RecordFilter | None,
+    ) -> None:
+        """Fill ``result`` with the records of ``cq`` from ``result.next_begin_offset`` (in
+        range), within the transfer caps, and set its status and where the next read begins."""
+        cl = self.commit_log
+        queue_offset = result.next_begin_offset
         max_physic = cl.max_offset
         scan = max(16000, max_count * 20) // 20
         scanned = 0
@@ -678,7 +716,6 @@ class MessageStore:
             result.status = GetMessageStatus.OFFSET_FOUND_NULL
         result.next_begin_offset = queue_offset + scanned
         result.suggest_pulling_from_slave = max_physic - max_pulled_physic > self._memory_bytes
-        return result
 
     # ----------------------------------------------------------------------- retention
 
