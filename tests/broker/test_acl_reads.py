@@ -21,8 +21,8 @@ from remoting.client import RemotingClient
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
 from remoting.headers import QueryMessageRequestHeader
-from tests.broker.conftest import BrokerFactory, call, pull, send
 from tests.broker.test_acl import ACL_FILE
+from tests.support import BrokerFactory, call, pull, send
 
 SUB_ACCOUNT = """\
   - accessKey: subKey

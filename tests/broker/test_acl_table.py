@@ -40,8 +40,9 @@ from remoting.headers import (
     ResetOffsetRequestHeader,
 )
 from remoting.route import MessageQueue
-from tests.broker.conftest import BrokerFactory, call, pull, send, subscription
+from tests.broker.conftest import subscription
 from tests.broker.test_acl import ACL_FILE
+from tests.support import BrokerFactory, call, pull, send
 
 MORE_ACCOUNTS = """\
   - accessKey: farKey

@@ -26,14 +26,14 @@ from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
 from remoting.headers import CreateTopicRequestHeader
 from remoting.route import MessageQueue, TopicRouteData, loads
-from tests.broker.conftest import (
+from tests.broker.conftest import runtime_info
+from tests.support import (
     BrokerFactory,
     call,
     pull,
     record_body,
     record_props,
     records,
-    runtime_info,
     send,
     send_ok,
     wait_dispatched,

@@ -24,15 +24,8 @@ from remoting.command import RemotingCommand
 from remoting.connection import Connection
 from remoting.dispatch import Lane, ProcessorTable
 from remoting.route import MessageQueue, loads
-from tests.broker.conftest import (
-    BrokerFactory,
-    ClientFactory,
-    call,
-    heartbeat,
-    send_ok,
-    wait_dispatched,
-    wait_until,
-)
+from tests.broker.conftest import heartbeat
+from tests.support import BrokerFactory, ClientFactory, call, send_ok, wait_dispatched, wait_until
 
 
 class Notices:

@@ -20,8 +20,9 @@ import pytest
 
 from broker.config import BrokerRole
 from remoting.client import RemotingClient
-from tests.broker.conftest import BrokerFactory, runtime_info, wait_until
+from tests.broker.conftest import runtime_info
 from tests.broker.test_metrics import scrape, value
+from tests.support import BrokerFactory, wait_until
 
 GARBAGE = struct.pack(">ii", 64, 0x12345678) + bytes(56)  # a size, then no magic
 

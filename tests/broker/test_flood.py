@@ -13,7 +13,7 @@ from broker.broker import Broker
 from remoting.client import RemotingClient
 from remoting.codes import RequestCode
 from remoting.command import RemotingCommand
-from tests.broker.conftest import send_ok
+from tests.support import send_ok
 
 FLOOD_REQUESTS = 20_000
 BOUND_S = 10.0

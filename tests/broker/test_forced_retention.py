@@ -17,8 +17,8 @@ from structlog.testing import capture_logs
 from broker.broker import Broker
 from remoting.client import RemotingClient
 from remoting.codes import RequestCode, ResponseCode
-from tests.broker.conftest import call, send_ok, wait_dispatched
 from tests.broker.test_metrics import scrape, value
+from tests.support import call, send_ok, wait_dispatched
 
 TOPIC = "Forced"
 BODY = b"m" * 2000  # 30 records to a 64 KiB segment

@@ -25,7 +25,6 @@ from broker.offsets import OffsetTable
 from broker.persist import JsonFile, read_json, try_write_json, write_json
 from remoting.client import RemotingClient
 from remoting.codes import RequestCode, ResponseCode
-from tests.broker.conftest import CLIENT_CONFIG, call
 from tests.broker.test_metrics import scrape, value
 from tests.standalone import StandaloneBroker, start_standalone
 from tests.store.test_sparse import (
@@ -41,6 +40,7 @@ from tests.store.test_sparse import (
     wait_for,
     write_filler,
 )
+from tests.support import CLIENT_CONFIG, call
 
 MiB = 1 << 20
 FS_BYTES = 32 * MiB

@@ -9,16 +9,8 @@ from broker.config import BrokerRole
 from remoting.client import RemotingClient
 from remoting.codes import ResponseCode
 from remoting.route import loads
-from tests.broker.conftest import (
-    BrokerFactory,
-    pull,
-    record_body,
-    records,
-    runtime_info,
-    send,
-    send_ok,
-    wait_until,
-)
+from tests.broker.conftest import runtime_info
+from tests.support import BrokerFactory, pull, record_body, records, send, send_ok, wait_until
 
 TOPIC = "TopicHa"
 

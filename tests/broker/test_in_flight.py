@@ -32,7 +32,8 @@ from remoting.connection import PARKED_PER_IN_FLIGHT, Connection, ReadPause, Ref
 from remoting.dispatch import Lane, ProcessorTable, send_response
 from remoting.headers import EndTransactionRequestHeader, PopMessageRequestHeader
 from remoting.server import RemotingServer, ServerConfig
-from tests.broker.conftest import (
+from tests.broker.test_memory_bounds import open_raw, server_side
+from tests.support import (
     PULL_SUBSCRIPTION,
     PULL_SUSPEND,
     BrokerFactory,
@@ -43,7 +44,6 @@ from tests.broker.conftest import (
     send_ok,
     wait_until,
 )
-from tests.broker.test_memory_bounds import open_raw, server_side
 
 BOUND_S = 5.0
 LOOPBACK = "127.0.0.1"

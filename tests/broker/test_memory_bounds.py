@@ -51,7 +51,8 @@ from remoting.connection import (
 from remoting.errors import ConfigError, HeaderTooLargeError
 from remoting.frame import DEFAULT_MAX_HEADER_BYTES, FrameDecoder
 from remoting.header_codec import encode_json
-from tests.broker.conftest import (
+from tests.broker.test_metrics import scrape, value
+from tests.support import (
     PULL_SUBSCRIPTION,
     PULL_SUSPEND,
     BrokerFactory,
@@ -63,7 +64,6 @@ from tests.broker.conftest import (
     send_ok,
     wait_until,
 )
-from tests.broker.test_metrics import scrape, value
 
 P99_BOUND_S = 0.050
 MEASURE_S = 1.2  # the good client's sends while an attack runs...

@@ -20,7 +20,7 @@ from broker.config import BrokerRole
 from broker.namesrv.server import NameServer
 from remoting.client import RemotingClient
 from remoting.codes import ResponseCode
-from tests.broker.conftest import BrokerFactory, NamesrvFactory, pull, send_ok, wait_until
+from tests.support import BrokerFactory, NamesrvFactory, pull, send_ok, wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 TOPIC = "TopicMetrics"

@@ -21,13 +21,7 @@ from remoting.codes import RequestCode, ResponseCode, SerializeType
 from remoting.command import RemotingCommand
 from remoting.headers import RegisterBrokerRequestHeader, UnregisterBrokerRequestHeader
 from remoting.route import TopicRouteData, loads
-from tests.broker.conftest import (
-    BrokerFactory,
-    ClientFactory,
-    NamesrvFactory,
-    call,
-    wait_until,
-)
+from tests.support import BrokerFactory, ClientFactory, NamesrvFactory, call, wait_until
 
 MASTER_ADDR = "10.0.0.1:10911"
 MASTER_HA = "10.0.0.1:10912"

@@ -25,7 +25,7 @@ from remoting.client import RemotingClient
 from remoting.codes import RequestCode, ResponseCode, SerializeType
 from remoting.command import RemotingCommand, decode_command
 from remoting.frame import FrameDecoder
-from tests.broker.conftest import (
+from tests.support import (
     TIMEOUT_S,
     call,
     properties,

@@ -28,15 +28,7 @@ from remoting.headers import (
     ResetOffsetRequestHeader,
     UpdateConsumerOffsetRequestHeader,
 )
-from tests.broker.conftest import (
-    BrokerFactory,
-    call,
-    pull,
-    record_body,
-    records,
-    send_ok,
-    wait_until,
-)
+from tests.support import BrokerFactory, call, pull, record_body, records, send_ok, wait_until
 
 TOPIC = "TopicTakeover"
 GROUP = "cg-takeover"

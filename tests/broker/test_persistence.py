@@ -14,7 +14,7 @@ from remoting.client import RemotingClient
 from remoting.codes import RequestCode, ResponseCode
 from remoting.headers import CreateTopicRequestHeader
 from remoting.route import TopicRouteData, loads
-from tests.broker.conftest import (
+from tests.support import (
     BrokerFactory,
     call,
     pull,

@@ -53,7 +53,9 @@ from remoting.headers import (
 )
 from remoting.route import dumps
 from store.results import PutMessageStatus
-from tests.broker.conftest import (
+from tests.broker.test_pop import pop
+from tests.broker.test_transaction import producer, send_half
+from tests.support import (
     BrokerFactory,
     ClientFactory,
     call,
@@ -64,8 +66,6 @@ from tests.broker.conftest import (
     wait_dispatched,
     wait_until,
 )
-from tests.broker.test_pop import pop
-from tests.broker.test_transaction import producer, send_half
 
 LONG_GROUP = "g" * 125  # legal characters, under Apache's client limit of 255
 LONGEST = "g" * 120  # the longest group: its retry topic has 127 characters

@@ -20,7 +20,7 @@ from remoting.headers import (
     PopMessageRequestHeader,
 )
 from remoting.receipt import Receipt, parse_offset_info, topic_type
-from tests.broker.conftest import (
+from tests.support import (
     BrokerFactory,
     call,
     record_body,

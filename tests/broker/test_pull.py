@@ -13,17 +13,16 @@ from remoting.client import RemotingClient
 from remoting.codes import RequestCode, ResponseCode, SerializeType
 from remoting.command import RemotingCommand
 from remoting.errors import RemotingError
-from tests.broker.conftest import (
+from tests.broker.conftest import heartbeat, raw_json_call
+from tests.support import (
     PULL_COMMIT_OFFSET,
     PULL_SUBSCRIPTION,
     PULL_SUSPEND,
     BrokerFactory,
     ClientFactory,
     call,
-    heartbeat,
     pull,
     pull_header,
-    raw_json_call,
     record_body,
     record_props,
     records,

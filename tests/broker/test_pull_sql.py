@@ -9,7 +9,7 @@ from broker.broker import Broker
 from remoting.bodies import ConsumerData, HeartbeatData, SubscriptionData
 from remoting.client import RemotingClient
 from remoting.codes import RequestCode, ResponseCode
-from tests.broker.conftest import (
+from tests.support import (
     PULL_SUBSCRIPTION,
     PULL_SUSPEND,
     BrokerFactory,

@@ -33,14 +33,8 @@ from remoting.headers import (
 )
 from remoting.route import TopicRouteData
 from remoting.server import RemotingServer, ServerConfig
-from tests.broker.conftest import (
-    LOOPBACK,
-    BrokerFactory,
-    call,
-    heartbeat,
-    send_ok,
-    wait_until,
-)
+from tests.broker.conftest import heartbeat
+from tests.support import LOOPBACK, BrokerFactory, call, send_ok, wait_until
 
 FRESH = 20
 # The client's own send timeout is 3 s; a name server that never answers may cost a first

@@ -27,7 +27,7 @@ from codec import (
 from remoting.client import RemotingClient
 from remoting.codes import ResponseCode
 from remoting.command import RemotingCommand
-from tests.broker.conftest import (
+from tests.support import (
     BORN_TIMESTAMP,
     BrokerFactory,
     pull,

@@ -18,7 +18,8 @@ from remoting.client import RemotingClient
 from remoting.codes import RequestCode, ResponseCode, SerializeType
 from remoting.command import RemotingCommand
 from store.config import FlushDiskType
-from tests.broker.conftest import (
+from tests.broker.conftest import raw_json_call
+from tests.support import (
     BORN_TIMESTAMP,
     BrokerFactory,
     ClientFactory,
@@ -26,7 +27,6 @@ from tests.broker.conftest import (
     call,
     properties,
     pull,
-    raw_json_call,
     record_body,
     record_props,
     records,

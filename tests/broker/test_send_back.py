@@ -25,7 +25,7 @@ from remoting.client import RemotingClient
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand, next_opaque
 from remoting.headers import ConsumerSendMsgBackRequestHeader, SendMessageRequestHeader
-from tests.broker.conftest import (
+from tests.support import (
     BORN_TIMESTAMP,
     BrokerFactory,
     call,

@@ -16,15 +16,7 @@ import pytest
 from broker.broker import Broker
 from remoting.client import RemotingClient
 from remoting.codes import RequestCode, ResponseCode
-from tests.broker.conftest import (
-    batch_body,
-    call,
-    properties,
-    send,
-    send_header,
-    send_ok,
-    wait_dispatched,
-)
+from tests.support import batch_body, call, properties, send, send_header, send_ok, wait_dispatched
 
 REVIVE_TOPIC = "rmq_sys_REVIVE_LOG_DefaultCluster"
 # Beyond Apache's set, which test_send's reserved-topic test and the timer tests cover.

@@ -19,7 +19,7 @@ from broker.timer import ENTRY_BYTES
 from codec import MessageInner, RecordInfo, encode_properties
 from remoting.client import RemotingClient
 from remoting.codes import ResponseCode
-from tests.broker.conftest import (
+from tests.support import (
     BrokerFactory,
     pull,
     record_body,

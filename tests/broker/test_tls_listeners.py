@@ -33,9 +33,9 @@ from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
 from remoting.errors import RemotingError
 from remoting.tls import TlsMode, client_context
-from tests.broker.conftest import LOOPBACK, send, store_config, wait_until
 from tests.broker.test_cli import FREE_METRICS, _addresses, _start, _stop
 from tests.remoting.test_tls import Cert, make_cert
+from tests.support import LOOPBACK, send, store_config, wait_until
 
 TOPIC = "TopicTlsListeners"
 PROBE_TIMEOUT_S = 3.0

@@ -17,11 +17,11 @@ from remoting.command import RemotingCommand
 from remoting.connection import Connection
 from remoting.dispatch import Lane, ProcessorTable
 from remoting.headers import EndTransactionRequestHeader
-from tests.broker.conftest import (
+from tests.broker.conftest import heartbeat
+from tests.support import (
     BrokerFactory,
     ClientFactory,
     call,
-    heartbeat,
     pull,
     record_body,
     record_props,

@@ -23,9 +23,9 @@ from broker.broker import Broker
 from codec import MAX_PROPERTIES_BYTES, inner_from_record
 from remoting.client import RemotingClient
 from remoting.command import RemotingCommand
-from tests.broker.conftest import BrokerFactory, ClientFactory, wait_dispatched, wait_until
 from tests.broker.test_poison import padded
 from tests.broker.test_transaction import DISCARDED, GROUP, producer, send_half
+from tests.support import BrokerFactory, ClientFactory, wait_dispatched, wait_until
 
 HOUR_MS = 3_600_000
 

@@ -8,8 +8,9 @@ per implementation that exists: ``pure`` always, ``compiled`` only where an exte
 imports and defines the function. ``AEROLITE_NO_EXTENSIONS=1`` leaves only ``pure``, as it
 leaves the codec pure.
 
-The other helpers build inputs by hand from docs/protocol.md §9-§10 (independently of the
-code under test). Test modules import them: ``from tests.codec.conftest import …``.
+Test modules import them: ``from tests.codec.conftest import …``; the hosts, the properties
+text and the batch bodies they build inputs from (by hand, from docs/protocol.md §9-§10,
+independently of the code under test) are tests/support.py's, shared with the store tests.
 """
 
 from __future__ import annotations
@@ -17,15 +18,14 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import inspect
-import socket
-import struct
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from types import ModuleType
 from typing import Any, cast
 
 import pytest
 
 from codec import Host, _ext
+from tests.support import BORN_HOST, BORN_HOST_V6, STORE_HOST, STORE_HOST_V6
 
 PURE = "pure"
 COMPILED = "compiled"
@@ -135,11 +135,6 @@ def view_fields(view: Any) -> dict[str, Any]:
 
 # ---------------------------------------------------------------------------------- hosts
 
-STORE_HOST: Host = (socket.inet_pton(socket.AF_INET, "127.0.0.1"), 10911)
-BORN_HOST: Host = (socket.inet_pton(socket.AF_INET, "10.0.0.7"), 54321)
-STORE_HOST_V6: Host = (socket.inet_pton(socket.AF_INET6, "::1"), 10911)
-BORN_HOST_V6: Host = (socket.inet_pton(socket.AF_INET6, "2001:db8::7"), 54321)
-BORN_TIMESTAMP = 1_700_000_000_123
 # (born host, store host) in the four combinations of IPv4 and IPv6
 HOST_PAIRS: list[tuple[Host, Host]] = [
     (BORN_HOST, STORE_HOST),
@@ -148,69 +143,3 @@ HOST_PAIRS: list[tuple[Host, Host]] = [
     (BORN_HOST_V6, STORE_HOST_V6),
 ]
 HOST_PAIR_IDS = ["ipv4", "born-v6", "store-v6", "ipv6"]
-
-
-# ----------------------------------------------------------------------- text and bodies
-
-
-def properties_text(pairs: Iterable[tuple[str, str]]) -> str:
-    """``name\\x01value`` pairs joined by ``\\x02``, no trailing separator (protocol §9.1);
-    unlike ``encode_properties``, a name may come twice."""
-    return "\x02".join(f"{name}\x01{value}" for name, value in pairs)
-
-
-def java_string2message_properties(text: str) -> dict[str, str]:
-    """Java's ``MessageDecoder.string2messageProperties``, transcribed (protocol.md §9.1)."""
-    out: dict[str, str] = {}
-    index, length = 0, len(text)
-    while index < length:
-        new_index = text.find("\x02", index)
-        if new_index < 0:
-            new_index = length
-        if new_index - index >= 3:
-            kv = text.find("\x01", index)
-            if index < kv < new_index - 1:
-                out[text[index:kv]] = text[kv + 1 : new_index]
-        index = new_index + 1
-    return out
-
-
-def batch_body(entries: Iterable[tuple[int, bytes, bytes]]) -> bytes:
-    """A batch body (protocol.md §10) from (flag, body, properties) entries, packed field by
-    field: TOTALSIZE, MAGICCODE 0, BODYCRC 0, FLAG, BODYLEN, BODY, PROPLEN (short), PROPERTIES."""
-    parts: list[bytes] = []
-    for flag, body, props in entries:
-        total = 4 + 4 + 4 + 4 + 4 + len(body) + 2 + len(props)
-        parts += [
-            struct.pack(">i", total),
-            struct.pack(">i", 0),
-            struct.pack(">i", 0),
-            struct.pack(">i", flag),
-            struct.pack(">i", len(body)),
-            body,
-            struct.pack(">h", len(props)),
-            props,
-        ]
-    return b"".join(parts)
-
-
-def _malformed_batches() -> list[tuple[str, bytes]]:
-    """Batch bodies every parser must refuse, each named for what is wrong with it."""
-    good = batch_body([(0, b"hello", b"TAGS\x01a"), (0, b"world", b"")])
-    one = batch_body([(0, b"hello", b"TAGS\x01a")])
-    return [
-        ("empty", b""),
-        ("truncated-entry-header", good[: len(one) + 10]),
-        ("truncated-body", one[:22]),
-        ("truncated-properties", one[:-1]),
-        ("negative-body-length", one[:16] + struct.pack(">i", -1) + one[20:]),
-        ("body-length-past-end", one[:16] + struct.pack(">i", 1000) + one[20:]),
-        ("properties-length-past-end", one[:25] + struct.pack(">h", 200) + one[27:]),
-        ("negative-properties-length", one[:25] + struct.pack(">h", -1) + one[27:]),
-        ("total-size-too-small", struct.pack(">i", len(one) - 1) + one[4:]),
-        ("total-size-too-large", struct.pack(">i", len(one) + 1) + one[4:] + b"\x00"),
-        ("trailing-byte", good + b"\x00"),
-    ]
-
-
-MALFORMED_BATCHES = _malformed_batches()

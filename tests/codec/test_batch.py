@@ -23,14 +23,8 @@ from codec import (
     RecordError,
     record_sys_flag,
 )
-from tests.codec.conftest import (
-    BORN_TIMESTAMP,
-    HOST_PAIRS,
-    MALFORMED_BATCHES,
-    batch_body,
-    over,
-    pure,
-)
+from tests.codec.conftest import HOST_PAIRS, over, pure
+from tests.support import BORN_TIMESTAMP, MALFORMED_BATCHES, batch_body
 
 Split = Callable[[bytes | memoryview], list[tuple[int, memoryview, bytes]]]
 EncodeRecords = Callable[..., EncodedBatch]

@@ -14,7 +14,8 @@ from datetime import datetime
 import pytest
 
 from codec import Host, UniqIdGenerator, decode_offset_msg_id
-from tests.codec.conftest import STORE_HOST, STORE_HOST_V6, over, pure
+from tests.codec.conftest import over, pure
+from tests.support import STORE_HOST, STORE_HOST_V6
 
 # ------------------------------------------------------------------------- offset msg ids
 

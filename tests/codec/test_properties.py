@@ -17,7 +17,8 @@ from codec import (
     RESERVED_PROPERTIES,
     properties,
 )
-from tests.codec.conftest import java_string2message_properties, over, properties_text, pure
+from tests.codec.conftest import over, pure
+from tests.support import java_string2message_properties, properties_text
 
 Encode = Callable[[dict[str, str]], str]
 Decode = Callable[[str], dict[str, str]]

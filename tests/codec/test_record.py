@@ -25,18 +25,14 @@ from codec import (
     record_sys_flag,
 )
 from tests.codec.conftest import (
-    BORN_HOST,
-    BORN_HOST_V6,
-    BORN_TIMESTAMP,
     HOST_PAIR_IDS,
     HOST_PAIRS,
-    STORE_HOST,
-    STORE_HOST_V6,
     over,
     over_record_views,
     pure,
     view_fields,
 )
+from tests.support import BORN_HOST, BORN_HOST_V6, BORN_TIMESTAMP, STORE_HOST, STORE_HOST_V6
 
 Decode = Callable[..., RecordInfo]
 Verify = Callable[..., int]

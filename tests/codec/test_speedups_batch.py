@@ -25,7 +25,8 @@ import codec.batch
 import codec.record
 from codec.record import Host, RecordError, record_sys_flag
 from codec.sysflag import BORNHOST_V6_FLAG, STOREHOSTADDRESS_V6_FLAG
-from tests.codec.conftest import BORN_TIMESTAMP, HOST_PAIR_IDS, HOST_PAIRS, batch_body
+from tests.codec.conftest import HOST_PAIR_IDS, HOST_PAIRS
+from tests.support import BORN_TIMESTAMP, batch_body
 
 compiled = pytest.importorskip("codec._cbatch", reason="compiled speedups not built")
 

@@ -41,13 +41,8 @@ from codec import (
     view,
 )
 from codec.view import LAZY_FIELDS, MessageExt
-from tests.codec.conftest import (
-    HOST_PAIRS,
-    java_string2message_properties,
-    over_record_views,
-    pure,
-    view_fields,
-)
+from tests.codec.conftest import HOST_PAIRS, over_record_views, pure, view_fields
+from tests.support import java_string2message_properties
 
 encode_record = pure("record", "encode_record")
 patch_append_fields = pure("record", "patch_append_fields")

@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 
 from broker.cluster import plan
-from tests.e2e.conftest import _read_ready_line, _stop_pid, _tail
+from tests.processes import _read_ready_line, _stop_pid, _tail
 
 REPO = Path(__file__).resolve().parents[2]
 COMPOSE_FILE = REPO / "docker" / "docker-compose.yml"

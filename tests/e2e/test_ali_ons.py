@@ -22,8 +22,8 @@ from tests.e2e.conftest import (
     assert_same_messages,
     consume,
     send,
-    unique,
 )
+from tests.processes import unique
 
 pytestmark = [
     pytest.mark.e2e,

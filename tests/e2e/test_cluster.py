@@ -47,7 +47,8 @@ from remoting.errors import RemotingError
 from remoting.headers import CreateTopicRequestHeader
 from remoting.route import TopicRouteData, loads
 from tests.e2e.compose import COMPOSE_FILE, ComposeCluster
-from tests.e2e.conftest import Clients, Sent, assert_same_messages, consume, diagnose, send, unique
+from tests.e2e.conftest import Clients, Sent, assert_same_messages, consume, diagnose, send
+from tests.processes import unique
 
 pytestmark = pytest.mark.e2e
 

@@ -9,14 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import (
-    Broker,
-    Clients,
-    Sent,
-    assert_same_messages,
-    consume,
-    unique,
-)
+from tests.e2e.conftest import Clients, Sent, assert_same_messages, consume
+from tests.processes import Broker, unique
 
 pytestmark = pytest.mark.e2e
 

@@ -25,7 +25,6 @@ import pytest
 from tests.e2e.conftest import (
     COMMITTED_SETTLE_S,
     PROPERTY_KEYS,
-    Broker,
     Clients,
     Sent,
     assert_same_messages,
@@ -33,8 +32,8 @@ from tests.e2e.conftest import (
     consume,
     diagnose,
     send,
-    unique,
 )
+from tests.processes import Broker, unique
 
 pytestmark = pytest.mark.e2e
 

@@ -28,7 +28,8 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.conftest import Clients, DriverRun, Sent, send, unique
+from tests.e2e.conftest import Clients, Sent, send
+from tests.processes import DriverRun, unique
 
 pytestmark = pytest.mark.e2e
 

@@ -15,14 +15,13 @@ import pytest
 from tests.e2e.conftest import (
     COMMITTED_SETTLE_S,
     PROPERTY_KEYS,
-    Broker,
     Clients,
     Sent,
     assert_same_messages,
     consume,
     send,
-    unique,
 )
+from tests.processes import Broker, unique
 
 pytestmark = pytest.mark.e2e
 

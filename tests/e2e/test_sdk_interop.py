@@ -14,16 +14,8 @@ import contextlib
 import pytest
 
 from client import ConsumeResult, Message, MessageView, Producer, PushConsumer, SendStatus
-from tests.e2e.conftest import (
-    PROPERTY_KEYS,
-    Broker,
-    Clients,
-    Sent,
-    assert_same_messages,
-    consume,
-    send,
-    unique,
-)
+from tests.e2e.conftest import PROPERTY_KEYS, Clients, Sent, assert_same_messages, consume, send
+from tests.processes import Broker, unique
 
 pytestmark = pytest.mark.e2e
 

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import Broker, Clients, Target, unique
+from tests.e2e.conftest import Clients, Target
+from tests.processes import Broker, unique
 
 pytestmark = pytest.mark.e2e
 

@@ -24,7 +24,7 @@ from client.instance import ClientInstance
 from client.pull_consumer import PullConsumer
 from remoting.codes import SerializeType
 from tests.bench.java_rocketmq import resolve_jars
-from tests.e2e.conftest import Broker, JavaRocketMQ, unique
+from tests.processes import Broker, JavaRocketMQ, unique
 
 pytestmark = pytest.mark.interop
 

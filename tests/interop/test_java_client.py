@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 
 from broker.filter_sql import compile_sql
-from tests.e2e.conftest import Broker, DriverRun, start_aerolite, unique
 from tests.interop.test_java_broker import java_lib  # noqa: F401 - the fixture
+from tests.processes import Broker, DriverRun, start_aerolite, unique
 
 pytestmark = pytest.mark.interop
 

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.conftest import Broker, unique
 from tests.interop.test_java_broker import java_broker, java_lib
+from tests.processes import Broker, unique
 
 pytestmark = pytest.mark.interop
 __all__ = ["java_broker", "java_lib"]  # fixtures, used by name

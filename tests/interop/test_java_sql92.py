@@ -20,8 +20,8 @@ from broker.filter_sql import compile_sql
 from client import ConsumeFromWhere, Message, MessageView, Producer, PullConsumer, PushConsumer
 from client.errors import ClientError
 from tests.broker.test_filter_sql import BAD, PROPS, ROCKETMQ5_ONLY, TABLE
-from tests.e2e.conftest import Broker, JavaRocketMQ, unique
 from tests.interop.test_java_broker import java_lib  # noqa: F401 - the fixture
+from tests.processes import Broker, JavaRocketMQ, unique
 
 pytestmark = pytest.mark.interop
 

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import Broker, JavaRocketMQ, start_aerolite, unique
 from tests.interop.test_java_broker import java_lib  # noqa: F401 - the fixture
 from tests.interop.test_java_client import RUN_TIMEOUT_S, JavaClients
+from tests.processes import Broker, JavaRocketMQ, start_aerolite, unique
 
 pytestmark = pytest.mark.interop
 

@@ -1,12 +1,14 @@
-"""Fixtures and helpers for the remoting tests: real servers on 127.0.0.1:0, real clients.
+"""Fixtures and helpers for the remoting tests: real echo servers on 127.0.0.1:0.
 
-Every server and client is entered with ``async with`` on an ``AsyncExitStack`` owned by a
-fixture, so it shuts down even when the test fails. Raw connections (``asyncio.open_connection``)
-are closed by the ``raw`` fixture. Nothing of ours is mocked.
+Every server is entered with ``async with`` on an ``AsyncExitStack`` owned by a fixture, so it
+shuts down even when the test fails; the clients are tests/conftest.py's ``start_client`` and
+``client``. Raw connections (``asyncio.open_connection``) are closed by the ``raw`` fixture.
+Nothing of ours is mocked.
 
 The helpers below are imported by the test modules (``from tests.remoting.conftest import …``):
-a raw frame builder, a frame reader, and bounded waits (every loop here has a count and a
-deadline, so a broken server fails a test instead of hanging it).
+a raw frame builder, a frame reader, and bounded reads (every loop here has a count and a
+deadline, so a broken server fails a test instead of hanging it); ``wait_until`` is
+tests/support.py's.
 """
 
 from __future__ import annotations
@@ -15,14 +17,13 @@ import asyncio
 import contextlib
 import logging
 import struct
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any, Protocol
 
 import pytest
 
 from broker.logs import event_fields
 from remoting import (
-    ClientConfig,
     Connection,
     Lane,
     ProcessorTable,
@@ -36,8 +37,8 @@ from remoting import (
     decode_command,
     response_to,
 )
+from tests.support import LOOPBACK
 
-LOOPBACK = "127.0.0.1"
 MAX_FRAME_BYTES = 64 * 1024
 
 # Request codes of the test processors: unused by RocketMQ and below 32768, so they fit the
@@ -114,22 +115,12 @@ class ServerFactory(Protocol):
     ) -> RemotingServer: ...
 
 
-class ClientFactory(Protocol):
-    async def __call__(
-        self,
-        config: ClientConfig | None = None,
-        processors: ProcessorTable | None = None,
-        hooks: list[RPCHook] | None = None,
-    ) -> RemotingClient: ...
-
-
 SERVER_DEFAULTS: dict[str, Any] = {
     "host": LOOPBACK,
     "port": 0,
     "max_frame_bytes": MAX_FRAME_BYTES,
     "shutdown_grace_s": 1.0,
 }
-CLIENT_CONFIG = ClientConfig(connect_timeout_s=2.0, request_timeout_s=5.0)
 
 
 @pytest.fixture
@@ -146,31 +137,9 @@ async def start_server() -> AsyncIterator[ServerFactory]:
 
 
 @pytest.fixture
-async def start_client() -> AsyncIterator[ClientFactory]:
-    """Start a RemotingClient; shut down at the end of the test."""
-    async with contextlib.AsyncExitStack() as stack:
-
-        async def start(
-            config: ClientConfig | None = None,
-            processors: ProcessorTable | None = None,
-            hooks: list[RPCHook] | None = None,
-        ) -> RemotingClient:
-            client = RemotingClient(config or CLIENT_CONFIG, processors=processors, hooks=hooks)
-            return await stack.enter_async_context(client)
-
-        yield start
-
-
-@pytest.fixture
 async def server(start_server: ServerFactory) -> RemotingServer:
     """An echo server with a 64 KiB frame limit."""
     return await start_server()
-
-
-@pytest.fixture
-async def client(start_client: ClientFactory) -> RemotingClient:
-    """A client with a 5 s request timeout."""
-    return await start_client()
 
 
 class RawFactory(Protocol):
@@ -257,22 +226,6 @@ async def assert_silent(reader: asyncio.StreamReader, wait_s: float) -> None:
     except TimeoutError:
         return
     pytest.fail(f"expected silence, got {data!r}" if data else "connection closed")
-
-
-async def wait_until(
-    predicate: Callable[[], bool], what: str, timeout_s: float = 3.0, interval_s: float = 0.01
-) -> None:
-    """Poll ``predicate`` on the loop until true; fail after ``timeout_s``."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout_s
-    for _ in range(int(timeout_s / interval_s) + 1):
-        if predicate():
-            return
-        if loop.time() > deadline:
-            break
-        await asyncio.sleep(interval_s)
-    if not predicate():
-        pytest.fail(f"timed out after {timeout_s} s waiting for {what}")
 
 
 def local_peer(writer: asyncio.StreamWriter) -> str:

@@ -34,17 +34,15 @@ from remoting.client import ResponseCallback
 from remoting.errors import TooManyRequestsError
 from tests.remoting.conftest import (
     ECHO,
-    LOOPBACK,
     UNKNOWN_CODE,
-    ClientFactory,
     LogEntries,
     ServerFactory,
     assert_echoed,
     check_echo,
     echo_request,
     echo_table,
-    wait_until,
 )
+from tests.support import LOOPBACK, ClientFactory, wait_until
 
 SLOW = 30020
 GATED = 30021

@@ -31,8 +31,8 @@ from tests.remoting.conftest import (
     local_peer,
     read_frame,
     read_until_closed,
-    wait_until,
 )
+from tests.support import wait_until
 
 JSON_HEADER = json.dumps({"code": 30001, "flag": 0, "opaque": 5, "version": 409}).encode()
 

@@ -33,7 +33,6 @@ from remoting.errors import ConnectError, NoPermissionError, TopicNotExistError
 from tests.remoting.conftest import (
     ECHO,
     UNKNOWN_CODE,
-    ClientFactory,
     LogEntries,
     RawFactory,
     ServerFactory,
@@ -45,8 +44,8 @@ from tests.remoting.conftest import (
     echo_table,
     read_frame,
     read_until_closed,
-    wait_until,
 )
+from tests.support import ClientFactory, wait_until
 
 BLOCKED = 30002
 RECORD = 30003

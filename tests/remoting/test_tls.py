@@ -15,12 +15,8 @@ import pytest
 from remoting.client import ClientConfig
 from remoting.errors import ConnectError, RemotingError
 from remoting.tls import TlsMode, client_context, server_context
-from tests.remoting.conftest import (
-    CLIENT_CONFIG,
-    ClientFactory,
-    ServerFactory,
-    check_echo,
-)
+from tests.remoting.conftest import ServerFactory, check_echo
+from tests.support import CLIENT_CONFIG, ClientFactory
 
 
 @dataclasses.dataclass(frozen=True)

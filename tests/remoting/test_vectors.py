@@ -1,6 +1,6 @@
 """Frames captured from real RocketMQ clients decode, re-encode and parse into typed headers.
 
-The vectors (shared/vectors/README.md) were recorded on loopback from the official RocketMQ
+The vectors (tests/remoting/vectors/README.md) were recorded on loopback from the official RocketMQ
 Python client (a wrapper over the C++ client 1.2.x) and from ali-ons 3.12. Client->server
 frames are exactly what those clients sent; server->client frames are replies the clients
 accepted. The directory is ``../shared/vectors`` next to the repository, or

@@ -4,13 +4,12 @@ Stores live in ``tmp_path`` with tiny files (4 KiB commit-log segments, 8-entry 
 segments, a few index entries per file), so rollover happens in every test. The helpers build
 messages and batch bodies by hand from docs/protocol.md §9-§10, parse records straight from
 the table of docs/store-format.md §2.2 (independently of ``codec``) and read the
-bytes the store left on disk. Test modules import them: ``from tests.store.conftest import …``.
+bytes the store left on disk. Test modules import them: ``from tests.store.conftest import …``;
+the hosts, the batch bodies and ``wait_dispatched`` are tests/support.py's.
 """
 
 from __future__ import annotations
 
-import asyncio
-import socket
 import struct
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from pathlib import Path
@@ -22,8 +21,14 @@ from codec import Host, MessageBatch, MessageInner
 from store.config import StoreConfig
 from store.message_store import MessageStore
 from store.results import GetMessageStatus
-from tests.codec.conftest import batch_body as batch_body  # noqa: PLC0414 - re-exported
-from tests.codec.conftest import properties_text as properties_text  # noqa: PLC0414
+from tests.support import (
+    BORN_HOST,
+    BORN_TIMESTAMP,
+    STORE_HOST,
+    batch_body,
+    properties_text,
+    store_config,
+)
 
 # Tiny sizes: every test rolls segments. Flush intervals are short so shutdown is quick.
 TINY: dict[str, Any] = {
@@ -39,17 +44,10 @@ TINY: dict[str, Any] = {
 MESSAGE_MAGIC = -626843481  # 0xDAA320A7
 BLANK_MAGIC = -875286124  # 0xCBD43194
 
-STORE_HOST: Host = (socket.inet_pton(socket.AF_INET, "127.0.0.1"), 10911)
-BORN_HOST: Host = (socket.inet_pton(socket.AF_INET, "10.0.0.7"), 54321)
-STORE_HOST_V6: Host = (socket.inet_pton(socket.AF_INET6, "::1"), 10911)
-BORN_HOST_V6: Host = (socket.inet_pton(socket.AF_INET6, "2001:db8::7"), 54321)
-BORN_TIMESTAMP = 1_700_000_000_123
-
 
 def tiny_config(root: Path, **overrides: Any) -> StoreConfig:
-    """A StoreConfig under ``root`` with the tiny sizes above, ``overrides`` on top."""
-    values: dict[str, Any] = {**TINY, **overrides}
-    return StoreConfig(root_dir=root, **values)
+    """``store_config`` under ``root`` with the tiny sizes above, ``overrides`` on top."""
+    return store_config(root, defaults=TINY, **overrides)
 
 
 @pytest.fixture
@@ -278,16 +276,6 @@ def commit_log_bytes(store: MessageStore, end: int, start: int | None = None) ->
         out += chunk
         offset += len(chunk)
     return bytes(out)
-
-
-async def wait_dispatched(store: MessageStore, timeout_s: float = 5.0) -> None:
-    """Wait until the store's dispatch service has entered everything appended."""
-    for _ in range(int(timeout_s * 1000)):
-        if not store.dispatch_behind_bytes:
-            await asyncio.sleep(0)
-            return
-        await asyncio.sleep(0.001)
-    raise AssertionError(f"dispatch still {store.dispatch_behind_bytes} bytes behind")
 
 
 def drain(store: MessageStore, topic: str, queue_id: int, start: int = 0) -> list[bytes]:

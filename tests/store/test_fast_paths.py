@@ -29,7 +29,7 @@ from store.consume_queue import ConsumeQueue
 from store.index_file import IndexFile, index_key
 from store.message_store import MessageStore
 from store.results import PutMessageStatus
-from tests.store.conftest import (
+from tests.support import (
     BORN_HOST,
     BORN_HOST_V6,
     BORN_TIMESTAMP,

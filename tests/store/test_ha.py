@@ -14,13 +14,8 @@ import pytest
 
 from store.ha import HAClient, HAService
 from store.message_store import MessageStore
-from tests.store.conftest import (
-    commit_log_bytes,
-    drain,
-    message,
-    tiny_config,
-    wait_dispatched,
-)
+from tests.store.conftest import commit_log_bytes, drain, message, tiny_config
+from tests.support import wait_dispatched
 
 TIMEOUT_S = 10.0
 

@@ -21,17 +21,10 @@ from codec import Host, MessageBatch, java_hash, offset_msg_id
 from store.config import StoreConfig
 from store.message_store import MessageStore
 from store.results import PutMessageStatus, PutResult
-from tests.codec.conftest import MALFORMED_BATCHES
 from tests.store.conftest import (
     BLANK_MAGIC,
-    BORN_HOST,
-    BORN_HOST_V6,
-    BORN_TIMESTAMP,
     MESSAGE_MAGIC,
-    STORE_HOST,
-    STORE_HOST_V6,
     batch,
-    batch_body,
     drain,
     file_sizes,
     message,
@@ -39,8 +32,17 @@ from tests.store.conftest import (
     read_commit_log,
     read_consume_queue,
     segment_names,
-    wait_dispatched,
     walk_commit_log,
+)
+from tests.support import (
+    BORN_HOST,
+    BORN_HOST_V6,
+    BORN_TIMESTAMP,
+    MALFORMED_BATCHES,
+    STORE_HOST,
+    STORE_HOST_V6,
+    batch_body,
+    wait_dispatched,
 )
 
 SEGMENT = 4096

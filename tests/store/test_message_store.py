@@ -25,16 +25,15 @@ from store.results import (
     PutMessageStatus,
     PutResult,
 )
-from tests.codec.conftest import java_string2message_properties
 from tests.store.conftest import (
     batch,
     drain,
     message,
     parse_record,
     read_commit_log,
-    wait_dispatched,
     walk_commit_log,
 )
+from tests.support import java_string2message_properties, wait_dispatched
 
 HOURS_S = 3600.0
 

@@ -19,16 +19,8 @@ from hypothesis import strategies as st
 from codec import MessageBatch, MessageInner
 from store.message_store import MessageStore
 from store.results import PutMessageStatus
-from tests.store.conftest import (
-    BORN_HOST,
-    STORE_HOST,
-    batch_body,
-    drain,
-    parse_record,
-    tiny_config,
-    wait_dispatched,
-    walk_commit_log,
-)
+from tests.store.conftest import drain, parse_record, tiny_config, walk_commit_log
+from tests.support import BORN_HOST, STORE_HOST, batch_body, wait_dispatched
 
 SEGMENT = 4096
 TOPICS = ["A", "TopicB", "t" * 60]

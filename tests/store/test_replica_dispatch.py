@@ -27,9 +27,9 @@ from tests.store.conftest import (
     drain,
     message,
     tiny_config,
-    wait_dispatched,
     walk_commit_log,
 )
+from tests.support import wait_dispatched
 
 TOPICS = ("TopicRA", "TopicRB")
 

@@ -32,9 +32,9 @@ from remoting.command import RemotingCommand
 from remoting.errors import RemotingError
 from store.config import StoreConfig
 from store.message_store import MessageStore
-from tests.broker.conftest import CLIENT_CONFIG, pull, record_body, records, send
 from tests.standalone import StandaloneBroker, start_standalone
 from tests.store.conftest import drain, message
+from tests.support import CLIENT_CONFIG, pull, record_body, records, send
 
 MiB = 1 << 20
 INDEX_FILE_BYTES = 40 + 5_000_000 * 4 + 20_000_000 * 20  # RocketMQ's defaults, as the store's
