@@ -67,7 +67,7 @@ from remoting.client import ClientConfig, RemotingClient
 from remoting.codes import RequestCode
 from remoting.connection import Connection
 from remoting.dispatch import Lane, ProcessorTable
-from remoting.lifecycle import Lifecycle, Periodic, Stage
+from remoting.lifecycle import Lifecycle, Periodic, Stage, periodic_stage
 from remoting.listener import Listener, StreamHandler, stream_listener
 from remoting.server import RemotingServer, ServerConfig
 from store.ha import HAClient, HAService
@@ -541,7 +541,7 @@ class Broker:
             Stage("registration", self.registration.start, self.registration.shutdown),
             # A slave follows the master its registration named.
             Stage("followers", self._start_followers, self._stop_followers),
-            Stage("housekeeping", self._start_housekeeping, self._stop_housekeeping),
+            periodic_stage("housekeeping", self.housekeeping),
         ]
 
     async def start(self) -> None:
@@ -658,14 +658,6 @@ class Broker:
         if self.slave_sync is not None:
             await self.slave_sync.stop()
 
-    async def _start_housekeeping(self) -> None:
-        for loop in self.housekeeping:
-            loop.start()
-
-    async def _stop_housekeeping(self) -> None:
-        for loop in self.housekeeping:
-            await loop.stop()
-
     async def _bind_vip_server(self) -> None:
         """The "VIP channel" on listenPort - 2, serving the same processors.
 
@@ -689,7 +681,6 @@ class Broker:
             await vip.bind()
         except OSError as exc:
             # Not vip.shutdown(): that would drain the lanes the main server shares.
-            vip.stop_accepting()
             log.warning("vip_port_unavailable", port=port, error=exc.strerror or str(exc))
             return
         self.vip_server = vip

@@ -215,7 +215,6 @@ class Registration:
         # Serving from here: a topic created while the first round is under way is announced
         # (and waited for) too; the port is bound by now.
         self._serving = True
-        self._rounds.reopen()
         if self.namesrv_addrs:
             accepted = await self.register_all()
             log.info(

@@ -81,7 +81,6 @@ from remoting.errors import (
     TopicNotExistError,
     VersionNotSupportedError,
     request_name,
-    seconds,
 )
 
 __all__ = [
@@ -201,10 +200,5 @@ class ClientTimeoutError(ClientError, RemotingTimeoutError):
     def __init__(
         self, request: int | str, addr: str, timeout_s: float, *, outcome: str = "no response"
     ) -> None:
-        name = request if isinstance(request, str) else request_name(request)
-        # RemotingTimeoutError.__init__ wants one request's opaque; there is none here.
-        RocketMQError.__init__(self, f"{name} to {addr}: {outcome} after {seconds(timeout_s)}")
-        self.addr = addr
-        self.request_code = None if isinstance(request, str) else request
-        self.opaque = None
-        self.timeout_s = timeout_s
+        # No one request was on the wire: no opaque.
+        super().__init__(addr, request, None, timeout_s, outcome=outcome)

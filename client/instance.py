@@ -45,7 +45,7 @@ from remoting.headers import (
     ResetOffsetRequestHeader,
     UnregisterClientRequestHeader,
 )
-from remoting.lifecycle import Lifecycle, Periodic, Stage
+from remoting.lifecycle import Lifecycle, Periodic, Stage, periodic_stage
 from remoting.route import MASTER_ID, MessageQueue, TopicRouteData, dumps
 from remoting.tls import client_context
 
@@ -223,7 +223,7 @@ class ClientInstance:
             "client",
             [
                 Stage("remoting", self.remoting.start, self.remoting.shutdown),
-                Stage("housekeeping", self._start_housekeeping, self._stop_housekeeping),
+                periodic_stage("housekeeping", self.housekeeping),
             ],
         )
 
@@ -283,14 +283,6 @@ class ClientInstance:
         await self.lifecycle.stop()
         self._started = False
         log.info("client_stopped client_id=%s", self.client_id)
-
-    async def _start_housekeeping(self) -> None:
-        for loop in self.housekeeping:
-            loop.start()
-
-    async def _stop_housekeeping(self) -> None:
-        for loop in self.housekeeping:
-            await loop.stop()
 
     # --------------------------------------------------------------------- members
 

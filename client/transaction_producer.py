@@ -17,7 +17,6 @@ END_TRANSACTION with fromTransactionCheck. Both callbacks may be plain or ``asyn
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import logging
 from collections.abc import Awaitable, Callable
@@ -42,6 +41,7 @@ from remoting.codes import RequestCode
 from remoting.command import RemotingCommand
 from remoting.connection import Connection
 from remoting.headers import CheckTransactionStateRequestHeader, EndTransactionRequestHeader
+from remoting.lifecycle import TaskGroup
 
 log = logging.getLogger(__name__)
 
@@ -105,14 +105,11 @@ class TransactionProducer(Producer):
         super().__init__(group, namesrv, **kwargs)
         self.executor = executor
         self.checker = checker
-        self._checks: set[asyncio.Task[None]] = set()
+        self._checks = TaskGroup("transaction-checks")  # the checker runs user code
         self._introduced: set[str] = set()  # brokers that got a heartbeat naming the group
 
     async def shutdown(self) -> None:
-        for task in list(self._checks):
-            task.cancel()
-        if self._checks:
-            await asyncio.wait(list(self._checks), timeout=END_TRANSACTION_TIMEOUT_S)
+        await self._checks.close(timeout_s=END_TRANSACTION_TIMEOUT_S)
         await super().shutdown()
 
     async def send_message_in_transaction(
@@ -204,9 +201,7 @@ class TransactionProducer(Producer):
         self, conn: Connection, header: CheckTransactionStateRequestHeader, msg: MessageView
     ) -> None:
         """The broker asks about ``msg`` (ClientInstance routes CHECK_TRANSACTION_STATE here)."""
-        task = asyncio.get_running_loop().create_task(self._check(conn, header, msg))
-        self._checks.add(task)
-        task.add_done_callback(self._checks.discard)
+        self._checks.spawn(self._check(conn, header, msg), name="transaction-check")
 
     async def _check(
         self, conn: Connection, header: CheckTransactionStateRequestHeader, msg: MessageView

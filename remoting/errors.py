@@ -106,12 +106,21 @@ class RemotingTimeoutError(RemotingError):
     opaque: int | None  # None where no single request was on the wire
     timeout_s: float
 
-    def __init__(self, addr: str, request_code: int, opaque: int | None, timeout_s: float) -> None:
-        super().__init__(
-            f"{request_name(request_code)} to {addr}: no response after {seconds(timeout_s)}"
-        )
+    def __init__(
+        self,
+        addr: str,
+        request: int | str,
+        opaque: int | None,
+        timeout_s: float,
+        *,
+        outcome: str = "no response",
+    ) -> None:
+        """``request``: the request code, or the name of a call made of several requests
+        (``Admin.topic_stats``); ``outcome``: what happened in that time."""
+        name = request if isinstance(request, str) else request_name(request)
+        super().__init__(f"{name} to {addr}: {outcome} after {seconds(timeout_s)}")
         self.addr = addr
-        self.request_code = request_code
+        self.request_code = None if isinstance(request, str) else request
         self.opaque = opaque
         self.timeout_s = timeout_s
 

@@ -26,7 +26,7 @@ import asyncio
 import contextlib
 import inspect
 import logging
-from collections.abc import Callable, Coroutine, Iterable
+from collections.abc import Callable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -104,26 +104,19 @@ class TaskGroup:
     Unlike ``asyncio.TaskGroup`` it lives as long as its service rather than one ``async
     with`` block, and a task that fails is logged (``background_task_failed``) without
     cancelling its siblings: one parked request that breaks must not end the others.
-    ``close()`` cancels what is still running and waits for it.
+    ``close()`` cancels what is running and waits for it; a task spawned later (a request
+    still draining) is owned all the same, and ended by the next ``close()``.
     """
 
     def __init__(self, owner: str) -> None:
         self.owner = owner
         self._tasks: set[asyncio.Task[Any]] = set()
-        self._closed = False
 
     def __len__(self) -> int:
         return len(self._tasks)
 
     def spawn(self, coro: Coroutine[Any, Any, T], *, name: str | None = None) -> asyncio.Task[T]:
-        """Run ``coro`` in the background, owned by this group.
-
-        Raises:
-            RuntimeError: the group is closed (its service stopped).
-        """
-        if self._closed:
-            coro.close()
-            raise RuntimeError(f"{self.owner}: stopped, no new background task")
+        """Run ``coro`` in the background, owned by this group."""
         task = asyncio.get_running_loop().create_task(coro, name=name)
         self._tasks.add(task)
         task.add_done_callback(self._done)
@@ -140,18 +133,14 @@ class TaskGroup:
                 exc_info=exc,
             )
 
-    def reopen(self) -> None:
-        """Take new tasks again after ``close()`` (a service started a second time)."""
-        self._closed = False
-
-    async def close(self) -> None:
-        """Cancel every task still running and wait until all have ended."""
-        self._closed = True
-        while self._tasks:
-            tasks = list(self._tasks)
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+    async def close(self, timeout_s: float | None = None) -> None:
+        """Cancel every task running and wait until all have ended, or ``timeout_s`` (a
+        task that ignores its cancellation, running user code, must not hold a shutdown)."""
+        tasks = list(self._tasks)
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks, timeout=timeout_s)
 
 
 class Periodic:
@@ -220,3 +209,18 @@ class Periodic:
             except Exception:
                 log.exception(self.failure_event + " task=%s", self.name)
             await self._pause(self.period_s)
+
+
+def periodic_stage(name: str, loops: Sequence[Periodic]) -> Stage:
+    """One stage that starts ``loops`` and stops them (the housekeeping of a service: a
+    ``ScheduledExecutorService`` started and shut down as one)."""
+
+    def start() -> None:
+        for loop in loops:
+            loop.start()
+
+    async def stop() -> None:
+        for loop in reversed(loops):
+            await loop.stop()
+
+    return Stage(name, start, stop)

@@ -25,6 +25,7 @@ import socket
 import ssl
 from collections.abc import Awaitable, Callable
 
+from remoting.lifecycle import TaskGroup
 from remoting.tls import TLS_HANDSHAKE_RECORD, TlsMode
 
 log = logging.getLogger(__name__)
@@ -81,7 +82,7 @@ class Listener:
         # permissive mode accepts by itself
         self._sock: socket.socket | None = None
         self._acceptor: asyncio.Task[None] | None = None
-        self._sniffers: set[asyncio.Task[None]] = set()
+        self._sniffers = TaskGroup(f"{name}-sniff")  # permissive mode: one per new socket
 
     @property
     def sockets(self) -> tuple[socket.socket, ...]:
@@ -146,12 +147,12 @@ class Listener:
         """After ``close()``: wait until nothing accepts or sniffs any more."""
         if self._server is not None:
             await self._server.wait_closed()
-        for task in [self._acceptor, *self._sniffers]:
-            if task is not None:
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
+        if self._acceptor is not None:
+            self._acceptor.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._acceptor
         self._acceptor = None
+        await self._sniffers.close()
 
     # ------------------------------------------------------------------ permissive
 
@@ -180,9 +181,7 @@ class Listener:
                 log.warning("accept_failed server=%s error=%s", self.name, exc)
                 await asyncio.sleep(0.1)
                 continue
-            task = asyncio.create_task(self._sniff(loop, client))
-            self._sniffers.add(task)
-            task.add_done_callback(self._sniffers.discard)
+            self._sniffers.spawn(self._sniff(loop, client))
 
     async def _sniff(self, loop: asyncio.AbstractEventLoop, sock: socket.socket) -> None:
         """Peek at the first byte (the client speaks first in every protocol served here)

@@ -17,8 +17,7 @@ name cannot hide in a corner: outside ``remoting/headers.py`` a module may not
   parameter on to one, like the admin client's ``_call``), assign one to ``.ext_fields``
   or ``update`` ``ext_fields`` with one.
 
-What must stay generic is in ``ALLOWED`` with the reason; files another M13 helper is
-converting are in ``PENDING`` (to be emptied).
+What must stay generic is in ``ALLOWED`` with the reason.
 """
 
 from __future__ import annotations
@@ -76,11 +75,6 @@ ALLOWED: dict[tuple[str, str, str], str] = {
     ("broker/acl.py", "PlainAcl.check", "Signature"): "checks the signature of any request",
     ("broker/acl.py", "PlainAcl.before_request", "AccessKey"): "logs who was refused",
 }
-
-# Files another M13 helper is converting (broker/processors/*, the push consumer and the
-# modules split from it). The lead empties this set when they are done; an entry whose file
-# is clean (or gone) fails test_pending_entries_still_have_findings, so it cannot linger.
-PENDING: frozenset[str] = frozenset()
 
 # The remoting API's builders; a module's own helpers that hand a header dict on to one
 # (the admin client's ``_call``, a processor's ``_ok``) are found by _forwarding_builders.
@@ -403,25 +397,15 @@ def _tree_findings() -> tuple[Finding, ...]:
     )
 
 
-def _not_allowed() -> list[Finding]:
-    return [f for f in _tree_findings() if (f.module, f.function, f.key) not in ALLOWED]
-
-
 # ------------------------------------------------------------------------------- the tree
 
 
 def test_no_hand_built_header_outside_headers_py() -> None:
-    found = [str(f) for f in _not_allowed() if f.module not in PENDING]
+    found = [str(f) for f in _tree_findings() if (f.module, f.function, f.key) not in ALLOWED]
     assert not found, (
         "wire header keys handled by hand; use the typed class in remoting/headers.py:\n"
         + "\n".join(found)
     )
-
-
-def test_pending_entries_still_have_findings() -> None:
-    dirty = {f.module for f in _not_allowed()}
-    stale = sorted(PENDING - dirty)
-    assert not stale, f"these files are clean now: take them out of PENDING: {stale}"
 
 
 def test_allowed_entries_are_still_needed() -> None:

@@ -20,6 +20,7 @@ from remoting.headers import (
     SendMessageRequestHeader,
     SendMessageResponseHeader,
 )
+from tests.support import send_header
 
 
 @pytest.mark.parametrize(
@@ -80,16 +81,7 @@ def test_batch_flag_takes_the_cpp_clients_one(raw: str, batch: bool) -> None:
 
 
 def test_batch_field_itself_parses_as_java_does() -> None:
-    ext = SendMessageRequestHeader(
-        producer_group="pg",
-        topic="T",
-        default_topic="TBW102",
-        default_topic_queue_nums=4,
-        queue_id=0,
-        sys_flag=0,
-        born_timestamp=1,
-        flag=0,
-    ).to_v2()
+    ext = send_header("T").to_v2()
     ext["m"] = "1"
     assert SendMessageRequestHeader.from_v2(ext).batch is False
     assert SendMessageRequestHeader.batch_flag(ext, v2=True) is True

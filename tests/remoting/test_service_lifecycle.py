@@ -5,11 +5,14 @@ after a failure."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
 import logging
 
 import pytest
 
-from remoting.lifecycle import Lifecycle, Periodic, Stage, TaskGroup
+from remoting.lifecycle import Lifecycle, Periodic, Stage, TaskGroup, periodic_stage
+from tests.support import wait_until
 
 
 def _recording(events: list[str], name: str, *, fail_start: bool = False) -> Stage:
@@ -116,11 +119,27 @@ async def test_a_task_group_cancels_and_awaits_what_is_left() -> None:
     assert len(group) == 2  # a finished task leaves the group by itself
     await group.close()
     assert sorted(ended) == ["a", "b"] and len(group) == 0
-    coro = asyncio.sleep(0)
-    with pytest.raises(RuntimeError, match="svc: stopped"):
-        group.spawn(coro)
-    group.reopen()
-    await group.spawn(asyncio.sleep(0))
+    late = group.spawn(forever("late"), name="late")  # e.g. a request still draining
+    assert len(group) == 1
+    await group.close()
+    assert late.cancelled() and len(group) == 0
+
+
+async def test_closing_a_task_group_waits_no_longer_than_asked() -> None:
+    group = TaskGroup("svc")
+    release = asyncio.Event()
+
+    async def stubborn() -> None:  # user code that swallows its cancellation
+        while not release.is_set():
+            with contextlib.suppress(asyncio.CancelledError):
+                await release.wait()
+
+    task = group.spawn(stubborn())
+    await asyncio.sleep(0)
+    await group.close(timeout_s=0.05)
+    assert not task.done()  # the close gave up waiting, as asked
+    release.set()
+    await task
 
 
 async def test_a_failing_background_task_is_logged_and_leaves_its_siblings(
@@ -177,3 +196,17 @@ async def test_periodic_awaits_a_coroutine_round_and_waits_its_first_delay() -> 
     await asyncio.sleep(0.05)
     await loop.stop()
     assert calls == []
+
+
+async def test_a_periodic_stage_starts_its_loops_together_and_stops_them_all() -> None:
+    ran: list[str] = []
+    loops = [
+        Periodic(name, functools.partial(ran.append, name), 10, first_delay_s=0)
+        for name in ("offsets", "clients", "stats")
+    ]
+    life = Lifecycle("t", [periodic_stage("housekeeping", loops)])
+    await life.start()
+    assert all(loop.running for loop in loops)
+    await wait_until(lambda: sorted(set(ran)) == ["clients", "offsets", "stats"], "first rounds")
+    await life.stop()
+    assert not any(loop.running for loop in loops)
