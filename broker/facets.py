@@ -1,176 +1,175 @@
-"""What each broker service sees of the broker (and the metrics of the name server).
+"""What the request processors and the broker's services see of the broker: small
+``typing.Protocol`` pieces, each broker attribute declared once.
 
-RocketMQ counterpart: the ``BrokerController`` getters a service calls
-(``getMessageStore()``, ``getTopicConfigManager()``, ``getConsumerOffsetManager()``, …);
-there every service holds the whole controller. Here each service names, as a
-``typing.Protocol``, only the broker attributes it reads, so that it does not import
-``broker.broker`` and the broker, which builds the services, stays the one module above them.
+RocketMQ counterpart: the ``BrokerController`` getters a processor or service calls
+(``getBrokerConfig()``, ``getMessageStore()``, ``getTopicConfigManager()``, …); there each
+holds the whole controller. Here each processor and service module declares, from these
+pieces, a protocol naming only what it uses (``PullBroker`` in ``processors/pull.py``,
+``TransactionBroker`` in ``transaction.py``, ``MetricsBroker`` in ``metrics.py``, …), so
+that none imports ``broker.broker``: the broker builds them and stays the one module above
+them, and a reader sees at the top of a module what of the broker it touches. An attribute
+only one module reads is declared in that module's protocol; one that two or more read is a
+piece here.
 
-Members are read-only properties: a ``Broker``'s plain attributes satisfy them, and mypy
-checks that where ``broker.py`` hands ``self`` to a service. A member whose value is another
-service is typed by a protocol too (``DelayOffsets``, ``SetAsideCounter``), never by the
-service's class: this module imports tables, the store and config only, and no service, so a
-service importing it cannot close an import cycle.
+Members are read-only properties, so a ``Broker``'s plain attributes satisfy them
+(``config`` is replaced by UPDATE_BROKER_CONFIG: a reader reads it when it needs it, never
+keeps it). mypy checks the fit where ``broker.py`` hands ``self`` over. A member whose value
+is another service is typed by a protocol of the calls made on it (``DelayProgress``), never
+by the service's class: this module imports tables, the store and config only, and no
+processor or service, so a module importing it cannot close an import cycle.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+from typing import Any, Protocol
 
-from broker.clients import ProducerManager
+from broker.clients import ConsumerManager, ProducerManager
 from broker.config import BrokerConfig
 from broker.long_polling import PullHoldService
 from broker.offsets import OffsetTable
+from broker.registration import Registration
 from broker.stats import BrokerStats
 from broker.subscriptions import SubscriptionGroupTable
 from broker.topics import TopicTable
 from codec import Host
-from remoting.client import RemotingClient
-from remoting.dispatch import ProcessorTable
-from remoting.server import RemotingServer
 from store.ha import HAService
 from store.message_store import MessageStore
 
-if TYPE_CHECKING:
-    # Only for the annotation: importing ``broker.namesrv`` at run time runs its
-    # ``__init__``, which imports the name server, which imports ``broker.metrics``, which
-    # imports this module.
-    from broker.namesrv.route_table import RouteTable
+# ------------------------------------------------------------------ configuration
 
 
-class HasTopics(Protocol):
-    """Creates system topics on first use (``ensure_system_topics``)."""
-
-    @property
-    def topics(self) -> TopicTable: ...
-
-
-class StoreAccess(Protocol):
-    """Puts a parked message back (``broker.parked.put_back``): reads and stores records and
-    stamps the broker's own address on what it stores."""
-
-    @property
-    def store(self) -> MessageStore: ...
-
-    @property
-    def store_host(self) -> Host: ...
-
-
-class DelayBroker(StoreAccess, Protocol):
-    """The delay-level schedule (``ScheduleService``) and the timer wheel (``TimerService``):
-    their settings, and the store they deliver through."""
+class HasConfig(Protocol):
+    """The configuration: permission, role, feature switches, the services' settings."""
 
     @property
     def config(self) -> BrokerConfig: ...
 
 
-class TransactionBroker(DelayBroker, HasTopics, Protocol):
-    """The transaction check (``TransactionService``): the half and op queues' offsets, and
-    the producers it asks back."""
+class BrokerFacts(HasConfig, Protocol):
+    """The configuration and the address refusals name."""
 
     @property
-    def offsets(self) -> OffsetTable: ...
+    def address(self) -> str: ...
+
+
+# ------------------------------------------------------------------------- tables
+
+
+class HasTopics(Protocol):
+    """The topics (``ensure_system_topics`` creates the system ones on first use)."""
 
     @property
-    def producers(self) -> ProducerManager: ...
+    def topics(self) -> TopicTable: ...
 
 
-class PopBroker(DelayBroker, HasTopics, Protocol):
-    """Pop consumption and its revive service (``PopService``): the groups' offsets and their
-    retryMaxTimes."""
-
-    @property
-    def offsets(self) -> OffsetTable: ...
+class Tables(HasTopics, Protocol):
+    """Topics and subscription groups, as checks and auto-creation read them."""
 
     @property
     def subscription_groups(self) -> SubscriptionGroupTable: ...
 
 
-class DelayOffsets(Protocol):
-    """The schedule's progress per delay level, which a slave copies from its master."""
+class HasOffsets(Protocol):
+    """The groups' consume offsets."""
+
+    @property
+    def offsets(self) -> OffsetTable: ...
+
+
+class HasConsumers(Protocol):
+    """The consumers registered by heartbeats, with their subscriptions."""
+
+    @property
+    def consumers(self) -> ConsumerManager: ...
+
+
+class HasProducers(Protocol):
+    """The producers registered by heartbeats (a transaction check asks one back)."""
+
+    @property
+    def producers(self) -> ProducerManager: ...
+
+
+class Clients(HasConsumers, HasProducers, HasOffsets, Protocol):
+    """The consumers and producers registered by heartbeats, and the groups' offsets."""
+
+
+# -------------------------------------------------------------------------- store
+
+
+class HasStore(Protocol):
+    """The message store."""
+
+    @property
+    def store(self) -> MessageStore: ...
+
+
+class StoreAccess(HasStore, Protocol):
+    """Reads and stores records, stamping the broker's own address (STOREHOST) on what it
+    stores (``broker.parked.put_back``, ending a transaction)."""
+
+    @property
+    def store_host(self) -> Host: ...
+
+
+class HasStats(Protocol):
+    """The counters of what went in and out."""
+
+    @property
+    def stats(self) -> BrokerStats: ...
+
+
+class Storing(StoreAccess, HasStats, Protocol):
+    """Stores messages and counts them."""
+
+
+class DelayBroker(HasConfig, StoreAccess, Protocol):
+    """A service that delivers messages later (the delay-level schedule, the timer wheel;
+    the transaction check and pop revive build on it): its settings, and the store it
+    delivers through."""
+
+
+# ------------------------------------------------------------------ other services
+
+
+class HasPullHold(Protocol):
+    """Long polling: the pulls held until a message arrives."""
+
+    @property
+    def pull_hold(self) -> PullHoldService: ...
+
+
+class HasHA(Protocol):
+    """A master's replication service (``None`` on a slave or with HA off)."""
+
+    @property
+    def ha(self) -> HAService | None: ...
+
+
+class Routed(Protocol):
+    """Registration with the name servers: a reply that created a topic waits for its
+    route (``Registration.reply_when_routed``)."""
+
+    @property
+    def registration(self) -> Registration: ...
+
+
+class DelayProgress(Protocol):
+    """The delay-level schedule's progress per level, as delayOffset.json holds it: the
+    admin reads it out, a slave replaces it with its master's."""
 
     @property
     def offsets(self) -> dict[int, int]: ...
+
+    def to_json(self) -> dict[str, Any]: ...
 
     def load_json(self, doc: object) -> None: ...
 
     def persist(self) -> None: ...
 
 
-class SlaveSyncBroker(HasTopics, Protocol):
-    """A slave copying its master's tables (``SlaveSync``): the client it asks with and the
-    tables it replaces."""
+class HasSchedule(Protocol):
+    """The delay-level schedule, for its progress."""
 
     @property
-    def client(self) -> RemotingClient: ...
-
-    @property
-    def offsets(self) -> OffsetTable: ...
-
-    @property
-    def subscription_groups(self) -> SubscriptionGroupTable: ...
-
-    @property
-    def schedule(self) -> DelayOffsets: ...
-
-
-class SetAsideCounter(Protocol):
-    """A loop that moves past messages it can never deliver (broker/parked.py)."""
-
-    @property
-    def set_aside(self) -> int: ...
-
-
-class TimerGauges(SetAsideCounter, Protocol):
-    @property
-    def pending(self) -> int: ...
-
-
-class MetricsBroker(Protocol):
-    """What ``BrokerCollector`` reads at scrape time."""
-
-    @property
-    def config(self) -> BrokerConfig: ...
-
-    @property
-    def stats(self) -> BrokerStats: ...
-
-    @property
-    def store(self) -> MessageStore: ...
-
-    @property
-    def offsets(self) -> OffsetTable: ...
-
-    @property
-    def pull_hold(self) -> PullHoldService: ...
-
-    @property
-    def processors(self) -> ProcessorTable: ...
-
-    @property
-    def server(self) -> RemotingServer: ...
-
-    @property
-    def ha(self) -> HAService | None: ...
-
-    @property
-    def timers(self) -> TimerGauges: ...
-
-    @property
-    def schedule(self) -> SetAsideCounter: ...
-
-    @property
-    def transactions(self) -> SetAsideCounter: ...
-
-    @property
-    def pop(self) -> SetAsideCounter: ...
-
-
-class MetricsNamesrv(Protocol):
-    """What ``NamesrvCollector`` reads at scrape time."""
-
-    @property
-    def routes(self) -> RouteTable: ...
-
-    @property
-    def address(self) -> str: ...
+    def schedule(self) -> DelayProgress: ...

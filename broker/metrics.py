@@ -30,6 +30,7 @@ import os
 import shutil
 import ssl
 from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING, Protocol
 
 import structlog
 from prometheus_client import CollectorRegistry, generate_latest
@@ -42,19 +43,70 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
-from broker.facets import MetricsBroker, MetricsNamesrv
+from broker.facets import HasConfig, HasHA, HasOffsets, HasPullHold, HasStats, HasStore
 from broker.stats import PUT_LATENCY_BUCKETS_S
+from broker.topics import TRANS_HALF_TOPIC
+from broker.transaction import CHECK_GROUP, HALF_QUEUE_ID
 from remoting.connection import ServerBudget
+from remoting.dispatch import ProcessorTable
 from remoting.listener import Listener, stream_listener
+from remoting.server import RemotingServer
 from remoting.tls import TlsMode
+
+if TYPE_CHECKING:
+    # Only for the annotation: importing ``broker.namesrv`` at run time runs its
+    # ``__init__``, which imports the name server, which imports this module.
+    from broker.namesrv.route_table import RouteTable
 
 log = structlog.get_logger(__name__)
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 _REQUEST_LIMIT_BYTES = 8192
 _READ_TIMEOUT_S = 10.0
-_SYSTEM_GROUP = "CID_RMQ_SYS_TRANS"
-_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
+
+
+class SetAsideCounter(Protocol):
+    """A loop that moves past messages it can never deliver (broker/parked.py)."""
+
+    @property
+    def set_aside(self) -> int: ...
+
+
+class TimerGauges(SetAsideCounter, Protocol):
+    @property
+    def pending(self) -> int: ...
+
+
+class MetricsBroker(HasConfig, HasStats, HasStore, HasOffsets, HasPullHold, HasHA, Protocol):
+    """What ``BrokerCollector`` reads at scrape time."""
+
+    @property
+    def processors(self) -> ProcessorTable: ...
+
+    @property
+    def server(self) -> RemotingServer: ...
+
+    @property
+    def timers(self) -> TimerGauges: ...
+
+    @property
+    def schedule(self) -> SetAsideCounter: ...
+
+    @property
+    def transactions(self) -> SetAsideCounter: ...
+
+    @property
+    def pop(self) -> SetAsideCounter: ...
+
+
+class MetricsNamesrv(Protocol):
+    """What ``NamesrvCollector`` reads at scrape time."""
+
+    @property
+    def routes(self) -> RouteTable: ...
+
+    @property
+    def address(self) -> str: ...
 
 
 class BrokerCollector(Collector):
@@ -299,8 +351,8 @@ class BrokerCollector(Collector):
         ):
             aside.add_metric([*node, service], count)
         yield aside
-        half_end = broker.store.get_max_offset(_HALF_TOPIC, 0)
-        checked = max(0, broker.offsets.query(_SYSTEM_GROUP, _HALF_TOPIC, 0))
+        half_end = broker.store.get_max_offset(TRANS_HALF_TOPIC, HALF_QUEUE_ID)
+        checked = max(0, broker.offsets.query(CHECK_GROUP, TRANS_HALF_TOPIC, HALF_QUEUE_ID))
         yield _gauge(
             "rocketmq_transaction_half_backlog",
             "Half messages the transaction check has not walked past yet",

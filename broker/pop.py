@@ -35,11 +35,11 @@ import json
 import random
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
 
-from broker.facets import PopBroker
+from broker.facets import DelayBroker, HasOffsets, Tables
 from broker.parked import refused_for_good
 from broker.topics import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX, check_topic_name
 from codec import (
@@ -152,8 +152,13 @@ class PopError(Exception):
         self.remark = remark
 
 
+class PopServiceBroker(DelayBroker, Tables, HasOffsets, Protocol):
+    """What pop consumption and its revive service touch: the groups' offsets and their
+    retryMaxTimes."""
+
+
 class PopService:
-    def __init__(self, broker: PopBroker) -> None:
+    def __init__(self, broker: PopServiceBroker) -> None:
         self.broker = broker
         self.revive_topic = REVIVE_TOPIC_PREFIX + broker.config.broker_cluster_name
         self.revive_queues = broker.config.revive_queue_num

@@ -23,12 +23,14 @@ none to make.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Protocol
 
 import structlog
 
-from broker.facets import SlaveSyncBroker
+from broker.facets import HasOffsets, HasSchedule, Tables
 from broker.offsets import OFFER_TAKEN, TOPIC_GROUP_SEPARATOR, Version
 from remoting.bodies import DataVersion, SubscriptionGroupConfig, TopicConfigWrapper
+from remoting.client import RemotingClient
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
 from remoting.errors import RocketMQError
@@ -40,6 +42,14 @@ log = structlog.get_logger(__name__)
 
 SYNC_PERIOD_S = 10.0
 TIMEOUT_S = 3.0
+
+
+class SlaveSyncBroker(Tables, HasOffsets, HasSchedule, Protocol):
+    """A slave copying its master's tables: the client it asks with and the tables it
+    replaces."""
+
+    @property
+    def client(self) -> RemotingClient: ...
 
 
 class SlaveSync:

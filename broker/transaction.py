@@ -36,10 +36,11 @@ import asyncio
 import random
 import time
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import structlog
 
-from broker.facets import HasTopics, TransactionBroker
+from broker.facets import DelayBroker, HasOffsets, HasProducers, HasTopics
 from broker.parked import refused_for_good
 from broker.topics import TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
 from codec import (
@@ -121,6 +122,11 @@ class _Scan:
         """A half message the op record at ``op_offset`` decided: nothing to check."""
         self.done_ops.append(op_offset)
         self.done.skipped_done += 1
+
+
+class TransactionBroker(DelayBroker, HasTopics, HasOffsets, HasProducers, Protocol):
+    """What the transaction check touches: the half and op queues' offsets, and the
+    producers it asks back."""
 
 
 class TransactionService:
@@ -362,13 +368,8 @@ class TransactionService:
             a refusal that may pass (try again next scan).
         """
         original = inner.properties
-        inner.topic = TRANS_HALF_TOPIC
-        inner.queue_id = HALF_QUEUE_ID
         inner.properties = encode_properties(props)
-        inner.store_host = self.broker.store_host
-        inner.wait_store_msg_ok = False
-        inner.delay_level = 0
-        result = await self.broker.store.put_message(inner)
+        result = await self._put_copy(inner, TRANS_HALF_TOPIC, HALF_QUEUE_ID)
         if result.status.stored and result.append is not None:
             return result.append
         if refused_for_good(result.status):
@@ -376,6 +377,16 @@ class TransactionService:
             return result
         log.warning("transaction_half_refused", status=result.status.name)
         return None
+
+    async def _put_copy(self, inner: MessageInner, topic: str, queue_id: int) -> PutResult:
+        """A half message stored again, by this broker, under ``topic``/``queue_id``, not
+        waiting for a flush."""
+        inner.topic = topic
+        inner.queue_id = queue_id
+        inner.store_host = self.broker.store_host
+        inner.wait_store_msg_ok = False
+        inner.delay_level = 0
+        return await self.broker.store.put_message(inner)
 
     def _set_aside(
         self,
@@ -413,14 +424,8 @@ class TransactionService:
             Whether the scan may move past it: False for a refusal that may pass (a full
             disk), so that the copy is not lost; a refusal for good sets it aside.
         """
-        broker = self.broker
-        broker.topics.create_internal(TRANS_CHECK_MAX_TIME_TOPIC, 1, PERM_READ | PERM_WRITE)
-        inner.topic = TRANS_CHECK_MAX_TIME_TOPIC
-        inner.queue_id = 0
-        inner.store_host = broker.store_host
-        inner.wait_store_msg_ok = False
-        inner.delay_level = 0
-        result = await broker.store.put_message(inner)
+        self.broker.topics.create_internal(TRANS_CHECK_MAX_TIME_TOPIC, 1, PERM_READ | PERM_WRITE)
+        result = await self._put_copy(inner, TRANS_CHECK_MAX_TIME_TOPIC, 0)
         if not result.status.stored:
             if not refused_for_good(result.status):
                 log.warning(

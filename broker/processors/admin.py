@@ -16,13 +16,19 @@ from typing import Protocol
 import structlog
 
 from broker.acl import owner_topic
-from broker.clients import ConsumerManager
-from broker.config import BrokerConfig
+from broker.facets import (
+    HasConfig,
+    HasConsumers,
+    HasHA,
+    HasOffsets,
+    HasPullHold,
+    HasSchedule,
+    HasStats,
+    HasStore,
+    Routed,
+    Tables,
+)
 from broker.locks import QueueLocks
-from broker.long_polling import PullHoldService
-from broker.offsets import OffsetTable
-from broker.processors.context import DelayProgress, Routed, Tables
-from broker.stats import BrokerStats
 from broker.subscriptions import check_group_name
 from broker.topics import check_topic_name
 from codec import RecordError, decode_properties, decode_record
@@ -57,8 +63,7 @@ from remoting.headers import (
     ViewMessageRequestHeader,
 )
 from remoting.route import MessageQueue, dumps, loads
-from store.ha import HAClient, HAService
-from store.message_store import MessageStore
+from store.ha import HAClient
 
 log = structlog.get_logger(__name__)
 
@@ -95,30 +100,24 @@ def _ok(
     return response_to(request, ResponseCode.SUCCESS, None, ext, body)
 
 
-class AdminBroker(Tables, Routed, Protocol):
+class AdminBroker(
+    HasConfig,
+    Tables,
+    HasOffsets,
+    HasConsumers,
+    HasStore,
+    HasStats,
+    HasSchedule,
+    HasPullHold,
+    HasHA,
+    Routed,
+    Protocol,
+):
     """What the admin and query codes read and change: the tables, offsets, locks and
     consumers, the store, and the figures of the runtime info."""
 
     @property
-    def config(self) -> BrokerConfig: ...
-
-    @property
-    def offsets(self) -> OffsetTable: ...
-
-    @property
-    def consumers(self) -> ConsumerManager: ...
-
-    @property
     def locks(self) -> QueueLocks: ...
-
-    @property
-    def store(self) -> MessageStore: ...
-
-    @property
-    def schedule(self) -> DelayProgress: ...
-
-    @property
-    def stats(self) -> BrokerStats: ...
 
     @property
     def boot_timestamp_ms(self) -> int: ...
@@ -128,12 +127,6 @@ class AdminBroker(Tables, Routed, Protocol):
 
     @property
     def pull_lane(self) -> Lane: ...
-
-    @property
-    def pull_hold(self) -> PullHoldService: ...
-
-    @property
-    def ha(self) -> HAService | None: ...
 
     @property
     def ha_client(self) -> HAClient | None: ...

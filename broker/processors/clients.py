@@ -13,10 +13,9 @@ from typing import Protocol
 import structlog
 
 from broker.clients import ClientChannel
-from broker.config import BrokerConfig
+from broker.facets import Clients, HasConfig, HasStore, Routed, Tables
 from broker.filter_sql import SqlFilterError, compile_sql
 from broker.offsets import OFFER_TAKEN
-from broker.processors.context import Clients, OffsetRelay, Routed, Tables
 from broker.subscriptions import check_group_name, group_refusal
 from broker.topics import retry_topic
 from remoting.bodies import (
@@ -37,7 +36,6 @@ from remoting.headers import (
     UpdateConsumerOffsetRequestHeader,
 )
 from remoting.route import loads
-from store.message_store import MessageStore
 
 log = structlog.get_logger(__name__)
 
@@ -46,15 +44,15 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-class ClientBroker(Tables, Clients, Routed, Protocol):
+class OffsetRelay(Protocol):
+    """A slave's record of offsets its clients committed, offered to the master later."""
+
+    def client_committed(self, group: str, topic: str, queue_id: int, offset: int) -> None: ...
+
+
+class ClientBroker(HasConfig, Tables, Clients, HasStore, Routed, Protocol):
     """What client management touches: the client tables and offsets, the groups and their
     retry topics, the SQL92 switch, and a slave's record of commits it took."""
-
-    @property
-    def config(self) -> BrokerConfig: ...
-
-    @property
-    def store(self) -> MessageStore: ...
 
     @property
     def slave_sync(self) -> OffsetRelay | None: ...

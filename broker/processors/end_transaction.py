@@ -15,8 +15,8 @@ from typing import Protocol
 
 import structlog
 
-from broker.config import BrokerConfig, BrokerRole
-from broker.processors.context import HalfOps
+from broker.config import BrokerRole
+from broker.facets import HasConfig, StoreAccess
 from broker.processors.send import STATUS_CODES, delay_level_of
 from broker.topics import TRANS_HALF_TOPIC
 from codec import (
@@ -27,7 +27,6 @@ from codec import (
     TRANSACTION_NOT_TYPE,
     TRANSACTION_ROLLBACK_TYPE,
     TRANSACTION_TYPE_MASK,
-    Host,
     MessageInner,
     RecordError,
     RecordInfo,
@@ -38,23 +37,19 @@ from remoting.codes import ResponseCode
 from remoting.command import RemotingCommand, response_to
 from remoting.connection import Connection
 from remoting.headers import EndTransactionRequestHeader
-from store.message_store import MessageStore
 
 log = structlog.get_logger(__name__)
 
 
-class EndTransactionBroker(Protocol):
+class HalfOps(Protocol):
+    """The transaction service's op queue: a half message's end is written there."""
+
+    async def write_op(self, half: RecordInfo) -> bool: ...
+
+
+class EndTransactionBroker(HasConfig, StoreAccess, Protocol):
     """What ending a transaction touches: the role (a slave refuses), the store holding the
     half message, and the transaction service's op queue."""
-
-    @property
-    def config(self) -> BrokerConfig: ...
-
-    @property
-    def store(self) -> MessageStore: ...
-
-    @property
-    def store_host(self) -> Host: ...
 
     @property
     def transactions(self) -> HalfOps: ...

@@ -27,13 +27,11 @@ from broker.acl import Account, AclRules, PlainAcl
 from broker.clients import ClientChannel
 from broker.config import (
     LIVE_BROKER_KEYS,
-    BrokerConfig,
     config_properties,
     parse_properties_text,
 )
-from broker.processors.context import Clients
+from broker.facets import BrokerFacts, Clients, HasStore, HasTopics
 from broker.subscriptions import group_refusal
-from broker.topics import TopicTable
 from remoting.bodies import encode_reset_offset_body
 from remoting.codes import LanguageCode, RequestCode, ResponseCode
 from remoting.command import RemotingCommand, response_to
@@ -52,7 +50,6 @@ from remoting.headers import (
     UpdateGlobalWhiteAddrsConfigRequestHeader,
 )
 from remoting.route import MessageQueue, dumps
-from store.message_store import MessageStore
 
 log = structlog.get_logger(__name__)
 
@@ -83,15 +80,9 @@ class Listening(Protocol):
     def port(self) -> int: ...
 
 
-class OpsBroker(Clients, Protocol):
+class OpsBroker(BrokerFacts, Clients, HasTopics, HasStore, Protocol):
     """What the operator's codes touch: the client tables and offsets, the configuration
     (read, and changed live), the ports served, the store and the ACL."""
-
-    @property
-    def config(self) -> BrokerConfig: ...
-
-    @property
-    def address(self) -> str: ...
 
     @property
     def server(self) -> Listening: ...
@@ -101,12 +92,6 @@ class OpsBroker(Clients, Protocol):
 
     @property
     def metrics_port(self) -> int: ...
-
-    @property
-    def topics(self) -> TopicTable: ...
-
-    @property
-    def store(self) -> MessageStore: ...
 
     @property
     def acl(self) -> PlainAcl | None: ...

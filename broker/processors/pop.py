@@ -18,9 +18,9 @@ import structlog
 
 from broker.clients import normalize_subscription
 from broker.config import BrokerRole
+from broker.facets import BrokerFacts, Tables
 from broker.pop import Checkpoint, PopError, PopService
-from broker.processors.context import BrokerFacts, Tables
-from broker.processors.pull import tag_filter_of
+from broker.processors.pull import consuming_group, tag_filter_of
 from broker.subscriptions import group_refusal
 from broker.topics import TOPIC_MAX_LENGTH
 from remoting.bodies import PERM_READ, SubscriptionData
@@ -35,6 +35,7 @@ from remoting.headers import (
     PopMessageRequestHeader,
     PopMessageResponseHeader,
 )
+from remoting.lifecycle import TaskGroup
 from remoting.receipt import Receipt, join_offset_info, pop_retry_topic, real_topic
 
 log = structlog.get_logger(__name__)
@@ -55,7 +56,7 @@ class PopBroker(BrokerFacts, Tables, Protocol):
 class PopProcessor:
     def __init__(self, broker: PopBroker) -> None:
         self.broker = broker
-        self._polls: set[asyncio.Task[None]] = set()
+        self._polls = TaskGroup("pop-polls")  # long-polling pops, parked until a deadline
 
     # ------------------------------------------------------------------------ pop
 
@@ -75,9 +76,7 @@ class PopProcessor:
         ):
             # Nothing now: answer when a message comes or the poll time is up, off the lane.
             deadline = asyncio.get_running_loop().time() + min(h.poll_time, MAX_POLL_MS) / 1000
-            task = asyncio.create_task(self._poll(conn, request, h, deadline))
-            self._polls.add(task)
-            task.add_done_callback(self._polls.discard)
+            self._polls.spawn(self._poll(conn, request, h, deadline), name="pop-poll")
             return None
         return response
 
@@ -164,19 +163,9 @@ class PopProcessor:
                 f"{retry} would be {len(retry)} characters, longer than the topic max length "
                 f"{TOPIC_MAX_LENGTH}; use a shorter group or topic name",
             )
-        sgc = self.broker.subscription_groups.find(h.consumer_group)
-        if sgc is None:
-            return response_to(
-                request,
-                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
-                f"subscription group [{h.consumer_group}] does not exist",
-            )
-        if not sgc.consume_enable:
-            return response_to(
-                request,
-                ResponseCode.NO_PERMISSION,
-                f"subscription group no permission, {h.consumer_group}",
-            )
+        found = consuming_group(self.broker.subscription_groups, request, h.consumer_group)
+        if isinstance(found, RemotingCommand):
+            return found
         if (h.exp_type or "TAG").upper() != "TAG":
             return response_to(
                 request,
@@ -316,7 +305,4 @@ class PopProcessor:
         return response_to(request, ResponseCode.SUCCESS, None, header.to_ext_fields())
 
     async def shutdown(self) -> None:
-        for task in list(self._polls):
-            task.cancel()
-        if self._polls:
-            await asyncio.wait(list(self._polls), timeout=2.0)
+        await self._polls.close(timeout_s=2.0)

@@ -21,14 +21,20 @@ from typing import Protocol
 
 import structlog
 
-from broker.clients import ConsumerManager, normalize_subscription
+from broker.clients import normalize_subscription
 from broker.config import BrokerRole
+from broker.facets import (
+    BrokerFacts,
+    HasConsumers,
+    HasOffsets,
+    HasPullHold,
+    HasStats,
+    HasStore,
+    Tables,
+)
 from broker.filter_sql import SqlFilterError, compile_sql
-from broker.long_polling import PropertiesFilter, PullHoldService, TagFilter
-from broker.offsets import OffsetTable
-from broker.processors.context import BrokerFacts, Tables
-from broker.stats import BrokerStats
-from broker.subscriptions import group_refusal
+from broker.long_polling import PropertiesFilter, TagFilter
+from broker.subscriptions import SubscriptionGroupTable, group_refusal
 from codec import RecordError, decode_properties, decode_record
 from remoting.bodies import PERM_READ, MessageModel, SubscriptionData, SubscriptionGroupConfig
 from remoting.codes import ResponseCode
@@ -36,7 +42,7 @@ from remoting.command import RemotingCommand, response_to
 from remoting.connection import Connection
 from remoting.dispatch import send_response
 from remoting.headers import PullMessageRequestHeader, PullMessageResponseHeader
-from store.message_store import MessageStore, RecordFilter
+from store.message_store import RecordFilter
 from store.results import GetMessageStatus, GetResult
 
 log = structlog.get_logger(__name__)
@@ -52,6 +58,7 @@ FLAG_CLASS_FILTER = 0x8
 MAX_SUSPEND_MS = 60_000
 
 _FAQ = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
+_COMMA_FAQ = "," + _FAQ  # the missing group's remark has it
 
 _STATUS_CODES = {
     GetMessageStatus.FOUND: ResponseCode.SUCCESS,
@@ -119,24 +126,30 @@ def tag_filter_of(sub: SubscriptionData | None) -> TagFilter | None:
     return codes.__contains__
 
 
-class PullBroker(BrokerFacts, Tables, Protocol):
+def consuming_group(
+    groups: SubscriptionGroupTable, request: RemotingCommand, group: str, more: str = ""
+) -> SubscriptionGroupConfig | RemotingCommand:
+    """The group's config when it exists and may consume (a pull, a pop), else the
+    refusal (``more`` ends the remark of a missing group)."""
+    config = groups.find(group)
+    if config is None:
+        return response_to(
+            request,
+            ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+            f"subscription group [{group}] does not exist{more}",
+        )
+    if not config.consume_enable:
+        return response_to(
+            request, ResponseCode.NO_PERMISSION, f"subscription group no permission, {group}"
+        )
+    return config
+
+
+class PullBroker(
+    BrokerFacts, Tables, HasConsumers, HasOffsets, HasStore, HasStats, HasPullHold, Protocol
+):
     """What a pull reads of the broker: its checks' tables, the consumers' registered
     subscriptions and offsets, the store, and long polling."""
-
-    @property
-    def consumers(self) -> ConsumerManager: ...
-
-    @property
-    def offsets(self) -> OffsetTable: ...
-
-    @property
-    def store(self) -> MessageStore: ...
-
-    @property
-    def stats(self) -> BrokerStats: ...
-
-    @property
-    def pull_hold(self) -> PullHoldService: ...
 
 
 class PullProcessor:
@@ -198,20 +211,7 @@ class PullProcessor:
         refusal = group_refusal(request, h.consumer_group)
         if refusal is not None:
             return refusal
-        group_cfg = broker.subscription_groups.find(h.consumer_group)
-        if group_cfg is None:
-            return response_to(
-                request,
-                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
-                f"subscription group [{h.consumer_group}] does not exist,{_FAQ}",
-            )
-        if not group_cfg.consume_enable:
-            return response_to(
-                request,
-                ResponseCode.NO_PERMISSION,
-                f"subscription group no permission, {h.consumer_group}",
-            )
-        return group_cfg
+        return consuming_group(broker.subscription_groups, request, h.consumer_group, _COMMA_FAQ)
 
     def _check_queue(
         self, conn: Connection, request: RemotingCommand, h: PullMessageRequestHeader

@@ -30,7 +30,7 @@ from typing import Protocol
 import structlog
 
 from broker.config import BrokerRole
-from broker.processors.context import BrokerFacts, Routed, Storing, Tables
+from broker.facets import BrokerFacts, Routed, Storing, Tables
 from broker.timer import TimerPropertyError, deliver_time_ms, has_trigger
 from broker.topics import (
     DLQ_GROUP_TOPIC_PREFIX,
@@ -281,9 +281,32 @@ class SendProcessor:
             if refusal is not None:
                 return refusal
         queue_id = msg.queue_id
-        refusal = self._park(request, props, msg, half=half)
-        if refusal is not None:
-            return refusal
+        if half:
+            self._park_half(props, msg)
+        else:
+            # Where a message waits until it is due, its real topic and queue kept in its
+            # properties: the timer topic (a timer message) or the schedule topic (a delay
+            # level).
+            if has_trigger(props):
+                refusal = self._park_timer(request, props, msg)
+                if refusal is not None:
+                    return refusal
+            if msg.delay_level <= 0:
+                # A delayed message keeps WAIT in its stored properties (protocol.md §13.6:
+                # 4.9 re-serialises them, WAIT included, when it parks the message); so does
+                # a half message, whose property string the commit stores unchanged.
+                props.pop("WAIT", None)
+            elif msg.sys_flag & TRANSACTION_TYPE_MASK in (
+                TRANSACTION_NOT_TYPE,
+                TRANSACTION_COMMIT_TYPE,
+            ):
+                # Parked in the schedule topic here, on the dict parsed above, so the
+                # properties are parsed once and encoded once (the store would parse them
+                # again to do it).
+                msg.topic, msg.queue_id, _level = self.broker.store.schedule_properties(
+                    props, msg.topic, msg.queue_id, msg.delay_level
+                )
+                msg.delay_level = 0
         props["CLUSTER"] = self._cluster
         msg.properties = encode_properties(props)
         return queue_id
@@ -340,42 +363,15 @@ class SendProcessor:
         msg.topic, msg.queue_id, msg.delay_level = dlq, 0, 0
         return None
 
-    def _park(
-        self, request: RemotingCommand, props: dict[str, str], msg: MessageInner, *, half: bool
-    ) -> RemotingCommand | None:
-        """Where a message waits until it is due, its real topic and queue kept in its
-        properties: the timer topic (a timer message), the half topic (until its transaction
-        ends) or the schedule topic (a delay level). None to go on, the refusal of a bad
-        timer message otherwise."""
-        if not half and has_trigger(props):
-            refusal = self._park_timer(request, props, msg)
-            if refusal is not None:
-                return refusal
-        if half:
-            # parseHalfMessageInner: parked in the half queue, its target kept in properties;
-            # a client's DELAY waits for the commit.
-            ensure_system_topics(self.broker)
-            props[PROPERTY_REAL_TOPIC] = msg.topic
-            props[PROPERTY_REAL_QUEUE_ID] = str(msg.queue_id)
-            msg.topic, msg.queue_id = TRANS_HALF_TOPIC, 0
-            msg.sys_flag &= ~TRANSACTION_TYPE_MASK
-            msg.delay_level = 0
-        elif msg.delay_level <= 0:
-            # A delayed message keeps WAIT in its stored properties (protocol.md §13.6: 4.9
-            # re-serialises them, WAIT included, when it parks the message); so does a half
-            # message, whose property string the commit stores unchanged.
-            props.pop("WAIT", None)
-        elif msg.sys_flag & TRANSACTION_TYPE_MASK in (
-            TRANSACTION_NOT_TYPE,
-            TRANSACTION_COMMIT_TYPE,
-        ):
-            # Parked in the schedule topic here, on the dict parsed above, so the properties
-            # are parsed once and encoded once (the store would parse them again to do it).
-            msg.topic, msg.queue_id, _level = self.broker.store.schedule_properties(
-                props, msg.topic, msg.queue_id, msg.delay_level
-            )
-            msg.delay_level = 0
-        return None
+    def _park_half(self, props: dict[str, str], msg: MessageInner) -> None:
+        """``parseHalfMessageInner``: parked in the half queue until its transaction ends,
+        its target kept in properties; a client's DELAY waits for the commit."""
+        ensure_system_topics(self.broker)
+        props[PROPERTY_REAL_TOPIC] = msg.topic
+        props[PROPERTY_REAL_QUEUE_ID] = str(msg.queue_id)
+        msg.topic, msg.queue_id = TRANS_HALF_TOPIC, 0
+        msg.sys_flag &= ~TRANSACTION_TYPE_MASK
+        msg.delay_level = 0
 
     def _park_timer(
         self, request: RemotingCommand, props: dict[str, str], msg: MessageInner
