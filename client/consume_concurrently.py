@@ -28,6 +28,7 @@ from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
 from remoting.errors import RemotingError
 from remoting.headers import ConsumerSendMsgBackRequestHeader
+from remoting.lifecycle import Periodic
 
 log = logging.getLogger(__name__)
 
@@ -76,13 +77,17 @@ class ConsumeMessageConcurrentlyService(ConsumeMessageService):
         self._backlog: deque[tuple[ProcessQueue, MessageView]] = deque()
         self._workers: list[_Worker] = []
         self._idle: deque[asyncio.Future[None]] = deque()
-        self._watchdog: asyncio.Task[None] | None = None
+        self._watchdog: Periodic | None = None
 
     def start(self) -> None:
         self._workers = [_Worker() for _ in range(self.settings.consume_concurrency)]
         for i, worker in enumerate(self._workers):
             worker.task = asyncio.create_task(self._work(worker), name=f"consume-{i}")
-        self._watchdog = asyncio.create_task(self._watch_timeouts(), name="consume-timeout")
+        # Java checks every 15 min for messages consumed longer than consumeTimeout; here
+        # every half timeout, at most a minute, so a listener overruns by at most that.
+        period_s = min(self._consume_timeout() / 2, 60.0)
+        self._watchdog = Periodic("consume-timeout", self._cancel_overdue, period_s)
+        self._watchdog.start()
 
     def submit(self, pq: ProcessQueue, msgs: list[MessageView]) -> None:
         backlog = self._backlog
@@ -101,12 +106,11 @@ class ConsumeMessageConcurrentlyService(ConsumeMessageService):
             await asyncio.wait(running, timeout=grace_s)
 
     async def stop(self) -> None:
-        tasks = [w.task for w in self._workers if w.task is not None]
         if self._watchdog is not None:
-            tasks.append(self._watchdog)
-        await self._cancel(tasks)
+            await self._watchdog.stop()
+            self._watchdog = None
+        await self._cancel([w.task for w in self._workers if w.task is not None])
         self._workers = []
-        self._watchdog = None
 
     def _wake_workers(self, n: int) -> None:
         idle = self._idle
@@ -241,19 +245,17 @@ class ConsumeMessageConcurrentlyService(ConsumeMessageService):
         timeout = self.settings.consume_timeout_s
         return CONSUME_TIMEOUT_S if timeout is None else timeout
 
-    async def _watch_timeouts(self) -> None:
-        """Cancel listeners that run past ``consume_timeout_s`` (Java checks every 15 min
-        for messages consumed longer than ``consumeTimeout`` and sends them back)."""
-        while True:
-            timeout = self._consume_timeout()
-            await asyncio.sleep(min(timeout / 2, 60.0))
-            now = time.monotonic()
-            for worker in self._workers:
-                if (
-                    worker.msg is not None
-                    and not worker.timed_out
-                    and now - worker.started > timeout
-                    and worker.task is not None
-                ):
-                    worker.timed_out = True
-                    worker.task.cancel()
+    def _cancel_overdue(self) -> None:
+        """The watchdog's round: cancel the listeners running past ``consume_timeout_s``
+        (``cleanExpireMsg``); each worker retries its message (``_timed_out``)."""
+        timeout = self._consume_timeout()
+        now = time.monotonic()
+        for worker in self._workers:
+            if (
+                worker.msg is not None
+                and not worker.timed_out
+                and now - worker.started > timeout
+                and worker.task is not None
+            ):
+                worker.timed_out = True
+                worker.task.cancel()

@@ -15,7 +15,7 @@ import contextlib
 import dataclasses
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Protocol
 
 from client.consume_service import ConsumeMessageService, Subscription
@@ -111,16 +111,10 @@ class ConsumeMessageOrderlyService(ConsumeMessageService):
     async def lock_all(self) -> None:
         """LOCK_BATCH_MQ for every queue held, per broker; a queue the broker locked for us
         and that still holds messages is consumed at once."""
-        by_broker: dict[str, list[MessageQueue]] = {}
-        for mq in self._process_queues:
-            by_broker.setdefault(mq.broker_name, []).append(mq)
         instance = self._instance
-        for broker_name, mqs in by_broker.items():
-            addr = instance.master_addr(broker_name)
-            if addr is None:
-                continue
-            body = LockBatchBody(self.group, instance.client_id, mqs).encode()
-            request = RemotingCommand.request(RequestCode.LOCK_BATCH_MQ, {}, body)
+        for broker_name, addr, mqs, request in self._per_broker(
+            RequestCode.LOCK_BATCH_MQ, self._process_queues
+        ):
             try:
                 response = await instance.invoke_broker(addr, request, LOCK_TIMEOUT_S)
             except RemotingError as exc:
@@ -150,20 +144,27 @@ class ConsumeMessageOrderlyService(ConsumeMessageService):
 
     async def unlock(self, mqs: list[MessageQueue]) -> None:
         """UNLOCK_BATCH_MQ, per broker; a broker that does not answer lets the lock lapse."""
-        if not mqs:
-            return
         instance = self._instance
+        for _, addr, _, request in self._per_broker(RequestCode.UNLOCK_BATCH_MQ, mqs):
+            with contextlib.suppress(RemotingError):
+                await instance.invoke_broker(addr, request, UNLOCK_TIMEOUT_S)
+
+    def _per_broker(
+        self, code: RequestCode, mqs: Iterable[MessageQueue]
+    ) -> Iterator[tuple[str, str, list[MessageQueue], RemotingCommand]]:
+        """For each broker of ``mqs``: its name, its master's address (looked up when its
+        turn comes; a broker without one is skipped), its queues and the lock or unlock
+        request (``LockBatchBody``) for them."""
         by_broker: dict[str, list[MessageQueue]] = {}
         for mq in mqs:
             by_broker.setdefault(mq.broker_name, []).append(mq)
+        instance = self._instance
         for broker_name, group_mqs in by_broker.items():
             addr = instance.master_addr(broker_name)
             if addr is None:
                 continue
             body = LockBatchBody(self.group, instance.client_id, group_mqs).encode()
-            request = RemotingCommand.request(RequestCode.UNLOCK_BATCH_MQ, {}, body)
-            with contextlib.suppress(RemotingError):
-                await instance.invoke_broker(addr, request, UNLOCK_TIMEOUT_S)
+            yield broker_name, addr, group_mqs, RemotingCommand.request(code, {}, body)
 
     async def handed_over(self, pq: ProcessQueue) -> None:
         """Wait (at most ORDERLY_HANDOVER_S) until the listener of a released queue is done.

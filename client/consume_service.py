@@ -130,8 +130,7 @@ class ConsumeMessageService(ABC):
         return self._result_of(result)
 
     def _result_of(self, result: object) -> ConsumeResult:
-        if result is None:
-            return ConsumeResult.SUCCESS
+        """What a listener returned other than None or SUCCESS (its callers settle those)."""
         if not isinstance(result, ConsumeResult):
             log.error("listener_bad_result group=%s result=%r", self.group, result)
             return ConsumeResult.RECONSUME_LATER

@@ -23,7 +23,8 @@ from typing import Any
 
 from client.errors import ClientStateError, InvalidArgumentError
 from client.message import ConsumeResult, MessageView
-from client.push_consumer import ProcessQueue, PushConsumer
+from client.process_queue import ProcessQueue
+from client.push_consumer import PushConsumer
 from remoting.bodies import ConsumerData, ConsumeType
 from remoting.codes import RequestCode
 from remoting.headers import QueueRequestHeader
@@ -156,7 +157,7 @@ class PullConsumer(PushConsumer):
         self._polled = [item for item in self._polled if item[0] is not pq]
         assert self.offsets is not None
         self.offsets.update(mq, offset)
-        pq.task = asyncio.create_task(self._pull_loop(pq), name=f"pull-{mq.topic}-{mq.queue_id}")
+        self._pulls().pull(pq)
 
     async def seek_to_begin(self, mq: MessageQueue) -> None:
         await self.seek(mq, await self._queue_bound(mq, low=True))

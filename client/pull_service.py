@@ -14,8 +14,8 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Mapping
-from typing import Any, Protocol
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Protocol
 
 from client.consume_service import Subscription
 from client.errors import ClientError
@@ -94,10 +94,14 @@ class PullMessageService:
         self._pulling: set[ProcessQueue] = set()
 
     def pull(self, pq: ProcessQueue) -> None:
-        """Start pulling ``pq``."""
+        """Start pulling ``pq`` from ``pq.next_offset`` (again, after ``PullConsumer.seek``
+        stopped its loop)."""
         self._pulling.add(pq)
         mq = pq.mq
-        pq.task = asyncio.create_task(self.pull_loop(pq), name=f"pull-{mq.topic}-{mq.queue_id}")
+        pq.task = asyncio.create_task(
+            self._pull_loop(pq, self._subscriptions[mq.topic].data),
+            name=f"pull-{mq.topic}-{mq.queue_id}",
+        )
 
     def stop_pulling(self, pq: ProcessQueue) -> None:
         """Stop pulling a released queue (already marked dropped); its loop is not awaited."""
@@ -118,10 +122,6 @@ class PullMessageService:
             if pq.task is not None:
                 with contextlib.suppress(asyncio.CancelledError):
                     await pq.task
-
-    def pull_loop(self, pq: ProcessQueue) -> Coroutine[Any, Any, None]:
-        """The loop of one queue, for a task of its own (``PullConsumer.seek`` restarts it)."""
-        return self._pull_loop(pq, self._subscriptions[pq.mq.topic].data)
 
     async def _pull_loop(self, pq: ProcessQueue, sub: SubscriptionData) -> None:
         mq = pq.mq

@@ -35,7 +35,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -72,8 +72,8 @@ from remoting.errors import HeaderError, RemotingError
 from remoting.headers import OffsetResponseHeader, QueueRequestHeader, SearchOffsetRequestHeader
 from remoting.route import MessageQueue, TopicRouteData, dumps
 
-# Listener and ProcessQueue were defined here before the split; PullConsumer and users
-# import them from here still.
+# Listener and ProcessQueue were defined here before the split; users (and tests) import
+# them from here still.
 __all__ = ["Listener", "ProcessQueue", "PushConsumer"]
 
 log = logging.getLogger(__name__)
@@ -630,10 +630,6 @@ class PushConsumer(ClientService):
         if pull is None:
             raise ClientStateError(f"{self._describe()} is not started")
         return pull
-
-    def _pull_loop(self, pq: ProcessQueue) -> Coroutine[Any, Any, None]:
-        """The pull loop of ``pq``, for a task of its own (``PullConsumer.seek``)."""
-        return self._pulls().pull_loop(pq)
 
     def _dispatch(self, pq: ProcessQueue, msgs: list[MessageView]) -> None:
         """A pulled batch, already in ``pq``, goes to the consume service (a PullConsumer

@@ -23,17 +23,15 @@ from client.message import decode_messages
 from remoting.bodies import PERM_READ, PERM_WRITE, TopicConfig
 from remoting.client import ClientConfig, RemotingClient
 from remoting.codes import ResponseCode
-from tests.support import pull, wait_dispatched, wait_until
+from tests.support import STORE_SMALL, pull, wait_dispatched, wait_until
 
-# 1 MiB segments: the SDK tests send more and bigger messages than the broker's.
+# STORE_SMALL with 1 MiB segments: the SDK tests send more and bigger messages than the
+# broker's.
 STORE_DEFAULTS: dict[str, Any] = {
+    **STORE_SMALL,
     "commit_log_file_bytes": 1 << 20,
     "max_message_bytes": 1 << 19,
     "consume_queue_file_bytes": 20 * 1024,
-    "max_hash_slot_num": 64,
-    "max_index_num": 256,
-    "flush_interval_ms": 10,
-    "flush_interval_consume_queue_ms": 10,
     # Retries and delays in a blink (RocketMQ's levels run 1 s .. 2 h; "ms" is our unit).
     "message_delay_level": " ".join(["100ms"] * 18),
 }

@@ -12,7 +12,7 @@ import pytest
 
 from client import Message, MessageQueue, MessageView, SendStatus
 from client.blocking import Producer, PullConsumer, PushConsumer
-from tests.standalone import start_standalone
+from tests.processes import start_standalone
 
 
 @pytest.fixture

@@ -12,7 +12,6 @@ from __future__ import annotations
 import ast
 import asyncio
 import builtins
-import contextlib
 import importlib
 import inspect
 import re
@@ -23,7 +22,6 @@ import zlib
 from collections.abc import AsyncIterator
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -49,6 +47,7 @@ from remoting.errors import RocketMQError
 from remoting.headers import RegisterBrokerRequestHeader
 from remoting.server import RemotingServer, ServerConfig
 from tests.client.conftest import create_topic
+from tests.client.test_errors import silent_listener  # noqa: F401 - the fixture
 from tests.support import LOOPBACK, call
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -255,34 +254,13 @@ def test_the_walk_catches_what_it_must() -> None:
 
 
 @pytest.fixture
-async def silent_peer() -> AsyncIterator[str]:
-    """host:port of a server that accepts connections, reads everything, answers nothing."""
-    readers: list[asyncio.Task[Any]] = []
-
-    async def on_connect(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        readers.append(task)
-        with contextlib.suppress(ConnectionError):
-            while await reader.read(65536):
-                pass
-        writer.close()
-
-    server = await asyncio.start_server(on_connect, LOOPBACK, 0)
-    port = server.sockets[0].getsockname()[1]
-    try:
-        yield f"{LOOPBACK}:{port}"
-    finally:
-        server.close()
-        for task in readers:
-            task.cancel()
-        await server.wait_closed()
-
-
-@pytest.fixture
-async def silent_broker(namesrv: NameServer, silent_peer: str) -> AsyncIterator[str]:
-    """``silent_peer`` registered with the name server as the master of broker-silent
-    serving SilentTopic, as a broker's REGISTER_BROKER would: producers and consumers go
+async def silent_broker(
+    namesrv: NameServer,
+    silent_listener: str,  # noqa: F811 - test_errors' fixture
+) -> AsyncIterator[str]:
+    """``silent_listener`` (test_errors: accepts connections, reads everything, answers
+    nothing) registered with the name server as the master of broker-silent serving
+    SilentTopic, as a broker's REGISTER_BROKER would: producers and consumers go
     there. The registering connection stays open (the name server drops a broker whose
     connection closes)."""
     topic = "SilentTopic"
@@ -291,9 +269,9 @@ async def silent_broker(namesrv: NameServer, silent_peer: str) -> AsyncIterator[
     encoded = body.encode(compressed=False)
     header = RegisterBrokerRequestHeader(
         broker_name="broker-silent",
-        broker_addr=silent_peer,
+        broker_addr=silent_listener,
         cluster_name="DefaultCluster",
-        ha_server_addr=silent_peer,
+        ha_server_addr=silent_listener,
         broker_id=0,
         compressed=False,
         body_crc32=zlib.crc32(encoded) & 0x7FFFFFFF,
@@ -303,21 +281,33 @@ async def silent_broker(namesrv: NameServer, silent_peer: str) -> AsyncIterator[
             rc, namesrv.address, RequestCode.REGISTER_BROKER, header.to_ext_fields(), encoded
         )
         assert response.code == ResponseCode.SUCCESS, response.remark
-        yield silent_peer
+        yield silent_listener
+
+
+def assert_send_refused(
+    exc: client.BrokerError, broker: Broker, topic: str, code: int, *, retriable: bool
+) -> None:
+    """A send's refusal carries the code, whether to retry, and which request, broker and
+    topic were refused."""
+    assert (exc.code, exc.retriable) == (code, retriable)
+    assert (exc.request_code, exc.addr, exc.topic) == (
+        RequestCode.SEND_MESSAGE_V2,
+        broker.address,
+        topic,
+    )
 
 
 async def test_a_send_to_a_topic_that_does_not_exist(namesrv: NameServer, broker: Broker) -> None:
+    """After the producer's retries (test_errors checks one attempt), the error is still the
+    broker's refusal."""
     # TBW102 without the inherit bit: the producer finds a broker, which creates nothing.
     await create_topic(broker, "TBW102", queues=1, perm=PERM_READ | PERM_WRITE)
     async with Producer("pg-tree-unknown", namesrv.address) as p:
         with pytest.raises(client.TopicNotExistError) as caught:
             await p.send(Message("NoSuchTopicHere", b"x"))
     exc = caught.value
-    assert (exc.code, exc.retriable) == (ResponseCode.TOPIC_NOT_EXIST, True)
-    assert (exc.request_code, exc.addr, exc.topic) == (
-        RequestCode.SEND_MESSAGE_V2,
-        broker.address,
-        "NoSuchTopicHere",
+    assert_send_refused(
+        exc, broker, "NoSuchTopicHere", ResponseCode.TOPIC_NOT_EXIST, retriable=True
     )
     assert str(exc).startswith(
         f"SEND_MESSAGE_V2 (310) to {broker.address}, topic NoSuchTopicHere: refused with "
@@ -410,12 +400,7 @@ async def test_properties_over_32_kb(namesrv: NameServer, broker: Broker) -> Non
         with pytest.raises(client.InvalidMessageError) as batched:
             await p.send_batch([Message("BigProps", b"ok"), big])
     exc = alone.value
-    assert (exc.code, exc.retriable) == (ResponseCode.MESSAGE_ILLEGAL, False)
-    assert (exc.request_code, exc.addr, exc.topic) == (
-        RequestCode.SEND_MESSAGE_V2,
-        broker.address,
-        "BigProps",
-    )
+    assert_send_refused(exc, broker, "BigProps", ResponseCode.MESSAGE_ILLEGAL, retriable=False)
     assert re.search(r"properties of \d+ bytes exceed the 32 KB limit", str(exc))
     *plain, coalesced = results
     assert all(isinstance(r, client.SendResult) for r in plain), plain

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.standalone import start_standalone
+from tests.processes import start_standalone
 
 SCRIPT_TIMEOUT_S = 120.0
 
