@@ -279,7 +279,9 @@ def decode_record(
     """
     # Long because it runs per record in recovery and in dispatch's read-back: reading the
     # topic and properties in a function of their own made a pure-Python decode 7-9% slower
-    # (3.0 -> 3.25 µs for a 1 KiB record; M13). Most of the length is RecordInfo's fields.
+    # (M13: `python -m tests.bench.codec_bench`, row "decode_record", pure column, this
+    # function against that variant of it in the same run). Most of the length is
+    # RecordInfo's fields.
     end_of_buf = len(buf)
     if pos + 88 > end_of_buf:
         raise RecordError("record header runs past the data")

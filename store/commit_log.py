@@ -46,7 +46,6 @@ from codec import (
     TRANSACTION_PREPARED_TYPE,
     TRANSACTION_ROLLBACK_TYPE,
     TRANSACTION_TYPE_MASK,
-    EncodedBatch,
     Host,
     MessageBatch,
     MessageInner,
@@ -271,75 +270,17 @@ class CommitLog:
     def put_batch(self, batch: MessageBatch) -> PutResult:
         """Append the messages of a batch to one queue with consecutive queue offsets."""
         topic = batch.topic.encode()
-        bad = self._check(topic, len(batch.body), 0)
+        bad = self._check_batch(batch, topic)
         if bad is not None:
             return bad
-        if batch.sys_flag & TRANSACTION_TYPE_MASK:
-            return PutResult(
-                PutMessageStatus.MESSAGE_ILLEGAL, remark="a batch cannot be transactional"
-            )
-        if "DELAY" in batch.properties:
-            delay = decode_properties(batch.properties).get("DELAY", "0")
-            if delay.isdigit() and int(delay) > 0:
-                return PutResult(
-                    PutMessageStatus.MESSAGE_ILLEGAL, remark="a batch cannot have a delay level"
-                )
         sys_flag = record_sys_flag(batch.sys_flag, batch.born_host, batch.store_host)
         # From here to the return there is no await: the loop is the put lock.
         queue_key = f"{batch.topic}-{batch.queue_id}"
         queue_offset = self.queue_offsets.get(queue_key, 0)  # a batch is never transactional
         start = self.files.max_offset  # unless the batch goes to a new segment: see below
         now = _now_ms()
-        encoded = self._encode_batch(
-            batch, topic, sys_flag=sys_flag, queue_offset=queue_offset, start=start, now=now
-        )
-        if isinstance(encoded, PutResult):
-            return encoded
-        size = encoded.total_bytes
-        mf = self._segment_for(size)
-        if isinstance(mf, PutResult):
-            return mf
-        base = mf.wrote_position
-        if mf.start_offset + base != start:  # it did go to a new segment
-            start = mf.start_offset + base
-            patch_physical_offsets(encoded.buf, encoded.sizes, start)
-        # The records are complete before they are written and the write position moves
-        # past them: a concurrent flush (or a reader) never sees one without its offsets.
-        with memoryview(encoded.buf) as view, view[:size] as data:
-            failed = self._write_through_file(mf, base, data)
-        if failed is not None:
-            return failed
-        mf.wrote_position = base + size
-        sizes = encoded.sizes
-        self.queue_offsets[queue_key] = queue_offset + len(sizes)
-        offsets = list(accumulate(sizes[:-1], initial=start))
-        return self._appended(
-            batch.topic,
-            topic,
-            batch.queue_id,
-            sys_flag,
-            batch.store_host,
-            queue_offset,
-            now,
-            offsets,
-            sizes,
-            encoded.properties,
-        )
-
-    def _encode_batch(
-        self,
-        batch: MessageBatch,
-        topic: bytes,
-        *,
-        sys_flag: int,
-        queue_offset: int,
-        start: int,
-        now: int,
-    ) -> EncodedBatch | PutResult:
-        """The batch's records, complete, in the scratch buffer from ``start``; or the
-        refusal of a body that does not parse or whose properties are too long."""
         try:
-            return encode_batch_records(
+            encoded = encode_batch_records(
                 self._scratch,
                 batch.body,
                 batch.properties.encode(),
@@ -357,6 +298,53 @@ class CommitLog:
             return PutResult(PutMessageStatus.PROPERTIES_SIZE_EXCEEDED, remark=str(exc))
         except RecordError as exc:
             return PutResult(PutMessageStatus.MESSAGE_ILLEGAL, remark=f"bad batch: {exc}")
+        size = encoded.total_bytes
+        mf = self._segment_for(size)
+        if isinstance(mf, PutResult):
+            return mf
+        base = mf.wrote_position
+        if mf.start_offset + base != start:  # it did go to a new segment
+            start = mf.start_offset + base
+            patch_physical_offsets(encoded.buf, encoded.sizes, start)
+        # The records are complete before they are written and the write position moves
+        # past them: a concurrent flush (or a reader) never sees one without its offsets.
+        with memoryview(encoded.buf) as view, view[:size] as data:
+            failed = self._write_through_file(mf, base, data)
+        if failed is not None:
+            return failed
+        mf.wrote_position = base + size
+        self.queue_offsets[queue_key] = queue_offset + len(encoded.sizes)
+        offsets = list(accumulate(encoded.sizes[:-1], initial=start))
+        return self._appended(
+            batch.topic,
+            topic,
+            batch.queue_id,
+            sys_flag,
+            batch.store_host,
+            queue_offset,
+            now,
+            offsets,
+            encoded.sizes,
+            encoded.properties,
+        )
+
+    def _check_batch(self, batch: MessageBatch, topic: bytes) -> PutResult | None:
+        """``_check`` for a batch (its whole body against maxMessageSize), and the refusal
+        of a transactional batch or one with a delay level."""
+        bad = self._check(topic, len(batch.body), 0)
+        if bad is not None:
+            return bad
+        if batch.sys_flag & TRANSACTION_TYPE_MASK:
+            return PutResult(
+                PutMessageStatus.MESSAGE_ILLEGAL, remark="a batch cannot be transactional"
+            )
+        if "DELAY" in batch.properties:
+            delay = decode_properties(batch.properties).get("DELAY", "0")
+            if delay.isdigit() and int(delay) > 0:
+                return PutResult(
+                    PutMessageStatus.MESSAGE_ILLEGAL, remark="a batch cannot have a delay level"
+                )
+        return None
 
     def _segment_for(self, size: int) -> MappedFile | PutResult:
         """The segment the next ``size`` bytes go to, after an END-OF-FILE blank record in

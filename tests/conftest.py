@@ -168,18 +168,17 @@ async def broker(start_broker: BrokerFactory) -> Broker:
 
 @pytest.fixture
 async def start_client() -> AsyncIterator[ClientFactory]:
-    """``await start_client(config, processors, hooks)``: a RemotingClient (``CLIENT_CONFIG``
-    unless given), shut down after the test. A ProcessorTable as the first argument is the
-    processors (``start_client(table)``: a client that serves the broker's requests)."""
+    """``await start_client(config, processors=…, hooks=…)``: a RemotingClient
+    (``CLIENT_CONFIG`` unless given), shut down after the test; with ``processors``, a client
+    that serves the broker's requests."""
     async with contextlib.AsyncExitStack() as stack:
 
         async def start(
-            config: ClientConfig | ProcessorTable | None = None,
+            config: ClientConfig | None = None,
+            *,
             processors: ProcessorTable | None = None,
             hooks: list[RPCHook] | None = None,
         ) -> RemotingClient:
-            if isinstance(config, ProcessorTable):
-                config, processors = None, config
             client = RemotingClient(config or CLIENT_CONFIG, processors=processors, hooks=hooks)
             return await stack.enter_async_context(client)
 

@@ -1,13 +1,19 @@
 """Programs the tests run as processes of their own: brokers and client drivers.
 
-- ``start_aerolite(store, settings)``: Aerolite's ``python -m broker standalone`` on ports 0,
-  returned once it printed its ready line, as a ``Broker`` (``stop()`` is SIGTERM and must
-  exit 0, ``kill()`` is ``kill -9``; the store survives both);
+- ``launch_standalone(store, settings, log)``: Aerolite's ``python -m broker standalone`` on
+  ports 0, returned once it printed its ready line; the one launcher behind both views of it:
+- ``start_aerolite(store, settings)``: that process as a ``Broker`` (``stop()`` is SIGTERM and
+  must exit 0, ``kill()`` is ``kill -9``; the store survives both), for tests/e2e and
+  tests/interop;
+- ``start_standalone(root, settings)``: that process as a ``StandaloneBroker`` (store and log
+  under ``root``, broker defaults but for the metrics port, exit code left to the caller), for
+  tests whose clients live in other processes or threads (Spark's workers, the blocking
+  facade, the README's examples, disk-full and shutdown tests);
 - ``JavaRocketMQ``: Apache RocketMQ's ``NamesrvStartup`` and ``BrokerStartup`` from a
   directory of jars, each store with a name server of its own, as the same ``Broker``;
 - ``DriverRun``: a client driver process whose JSON lines are collected on a thread.
 
-The end-to-end tests (tests/e2e) and the interop tests (tests/interop) share them. Every
+``read_ready_line``, ``stop_pid`` and ``tail`` serve tests/e2e/compose.py too. Every
 process is ours, started with fixed arguments, waited for with a deadline and stopped by PID.
 """
 
@@ -24,7 +30,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -51,7 +57,7 @@ def unique(prefix: str) -> str:
     return f"{prefix}_{uuid.uuid4().hex[:10]}"
 
 
-def _tail(path: Path, chars: int = LOG_TAIL_CHARS) -> str:
+def tail(path: Path, chars: int = LOG_TAIL_CHARS) -> str:
     try:
         with path.open("rb") as f:
             f.seek(0, os.SEEK_END)
@@ -61,7 +67,7 @@ def _tail(path: Path, chars: int = LOG_TAIL_CHARS) -> str:
         return f"({path}: {exc})"
 
 
-def _stop_pid(proc: subprocess.Popen[Any], timeout_s: float = STOP_TIMEOUT_S) -> int | None:
+def stop_pid(proc: subprocess.Popen[Any], timeout_s: float = STOP_TIMEOUT_S) -> int | None:
     """SIGTERM our own child, then SIGKILL it after ``timeout_s``; its exit code."""
     if proc.poll() is None:
         proc.terminate()
@@ -93,13 +99,13 @@ class Broker:
     kind: str
 
     def log_tail(self) -> str:
-        return "\n".join(f"--- {p.name}\n{_tail(p)}" for p in self.logs)
+        return "\n".join(f"--- {p.name}\n{tail(p)}" for p in self.logs)
 
     def alive(self) -> bool:
         return all(p.poll() is None for p in self.procs)
 
     def stop(self) -> None:
-        codes = [_stop_pid(p) for p in reversed(self.procs)]
+        codes = [stop_pid(p) for p in reversed(self.procs)]
         if self.kind == "aerolite":
             assert codes == [0], f"SIGTERM should exit 0, got {codes}:\n{self.log_tail()}"
 
@@ -110,7 +116,7 @@ class Broker:
             proc.wait(timeout=STOP_TIMEOUT_S)
 
 
-def _read_ready_line(proc: subprocess.Popen[str], log: Path, timeout_s: float) -> str:
+def read_ready_line(proc: subprocess.Popen[str], log: Path, timeout_s: float) -> str:
     """The first stdout line, read on a thread so that a silent process cannot hang us. The
     thread then drains stdout until EOF (a full pipe would block the broker) and closes it."""
     lines: queue.Queue[str] = queue.Queue()
@@ -126,32 +132,66 @@ def _read_ready_line(proc: subprocess.Popen[str], log: Path, timeout_s: float) -
     try:
         line = lines.get(timeout=timeout_s)
     except queue.Empty:
-        _stop_pid(proc)
-        pytest.fail(f"no ready line within {timeout_s:g} s:\n{_tail(log)}")
+        stop_pid(proc)
+        pytest.fail(f"no ready line within {timeout_s:g} s:\n{tail(log)}")
     if not line:
-        _stop_pid(proc)
-        pytest.fail(f"exited ({proc.poll()}) before its ready line:\n{_tail(log)}")
+        stop_pid(proc)
+        pytest.fail(f"exited ({proc.poll()}) before its ready line:\n{tail(log)}")
     return line.strip()
 
 
-def start_aerolite(store: Path, settings: dict[str, str] | None = None) -> Broker:
-    """``python -m broker standalone`` on ports 0; returns once it printed its ready line."""
-    store.mkdir(parents=True, exist_ok=True)
-    merged = {**DEFAULT_SETTINGS, **(settings or {})}
+def launch_standalone(
+    store: Path, settings: Mapping[str, str], log: Path
+) -> tuple[subprocess.Popen[str], dict[str, str]]:
+    """``python -m broker standalone --store STORE`` on ports 0 with ``settings`` (each a
+    ``--set``), its stderr to ``log``: the process and the ``key=value`` fields of its ready
+    line (``namesrv``, ``broker``, ``metrics`` when served), once it printed it."""
     args = [sys.executable, "-m", "broker", "standalone", "--store", str(store)]
     args += ["--namesrv-port", "0", "--listen-port", "0"]
-    for key, value in merged.items():
+    for key, value in settings.items():
         args += ["--set", f"{key}={value}"]
-    log = store.parent / f"{store.name}-aerolite-{time.monotonic_ns()}.log"
     with log.open("w") as stderr:
         proc = subprocess.Popen(  # our own broker, fixed arguments
             args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=stderr, text=True
         )
-    line = _read_ready_line(proc, log, READY_TIMEOUT_S)
-    words = line.split()
-    assert words[0] == "ready", f"unexpected first line {line!r}"
-    addrs = dict(w.split("=", 1) for w in words[1:])
+    line = read_ready_line(proc, log, READY_TIMEOUT_S)
+    word, *fields = line.split()
+    assert word == "ready", f"unexpected first line {line!r}"
+    return proc, dict(f.split("=", 1) for f in fields)
+
+
+def start_aerolite(store: Path, settings: dict[str, str] | None = None) -> Broker:
+    """``launch_standalone`` on ``store`` with ``DEFAULT_SETTINGS`` under ``settings``."""
+    store.mkdir(parents=True, exist_ok=True)
+    log = store.parent / f"{store.name}-aerolite-{time.monotonic_ns()}.log"
+    proc, addrs = launch_standalone(store, {**DEFAULT_SETTINGS, **(settings or {})}, log)
     return Broker(addrs["namesrv"], addrs["broker"], store, [proc], [log], "aerolite")
+
+
+@dataclass
+class StandaloneBroker:
+    """One ``python -m broker standalone`` whose store is ``root/store`` and whose stderr is
+    ``root/broker.log``. ``stop()`` is SIGTERM (SIGKILL after a deadline) and leaves the exit
+    code in ``proc.returncode`` for the test to check."""
+
+    proc: subprocess.Popen[str]
+    namesrv: str
+    broker: str
+    store: Path
+    metrics: str | None = None  # host:port of the Prometheus endpoint, if served
+
+    def stop(self) -> None:
+        stop_pid(self.proc)
+
+
+def start_standalone(root: Path, settings: dict[str, str] | None = None) -> StandaloneBroker:
+    """``launch_standalone`` on ``root/store`` with the broker's defaults, but for the metrics
+    port (a free one) and ``settings`` (broker config keys)."""
+    root.mkdir(parents=True, exist_ok=True)
+    store = root / "store"
+    merged = {"metricsPort": "0", **(settings or {})}
+    proc, fields = launch_standalone(store, merged, root / "broker.log")
+    return StandaloneBroker(proc, fields["namesrv"], fields["broker"], store, fields.get("metrics"))
 
 
 def _free_port(offsets: tuple[int, ...] = (0,)) -> int:
@@ -222,33 +262,38 @@ class JavaRocketMQ:
                 text=True,
             )
 
+    def _boot(
+        self, main: str, values: Mapping[str, str], *, conf: Path, home: Path, log: Path
+    ) -> subprocess.Popen[str]:
+        """Write ``values`` to ``conf``, start ``main -c conf`` and wait for its boot line."""
+        conf.write_text("".join(f"{k}={v}\n" for k, v in values.items()))
+        proc = self._java(main, "-c", str(conf), home=home, log=log)
+        self._wait_for(proc, log, "boot success")
+        return proc
+
     def _wait_for(self, proc: subprocess.Popen[str], log: Path, marker: str) -> None:
         deadline = time.monotonic() + READY_TIMEOUT_S
         while time.monotonic() < deadline:
-            if marker in _tail(log, 100_000):
+            if marker in tail(log, 100_000):
                 return
             if proc.poll() is not None:
-                pytest.fail(f"java exited ({proc.returncode}):\n{_tail(log)}")
+                pytest.fail(f"java exited ({proc.returncode}):\n{tail(log)}")
             time.sleep(0.2)
-        _stop_pid(proc)
-        pytest.fail(f"java printed no {marker!r}:\n{_tail(log)}")
+        stop_pid(proc)
+        pytest.fail(f"java printed no {marker!r}:\n{tail(log)}")
 
     def _namesrv_for(self, store: Path) -> str:
         """The name server of ``store``'s broker, started on first use, kept over restarts."""
         if store in self.namesrvs:
             return self.namesrvs[store][1]
         port = _free_port()
-        conf = store.parent / f"{store.name}-namesrv.conf"
-        conf.write_text(f"listenPort={port}\n")
-        log = store.parent / f"{store.name}-java-namesrv.log"
-        proc = self._java(
+        proc = self._boot(
             "org.apache.rocketmq.namesrv.NamesrvStartup",
-            "-c",
-            str(conf),
+            {"listenPort": str(port)},
+            conf=store.parent / f"{store.name}-namesrv.conf",
             home=store.parent / f"{store.name}-namesrv-home",
-            log=log,
+            log=store.parent / f"{store.name}-java-namesrv.log",
         )
-        self._wait_for(proc, log, "boot success")
         self.namesrvs[store] = (proc, f"127.0.0.1:{port}")
         return self.namesrvs[store][1]
 
@@ -273,24 +318,21 @@ class JavaRocketMQ:
             **DEFAULT_SETTINGS,
             **(settings or {}),
         }
-        conf = store.parent / f"{store.name}-broker.conf"
-        conf.write_text("".join(f"{k}={v}\n" for k, v in conf_values.items()))
         log = store.parent / f"{store.name}-java-broker-{time.monotonic_ns()}.log"
-        proc = self._java(
+        proc = self._boot(
             "org.apache.rocketmq.broker.BrokerStartup",
-            "-c",
-            str(conf),
+            conf_values,
+            conf=store.parent / f"{store.name}-broker.conf",
             home=store.parent / f"{store.name}-home",
             log=log,
         )
-        self._wait_for(proc, log, "boot success")
         # Java's SIGTERM exit code is 143, so Broker.stop() checks codes only for Aerolite.
         return Broker(namesrv, f"127.0.0.1:{port}", store, [proc], [log], "java")
 
     def release(self, store: Path) -> None:
         """Stop the name server of ``store`` (after its broker)."""
         if store in self.namesrvs:
-            _stop_pid(self.namesrvs.pop(store)[0])
+            stop_pid(self.namesrvs.pop(store)[0])
 
     def shutdown(self) -> None:
         for store in list(self.namesrvs):
@@ -398,5 +440,5 @@ class DriverRun:
             f"--- {self.name} (pid {self.proc.pid}, exit {self.proc.poll()}): "
             f"{len(self.of('msg'))} msg lines; other lines:\n"
             + "\n".join(events[-20:] + self.raw[-20:])
-            + f"\n--- {self.name} stderr tail:\n{_tail(self.stderr_path, 3000)}"
+            + f"\n--- {self.name} stderr tail:\n{tail(self.stderr_path, 3000)}"
         )

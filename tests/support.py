@@ -101,7 +101,8 @@ class BrokerFactory(Protocol):
 class ClientFactory(Protocol):
     async def __call__(
         self,
-        config: ClientConfig | ProcessorTable | None = None,
+        config: ClientConfig | None = None,
+        *,
         processors: ProcessorTable | None = None,
         hooks: list[RPCHook] | None = None,
     ) -> RemotingClient: ...

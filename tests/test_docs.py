@@ -1,15 +1,18 @@
 """The repository's own docs agree with the code: references resolve, codes and sizes match.
 
 What this holds: every ``*.md`` file a module, test or doc names exists in the repository
-(with every ``§`` section and quoted heading it points at); every request code the broker's and
-the name server's processor tables register has its row in docs/protocol.md §5, and every row
-there is registered; every header class of ``remoting.headers`` is described in protocol.md;
-and the byte sizes and offsets docs/store-format.md and protocol.md quote are the ones the code
-packs (its ``struct`` formats and size constants).
+(with every ``§`` section and quoted heading it points at), and so does every module path a
+Markdown file names, the names quoted right after it being defined in that module; every
+request code the broker's and the name server's processor tables register has its row in
+docs/protocol.md §5, and every row there is registered; every header class of
+``remoting.headers`` is described in protocol.md; and the byte sizes and offsets
+docs/store-format.md and protocol.md quote are the ones the code packs (its ``struct`` formats
+and size constants).
 """
 
 from __future__ import annotations
 
+import ast
 import os
 import re
 import struct
@@ -155,6 +158,190 @@ def test_every_docs_path_exists() -> None:
             if not target.exists():
                 missing.append(f"{path.relative_to(ROOT)}: docs/{m.group(1)}")
     assert not missing, "\n".join(missing)
+
+
+# A module's path: "store/commit_log.py", "codec/_cview.pyx", "broker/processors/pull.py".
+_MODULE_PATH = re.compile(r"(?<![\w./-])((?:[\w-]+/)+[\w-]+\.(?:py|pyx|pxd|pyi))\b")
+# A module quoted with the names it is cited for right after it: "`store/ha.py` `HAService`",
+# "`remoting/frame.py` (`FrameDecoder`, `frame_prefix`)", "`remoting/bodies.py` `A.encode` /
+# `decode`" (a bare name after ``A.b`` may be another member of ``A``).
+_MODULE_NAMES = re.compile(r"`((?:[\w-]+/)+[\w-]+\.py)`,? \(?((?:`[^`/]+`(?:, | and | or | / )?)+)")
+# One such name: "HAService", "CommitLog.put_batch", "walk()", "RECORD_HEADERS[4, 4]", "POS_*".
+_CITED_NAME = re.compile(r"([A-Za-z_]\w*\*?)((?:\.\w+)*)(?:\(.*\)|\[.*\])?")
+
+
+def _markdown() -> Iterator[Path]:
+    """The scanned Markdown files."""
+    return (path for path in _scanned() if path.suffix == ".md")
+
+
+def test_every_module_path_in_the_docs_exists() -> None:
+    """``store/commit_log.py`` and the like, named in a Markdown file, exist (from the
+    repository root or from the file's own directory)."""
+    missing: list[str] = []
+    checked = 0
+    for path in _markdown():
+        text = path.read_text(errors="replace")
+        for m in _MODULE_PATH.finditer(text):
+            checked += 1
+            if not any((base / m.group(1)).is_file() for base in (ROOT, path.parent)):
+                line = text.count("\n", 0, m.start()) + 1
+                missing.append(f"{path.relative_to(ROOT)}:{line}: {m.group(1)}")
+    assert checked > 100, f"only {checked} module paths found: is the pattern still right?"
+    assert not missing, "modules not in the repository:\n" + "\n".join(missing)
+
+
+def _definitions(source: str) -> tuple[set[str], dict[str, set[str]]]:
+    """The names a module defines at its top level (functions, classes, assignments,
+    imports, also under ``if``/``try``), and per class of it the names its body defines or
+    assigns (``self.x = ...`` included)."""
+    scopes = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+    top: set[str] = set()
+    members: dict[str, set[str]] = {}
+    for node in ast.parse(source).body:
+        if isinstance(node, scopes):
+            top.add(node.name)
+            if isinstance(node, ast.ClassDef):
+                members[node.name] = names = set()
+                for sub in ast.walk(node):
+                    if isinstance(sub, scopes):
+                        names.add(sub.name)
+                    elif isinstance(sub, (ast.Assign, ast.AnnAssign)):
+                        names.update(_assigned(sub))
+            continue
+        for sub in ast.walk(node):
+            if isinstance(sub, scopes):
+                top.add(sub.name)
+            elif isinstance(sub, (ast.Import, ast.ImportFrom)):
+                top.update((a.asname or a.name).split(".")[0] for a in sub.names)
+            elif isinstance(sub, (ast.Assign, ast.AnnAssign)):
+                top.update(_assigned(sub))
+    return top, members
+
+
+def _assigned(node: ast.Assign | ast.AnnAssign) -> set[str]:
+    targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+    names = set()
+    for target in targets:
+        for sub in ast.walk(target):
+            if isinstance(sub, ast.Name):
+                names.add(sub.id)
+            elif isinstance(sub, ast.Attribute):
+                names.add(sub.attr)
+    return names
+
+
+def undefined_names(source: str, cited: list[str]) -> list[str]:
+    """The names of ``cited`` (as quoted after the module's path) that ``source`` does not
+    define: ``Name``, ``Class.member``, ``PREFIX_*``; after ``Class.member``, a bare name
+    that is no top-level one is looked for in that class."""
+    top, members = _definitions(source)
+    missing: list[str] = []
+    owner: str | None = None
+    for quoted in cited:
+        m = _CITED_NAME.fullmatch(quoted)
+        if m is None:
+            missing.append(quoted)
+            continue
+        head, rest = m.group(1), m.group(2).lstrip(".")
+        if head.endswith("*"):
+            found = any(name.startswith(head[:-1]) for name in top)
+        elif rest:
+            owner = head
+            found = head in members and rest.split(".")[0] in members[head]
+        else:
+            found = head in top or (owner is not None and head in members.get(owner, ()))
+        if not found:
+            missing.append(quoted)
+    return missing
+
+
+def test_names_cited_with_a_module_are_defined_there() -> None:
+    """The names quoted right after a Python module's path ("`store/ha.py` `HAService`")
+    are defined in that module: a class, a function, a constant, a class's method or field."""
+    missing: list[str] = []
+    checked = 0
+    for path in _markdown():
+        text = _joined(path.read_text(errors="replace"))
+        for m in _MODULE_NAMES.finditer(text):
+            module = ROOT / m.group(1)
+            if not module.is_file():
+                continue  # the test above's
+            cited = re.findall(r"`([^`]+)`", m.group(2))
+            checked += len(cited)
+            missing.extend(
+                f"{path.relative_to(ROOT)}: {m.group(1)} `{name}`"
+                for name in undefined_names(module.read_text(), cited)
+            )
+    assert checked > 80, f"only {checked} names found: is the pattern still right?"
+    assert not missing, "names not defined where the docs say:\n" + "\n".join(missing)
+
+
+_SAMPLE_MODULE = """
+import os
+from collections import deque as queue_type
+
+LIMIT = 3
+POS_MAGIC = 4
+if os.name == "posix":
+    FAST = True
+
+
+def helper() -> None:
+    inner = 1
+
+
+class Store:
+    SIZE = 8
+
+    def __init__(self) -> None:
+        self.offsets = {}
+
+    def put(self) -> None:
+        def nested() -> None: ...
+"""
+
+
+@pytest.mark.parametrize(
+    ("cited", "missing"),
+    [
+        (["LIMIT", "helper()", "Store", "os", "queue_type", "FAST"], []),
+        (["Store.put", "Store.SIZE", "Store.offsets", "Store.__init__"], []),
+        (["POS_*", "Store.put()", "LIMIT[0]"], []),
+        (["Store.put", "offsets"], []),  # a member of the class named before it
+        (
+            ["offsets", "inner", "nested", "Store.get", "Other.put", "OS_*"],
+            ["offsets", "inner", "nested", "Store.get", "Other.put", "OS_*"],
+        ),
+        (["a + b"], ["a + b"]),
+    ],
+)
+def test_the_name_checker(cited: list[str], missing: list[str]) -> None:
+    assert undefined_names(_SAMPLE_MODULE, cited) == missing
+
+
+def test_the_module_patterns_find_what_the_docs_write() -> None:
+    text = _joined(
+        "`remoting/frame.py` (`FrameDecoder`, `frame_prefix`), `store/ha.py` `HAService`\n"
+        "and `remoting/bodies.py` `RegisterBrokerBody.encode` / `decode`; see codec/_cview.pyx,\n"
+        "`remoting/route.py`, `remoting/codes.py` (`RequestCode`),\n"
+        "not store/ha.txt or prefix/store/ha.pyc."
+    )
+    assert [m.group(1) for m in _MODULE_PATH.finditer(text)] == [
+        "remoting/frame.py",
+        "store/ha.py",
+        "remoting/bodies.py",
+        "codec/_cview.pyx",
+        "remoting/route.py",
+        "remoting/codes.py",
+    ]
+    cited = {m.group(1): re.findall(r"`([^`]+)`", m.group(2)) for m in _MODULE_NAMES.finditer(text)}
+    assert cited == {
+        "remoting/frame.py": ["FrameDecoder", "frame_prefix"],
+        "store/ha.py": ["HAService"],
+        "remoting/bodies.py": ["RegisterBrokerBody.encode", "decode"],
+        "remoting/codes.py": ["RequestCode"],  # a module listed after another is no name
+    }
 
 
 def test_every_section_referenced_exists() -> None:

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.standalone import start_standalone
+from tests.processes import start_standalone
 
 README = Path(__file__).parent.parent / "README.md"
 

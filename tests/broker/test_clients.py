@@ -189,8 +189,8 @@ async def test_second_consumer_makes_the_broker_notify_the_first(
     broker: Broker, start_client: ClientFactory
 ) -> None:
     first_notices, second_notices = Notices(), Notices()
-    first = await start_client(first_notices.table)
-    second = await start_client(second_notices.table)
+    first = await start_client(processors=first_notices.table)
+    second = await start_client(processors=second_notices.table)
     await heartbeat(first, broker.address, "10.0.0.1@a", "cg-n", {"TopicN": "*"})
     # Java notifies every channel of the group on a change, the joining one included.
     await first_notices.wait(1, "the first consumer's own join notice")
@@ -216,7 +216,7 @@ async def test_unregister_client_removes_the_consumer_and_notifies(
     broker: Broker, start_client: ClientFactory
 ) -> None:
     notices = Notices()
-    first = await start_client(notices.table)
+    first = await start_client(processors=notices.table)
     second = await start_client()
     await heartbeat(first, broker.address, "10.0.0.1@a", "cg-u", {"TopicU": "*"})
     await heartbeat(second, broker.address, "10.0.0.2@b", "cg-u", {"TopicU": "*"})
@@ -249,7 +249,7 @@ async def test_closed_connection_removes_the_consumer_and_notifies(
     broker: Broker, start_client: ClientFactory
 ) -> None:
     notices = Notices()
-    first = await start_client(notices.table)
+    first = await start_client(processors=notices.table)
     second = await start_client()
     await heartbeat(first, broker.address, "10.0.0.1@a", "cg-c", {"TopicC": "*"})
     await heartbeat(second, broker.address, "10.0.0.2@b", "cg-c", {"TopicC": "*"})
@@ -268,7 +268,7 @@ async def test_consumer_without_heartbeats_expires(
     broker = await start_broker(channel_expired_ms=1000, client_scan_interval_ms=200)
     notices = Notices()
     silent = await start_client()
-    alive = await start_client(notices.table)
+    alive = await start_client(processors=notices.table)
     await heartbeat(silent, broker.address, "10.0.0.1@silent", "cg-e", {"TopicE": "*"})
 
     async def keep_beating() -> None:

@@ -26,7 +26,7 @@ from broker.persist import JsonFile, read_json, try_write_json, write_json
 from remoting.client import RemotingClient
 from remoting.codes import RequestCode, ResponseCode
 from tests.broker.test_metrics import scrape, value
-from tests.standalone import StandaloneBroker, start_standalone
+from tests.processes import StandaloneBroker, start_standalone
 from tests.store.test_sparse import (
     assert_alive,
     body_for,

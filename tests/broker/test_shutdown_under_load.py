@@ -16,7 +16,7 @@ from pathlib import Path
 
 from client import ConsumeFromWhere, Message, Producer, PullConsumer, SendStatus
 from client.errors import RocketMQError
-from tests.standalone import start_standalone
+from tests.processes import start_standalone
 from tests.support import wait_until
 
 TOPIC = "ShutdownUnderLoad"

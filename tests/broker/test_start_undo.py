@@ -37,15 +37,14 @@ async def test_a_failed_start_releases_the_port_and_the_store(
     start_broker: BrokerFactory, taken_port: int
 ) -> None:
     port = _free_port()
-    stages: list[tuple[str, ...]] = []
     with pytest.raises(OSError, match="metricsPort"):
         await start_broker("undo", port=port, metrics_port=taken_port)
     broker: Broker = await start_broker("undo", port=port)  # same port, same store
     assert broker.server.port == port
-    assert broker.lifecycle.started == tuple(s.name for s in broker.lifecycle.stages)
-    stages.append(broker.lifecycle.started)
-    assert stages[0][:5] == ("acl", "store", "tables", "client", "listen")
-    assert stages[0][-4:] == ("serve", "registration", "followers", "housekeeping")
+    started = broker.lifecycle.started
+    assert started == tuple(s.name for s in broker.lifecycle.stages)
+    assert started[:5] == ("acl", "store", "tables", "client", "listen")
+    assert started[-4:] == ("serve", "registration", "followers", "housekeeping")
 
 
 async def test_the_failed_broker_keeps_no_stage_running(taken_port: int, tmp_path: Path) -> None:

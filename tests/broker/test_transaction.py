@@ -127,7 +127,7 @@ class Checks:
 
 async def producer(start_client: ClientFactory, broker: Broker) -> tuple[RemotingClient, Checks]:
     checks = Checks()
-    client = await start_client(checks.table)
+    client = await start_client(processors=checks.table)
     await heartbeat(client, broker.address, "10.0.0.9@tx", "cg-unused", producer_groups=(GROUP,))
     return client, checks
 

@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 
 from broker.cluster import plan
-from tests.processes import _read_ready_line, _stop_pid, _tail
+from tests.processes import read_ready_line, stop_pid, tail
 
 REPO = Path(__file__).resolve().parents[2]
 COMPOSE_FILE = REPO / "docker" / "docker-compose.yml"
@@ -171,21 +171,21 @@ class ComposeCluster:
                 env=env,
             )
         self.extra[service] = proc
-        _read_ready_line(proc, log_path, timeout_s)
+        read_ready_line(proc, log_path, timeout_s)
 
     def logs(self) -> str:
-        parts = [f"--- launcher\n{_tail(self.launcher_log, 2000)}"]
+        parts = [f"--- launcher\n{tail(self.launcher_log, 2000)}"]
         parts += [
-            f"--- {path.name}\n{_tail(path, 2000)}"
+            f"--- {path.name}\n{tail(path, 2000)}"
             for path in sorted((self.data / "logs").glob("*.log"))
         ]
         return "\n".join(parts)
 
     def close(self) -> None:
         for proc in self.extra.values():
-            _stop_pid(proc)
+            stop_pid(proc)
         if self.launcher is not None:
-            _stop_pid(self.launcher, timeout_s=60)
+            stop_pid(self.launcher, timeout_s=60)
         # Anything the launcher could not stop (it was killed itself): by PID, ours only.
         for info in self.state.get("services", {}).values():
             with contextlib.suppress(ProcessLookupError):

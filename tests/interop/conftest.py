@@ -7,7 +7,8 @@ hash of the pom, the sources and the ``java -version`` output. Later runs reuse 
 ``~/.m2``.
 
 Java processes are started with ``Popen``, waited for with a deadline, and stopped by PID
-(stdin closed, then terminate, then kill) whatever the test's outcome.
+(stdin closed, then tests/processes.py's ``stop_pid``: terminate, then kill) whatever the
+test's outcome.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ from pathlib import Path
 from typing import IO, Any
 
 import pytest
+
+from tests.processes import stop_pid
 
 JAVA_DIR = Path(__file__).parent / "java"
 TARGET = JAVA_DIR / "target"
@@ -66,15 +69,9 @@ def stop_process(proc: subprocess.Popen[Any], timeout_s: float = STOP_TIMEOUT_S)
     if proc.stdin is not None:
         with contextlib.suppress(OSError):
             proc.stdin.close()
-    try:
+    with contextlib.suppress(subprocess.TimeoutExpired):
         proc.wait(timeout=timeout_s / 2)
-    except subprocess.TimeoutExpired:
-        proc.terminate()
-        try:
-            proc.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=timeout_s)
+    stop_pid(proc, timeout_s)
     for stream in (proc.stdout, proc.stderr):
         if stream is not None:
             stream.close()

@@ -22,7 +22,7 @@ import pytest
 from client import Message, Producer
 from client.admin import Admin
 from remoting.bodies import TopicConfig
-from tests.standalone import StandaloneBroker, start_standalone
+from tests.processes import StandaloneBroker, start_standalone
 
 if shutil.which("java") is None:
     pytest.skip("Spark needs a Java runtime and none is on PATH", allow_module_level=True)

@@ -20,8 +20,8 @@ import pytest
 
 from client import Message
 from client.admin import Admin
+from tests.processes import StandaloneBroker, start_standalone
 from tests.spark.conftest import SMALL_STORE, create_topic, produce_round_robin, queue_bounds
-from tests.standalone import StandaloneBroker, start_standalone
 
 TOPIC = "SparkRetained"
 

@@ -15,8 +15,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from tests.processes import StandaloneBroker
 from tests.spark.conftest import create_topic, queue_bounds
-from tests.standalone import StandaloneBroker
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "spark"
 

@@ -18,13 +18,13 @@ import pytest
 
 from client import Message
 from client.spark.listener import OffsetCommitListener
+from tests.processes import StandaloneBroker
 from tests.spark.conftest import (
     committed,
     create_topic,
     produce_round_robin,
     queue_bounds,
 )
-from tests.standalone import StandaloneBroker
 
 TOPIC = "SparkOrders"
 QUEUES = 8

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
+from tests.processes import StandaloneBroker, start_standalone
 from tests.spark.conftest import SMALL_STORE, create_topic, queue_bounds
-from tests.standalone import StandaloneBroker, start_standalone
 
 ROWS = 10_000
 

@@ -36,6 +36,7 @@ import pytest
 from store.config import FlushDiskType, StoreConfig
 from store.message_store import MessageStore
 from store.results import GetMessageStatus, PutMessageStatus
+from tests.store.conftest import BLANK_MAGIC, MESSAGE_MAGIC
 from tests.store.crash_writer import (
     BATCH_SIZE,
     make_batch,
@@ -46,10 +47,9 @@ from tests.store.crash_writer import (
     store_config,
     uniq_key,
 )
+from tests.support import wait_dispatched
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-MESSAGE_MAGIC = -626843481  # 0xDAA320A7
-BLANK_MAGIC = -875286124  # 0xCBD43194
 CQ_UNIT = struct.Struct(">qiq")  # commit-log offset, size, tags code
 FAR_FUTURE_MS = 1 << 62
 MILLION = 1_000_000
@@ -357,14 +357,6 @@ def check_bodies(recs: Iterable[Rec]) -> dict[int, Rec]:
     return by_seq
 
 
-async def wait_dispatched(store: MessageStore) -> None:
-    for _ in range(10_000):  # 10 s at most
-        if not store.dispatch_behind_bytes:
-            return
-        await asyncio.sleep(0.001)
-    raise AssertionError("dispatch did not catch up")
-
-
 async def put_and_read_back(store: MessageStore, seqs: Iterable[int], recs: list[Rec]) -> list[int]:
     """Put messages ``seqs`` into a store whose log holds ``recs``: each gets the next queue
     offset of its queue, the first lands right after the end, and they read back by pull and
@@ -385,7 +377,7 @@ async def put_and_read_back(store: MessageStore, seqs: Iterable[int], recs: list
             assert result.append.commit_log_offset == (end if fits else end - end % fb + fb)
         placed[seq] = counts[key]
         counts[key] += 1
-    await wait_dispatched(store)
+    await wait_dispatched(store, timeout_s=10.0)
     for seq, queue_offset in placed.items():
         topic, queue_id = route(seq)
         got = store.get_messages(topic, queue_id, queue_offset, 1)

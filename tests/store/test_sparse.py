@@ -32,7 +32,7 @@ from remoting.command import RemotingCommand
 from remoting.errors import RemotingError
 from store.config import StoreConfig
 from store.message_store import MessageStore
-from tests.standalone import StandaloneBroker, start_standalone
+from tests.processes import StandaloneBroker, start_standalone
 from tests.store.conftest import drain, message
 from tests.support import CLIENT_CONFIG, pull, record_body, records, send
 
