@@ -107,8 +107,9 @@ async def attack_and_measure(
     """Start ``attack(measured)``, time the good client's sends meanwhile, set ``measured``,
     let the attack finish (within BOUND_S), then check the sends' p99."""
     measured = asyncio.Event()
-    # The test session's own heap is frozen out of the collector: a full collection of
-    # everything earlier tests left would be timed as the broker's.
+    # What earlier tests left is frozen out of the collector too (conftest freezes the
+    # session's heap once collected): a full collection of it would be timed as the broker's.
+    # It stays frozen (unfreezing would hand the session's heap back to the collector).
     gc.collect()
     gc.freeze()
     task = asyncio.ensure_future(attack(measured))
@@ -117,7 +118,6 @@ async def attack_and_measure(
         measured.set()
         await asyncio.wait_for(asyncio.shield(task), BOUND_S)
     finally:
-        gc.unfreeze()
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
