@@ -12,7 +12,9 @@ queues made first, as the side-by-side benchmark's end-to-end run) and compares 
 from due time to the listener. Where the machine has two CPUs the broker runs on CPU 1 and
 the driver on CPU 0, as in the side-by-side benchmark. The trees take turns, so a machine
 that gets busier or quieter during the runs weighs on both alike. Everything it starts it
-stops by PID, and it removes the worktree.
+stops by PID, and it removes the worktree. The old tree's codec speedups are compiled in its
+worktree first, so both trees run the same kind of codec; each run also prints the CPU time
+per message of the driver and of the broker, which tells more CPU from more waiting.
 """
 
 from __future__ import annotations
@@ -66,6 +68,7 @@ def _run(tree: Path, args: argparse.Namespace, run: int) -> dict[str, Any]:
                 "namesrv": addresses["namesrv"],
                 "topic": f"AbTopic{run}",
                 "body_bytes": args.body_bytes,
+                "server_pid": proc.pid,  # CPU per message on both sides
             }
             if args.shape == "e2e":
                 command = "paced"
@@ -75,7 +78,6 @@ def _run(tree: Path, args: argparse.Namespace, run: int) -> dict[str, Any]:
                 where = _Addresses(addresses["broker"], spec["namesrv"])
                 asyncio.run(create_topic(where, spec["topic"], 8))
                 spec.update(rate=args.rate, seconds=args.seconds, groups=1, drain_s=10.0)
-                spec["server_pid"] = proc.pid
             else:
                 command = "produce"
                 spec.update(shape=args.shape, count=args.count, max_s=60.0)
@@ -110,7 +112,31 @@ def _figure(done: dict[str, Any], shape: str) -> tuple[float, str]:
             f"of {done.get('ok')}, server CPU {done.get('server_cpu_us_per_msg')} µs/msg"
         )
     rate = float(done["messages_per_s"])
-    return rate, f"{rate:,.0f} msg/s"
+    return rate, (
+        f"{rate:,.0f} msg/s, CPU per message: SDK {done.get('client_cpu_us_per_msg')} µs, "
+        f"broker {done.get('server_cpu_us_per_msg')} µs"
+    )
+
+
+def _build_speedups(tree: Path) -> None:
+    """Compile the old tree's codec speedups in its worktree, as ``make install`` does here:
+    without them it would run the pure-Python codec against this tree's compiled one."""
+    if not (tree / "setup.py").exists():
+        return  # a tree from before the speedups: pure Python is all it has
+    subprocess.run(
+        [sys.executable, "setup.py", "--quiet", "build_ext", "--inplace"],
+        cwd=tree,
+        check=True,
+        capture_output=True,
+    )
+    built = subprocess.run(
+        [sys.executable, "-c", "import codec; print(codec.SPEEDUPS)"],
+        cwd=tree,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    print(f"codec speedups of the old tree: {built}", flush=True)
 
 
 def main() -> None:
@@ -132,6 +158,7 @@ def main() -> None:
             capture_output=True,
         )
         try:
+            _build_speedups(old)
             figures: dict[str, list[float]] = {args.rev: [], "this tree": []}
             for run in range(args.reps):
                 for name, tree in ((args.rev, old), ("this tree", REPO_ROOT)):
