@@ -21,8 +21,10 @@ Usage::
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
@@ -326,15 +328,16 @@ class Admin(ClientService):
     async def cluster_info(self) -> ClusterInfo:
         """GET_BROKER_CLUSTER_INFO: every broker group and the cluster it belongs to."""
         response = await self._call(None, RequestCode.GET_BROKER_CLUSTER_INFO, what="cluster info")
-        doc = loads(response.body_bytes)
-        brokers = {
-            str(name): BrokerData.from_json(data)
-            for name, data in (doc.get("brokerAddrTable") or {}).items()
-        }
-        clusters = {
-            str(c): sorted(str(n) for n in names)
-            for c, names in (doc.get("clusterAddrTable") or {}).items()
-        }
+        with _reading(RequestCode.GET_BROKER_CLUSTER_INFO, None):
+            doc = loads(response.body_bytes)
+            brokers = {
+                str(name): BrokerData.from_json(data)
+                for name, data in (doc.get("brokerAddrTable") or {}).items()
+            }
+            clusters = {
+                str(c): sorted(str(n) for n in names)
+                for c, names in (doc.get("clusterAddrTable") or {}).items()
+            }
         return ClusterInfo(brokers, clusters)
 
     async def masters(
@@ -369,7 +372,8 @@ class Admin(ClientService):
         response = await self._call(
             None, RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER, what="topic list"
         )
-        return sorted(TopicList.decode(response.body_bytes).topic_list)
+        with _reading(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER, None):
+            return sorted(TopicList.decode(response.body_bytes).topic_list)
 
     async def topic_route(self, topic: str) -> TopicRouteData:
         check_topic(topic)
@@ -428,7 +432,8 @@ class Admin(ClientService):
                 TopicRequestHeader(topic=topic).to_ext_fields(),
                 what=f"stats of topic {topic}",
             )
-            out.update(decode_topic_stats(response.body_bytes))
+            with _reading(RequestCode.GET_TOPIC_STATS_INFO, bd.master_addr):
+                out.update(decode_topic_stats(response.body_bytes))
         return dict(sorted(out.items()))
 
     async def create_subscription_group(self, addr: str, config: SubscriptionGroupConfig) -> None:
@@ -452,8 +457,9 @@ class Admin(ClientService):
         response = await self._call(
             addr, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG, what="subscription groups"
         )
-        table = loads(response.body_bytes).get("subscriptionGroupTable") or {}
-        return {str(k): SubscriptionGroupConfig.from_json(v) for k, v in table.items()}
+        with _reading(RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG, addr):
+            table = loads(response.body_bytes).get("subscriptionGroupTable") or {}
+            return {str(k): SubscriptionGroupConfig.from_json(v) for k, v in table.items()}
 
     async def all_masters(self) -> list[str]:
         info = await self.cluster_info()
@@ -473,7 +479,8 @@ class Admin(ClientService):
             response = await self._call(
                 addr, RequestCode.GET_CONSUME_STATS, ext, what=f"progress of group {group}"
             )
-            part_tps, part = decode_consume_stats(response.body_bytes)
+            with _reading(RequestCode.GET_CONSUME_STATS, addr):
+                part_tps, part = decode_consume_stats(response.body_bytes)
             tps += part_tps
             table.update(part)
         return tps, dict(sorted(table.items()))
@@ -494,8 +501,8 @@ class Admin(ClientService):
                 ok=(ResponseCode.SUCCESS, ResponseCode.CONSUMER_NOT_ONLINE),
             )
             if response.code == ResponseCode.SUCCESS:
-                doc: dict[str, Any] = loads(response.body_bytes)
-                return doc
+                code = RequestCode.GET_CONSUMER_CONNECTION_LIST
+                return _json_object(response.body_bytes, code, addr)
         raise ClientError(f"consumer group {group} is not online on any broker")
 
     async def consumer_running_info(self, group: str, client_id: str) -> dict[str, Any]:
@@ -524,12 +531,13 @@ class Admin(ClientService):
             except RocketMQError as exc:  # refused or unreachable there: ask the next master
                 last = exc
                 continue
-            rest, table = pop_queue_map(bytes(response.body_bytes).decode(), "mqTable")
-            doc: dict[str, Any] = loads(rest)
-            doc["mqTable"] = [
-                {"topic": mq.topic, "brokerName": mq.broker_name, "queueId": mq.queue_id, **v}
-                for mq, v in sorted(table.items())
-            ]
+            with _reading(RequestCode.GET_CONSUMER_RUNNING_INFO, addr):
+                rest, table = pop_queue_map(bytes(response.body_bytes).decode(), "mqTable")
+                doc: dict[str, Any] = loads(rest)
+                doc["mqTable"] = [
+                    {"topic": mq.topic, "brokerName": mq.broker_name, "queueId": mq.queue_id, **v}
+                    for mq, v in sorted(table.items())
+                ]
             return doc
         raise last or ClientError(f"consumer {client_id} of {group}: no broker to ask")
 
@@ -548,15 +556,17 @@ class Admin(ClientService):
                 ok=(ResponseCode.SUCCESS, ResponseCode.SYSTEM_ERROR),
             )
             if response.code == ResponseCode.SUCCESS:
-                for c in loads(response.body_bytes).get("connectionSet") or []:
-                    seen[str(c.get("clientId"))] = c
+                with _reading(RequestCode.GET_PRODUCER_CONNECTION_LIST, bd.master_addr):
+                    for c in loads(response.body_bytes).get("connectionSet") or []:
+                        seen[str(c.get("clientId"))] = c
         if not seen:
             raise ClientError(f"producer group {group} has no connection on the brokers of {topic}")
         return [seen[k] for k in sorted(seen)]
 
     async def runtime_info(self, addr: str) -> dict[str, str]:
         response = await self._call(addr, RequestCode.GET_BROKER_RUNTIME_INFO, what="broker status")
-        return KVTable.decode(response.body_bytes).table
+        with _reading(RequestCode.GET_BROKER_RUNTIME_INFO, addr):
+            return KVTable.decode(response.body_bytes).table
 
     async def broker_config(self, addr: str) -> dict[str, str]:
         response = await self._call(addr, RequestCode.GET_BROKER_CONFIG, what="broker config")
@@ -630,7 +640,8 @@ class Admin(ClientService):
                 header.to_ext_fields(),
                 what=f"reset offsets of {group} on {topic}",
             )
-            out.update(decode_reset_offset_body(response.body_bytes))
+            with _reading(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, bd.master_addr):
+                out.update(decode_reset_offset_body(response.body_bytes))
         return dict(sorted(out.items()))
 
     async def clone_group_offset(self, src: str, dest: str, topic: str) -> list[str]:
@@ -859,7 +870,9 @@ class Admin(ClientService):
 
     async def topic_configs(self, addr: str) -> dict[str, TopicConfig]:
         response = await self._call(addr, RequestCode.GET_ALL_TOPIC_CONFIG, what="topic configs")
-        return dict(TopicConfigWrapper.from_json(loads(response.body_bytes)).topic_config_table)
+        with _reading(RequestCode.GET_ALL_TOPIC_CONFIG, addr):
+            wrapper = TopicConfigWrapper.from_json(loads(response.body_bytes))
+        return dict(wrapper.topic_config_table)
 
     async def query_consume_queue(
         self, mq: MessageQueue, index: int, count: int, group: str | None = None
@@ -872,8 +885,7 @@ class Admin(ClientService):
         response = await self._call(
             addr, RequestCode.QUERY_CONSUME_QUEUE, header.to_ext_fields(), what=f"entries of {mq}"
         )
-        doc: dict[str, Any] = loads(response.body_bytes)
-        return doc
+        return _json_object(response.body_bytes, RequestCode.QUERY_CONSUME_QUEUE, addr)
 
     async def update_acl_config(self, addr: str, fields: dict[str, str]) -> None:
         """UPDATE_AND_CREATE_ACL_CONFIG: one plain_acl.yml account (accessKey, secretKey,
@@ -918,6 +930,32 @@ def _properties(body: bytes | memoryview) -> dict[str, str]:
         if sep and key.strip():
             out[key.strip()] = value.strip()
     return out
+
+
+def _json_object(body: bytes | memoryview, code: RequestCode, addr: str) -> dict[str, Any]:
+    """An answer's body that must be a JSON object."""
+    with _reading(code, addr):
+        doc = loads(body)
+    if not isinstance(doc, dict):
+        raise ResponseDecodeError(
+            f"a JSON {type(doc).__name__} where an object belongs", request_code=code, addr=addr
+        )
+    return doc
+
+
+@contextlib.contextmanager
+def _reading(code: RequestCode, addr: str | None) -> Iterator[None]:
+    """Around the reading of an answer's body: what a malformed body raises (bad JSON or
+    UTF-8, a field missing or of the wrong type) becomes a ResponseDecodeError naming the
+    request and who answered, so the caller meets the SDK's error tree only."""
+    try:
+        yield
+    except RocketMQError:
+        raise
+    except (ValueError, KeyError, TypeError, AttributeError, IndexError) as exc:
+        raise ResponseDecodeError(
+            repr(exc), request_code=code, addr=addr or "the name server"
+        ) from exc
 
 
 class PulledBatch(NamedTuple):

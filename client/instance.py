@@ -339,7 +339,8 @@ class ClientInstance:
             return SerializeType.JSON
         kind = SerializeType.JSON
         if response.code == ResponseCode.SUCCESS:
-            with contextlib.suppress(ValueError, KeyError, TypeError):
+            # an answer of the wrong shape is a broker that is not ours: JSON
+            with contextlib.suppress(ValueError, KeyError, TypeError, AttributeError):
                 desc = KVTable.decode(response.body_bytes).table.get("brokerVersionDesc", "")
                 if "Aerolite" in desc:
                     kind = SerializeType.MSGPACK
