@@ -194,7 +194,7 @@ def start_standalone(root: Path, settings: dict[str, str] | None = None) -> Stan
     return StandaloneBroker(proc, fields["namesrv"], fields["broker"], store, fields.get("metrics"))
 
 
-def _free_port(offsets: tuple[int, ...] = (0,)) -> int:
+def free_port(offsets: tuple[int, ...] = (0,)) -> int:
     """A port P such that P + each offset is free on 127.0.0.1 right now."""
     for _ in range(200):
         with socket.socket() as s:
@@ -286,7 +286,7 @@ class JavaRocketMQ:
         """The name server of ``store``'s broker, started on first use, kept over restarts."""
         if store in self.namesrvs:
             return self.namesrvs[store][1]
-        port = _free_port()
+        port = free_port()
         proc = self._boot(
             "org.apache.rocketmq.namesrv.NamesrvStartup",
             {"listenPort": str(port)},
@@ -302,7 +302,7 @@ class JavaRocketMQ:
         namesrv = self._namesrv_for(store)
         # Same port on every restart of one store: the name server keeps the old route for a
         # while. The broker also binds port-2 (VIP channel) and port+1 (HA).
-        port = self.broker_ports.get(store) or _free_port((-2, 0, 1))
+        port = self.broker_ports.get(store) or free_port((-2, 0, 1))
         self.broker_ports[store] = port
         conf_values = {
             "brokerClusterName": "DefaultCluster",

@@ -109,12 +109,6 @@ BODY = (
 )
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 class Target:
     """The standalone process and one blocking connection to each of its listeners."""
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -20,6 +19,7 @@ from broker.config import BrokerRole
 from broker.namesrv.server import NameServer
 from remoting.client import RemotingClient
 from remoting.codes import ResponseCode
+from tests.processes import free_port
 from tests.support import BrokerFactory, NamesrvFactory, pull, send_ok, wait_until
 
 REPO = Path(__file__).resolve().parents[2]
@@ -158,14 +158,8 @@ async def test_every_broker_family_carries_the_node_labels(broker: Broker) -> No
         assert dict(labels).keys() >= {"cluster", "node_type", "node_id"}, (name, labels)
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 async def test_standalone_serves_broker_and_namesrv_on_one_port(tmp_path: Path) -> None:
-    port = _free_port()
+    port = free_port()
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",

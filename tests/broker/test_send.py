@@ -19,6 +19,7 @@ from remoting.codes import RequestCode, ResponseCode, SerializeType
 from remoting.command import RemotingCommand
 from store.config import FlushDiskType
 from tests.broker.conftest import raw_json_call
+from tests.processes import free_port
 from tests.support import (
     BORN_TIMESTAMP,
     BrokerFactory,
@@ -557,27 +558,10 @@ async def test_messages_across_commit_log_segments(broker: Broker, client: Remot
     assert len(list((broker.config.store.root_dir / "commitlog").iterdir())) >= 3
 
 
-def _free_port_pair() -> int:
-    """A port P such that P and P - 2 were both free a moment ago."""
-    for _ in range(50):
-        with socket.socket() as a:
-            a.bind(("127.0.0.1", 0))
-            port = a.getsockname()[1]
-            if port < 1026:
-                continue
-            with socket.socket() as b:
-                try:
-                    b.bind(("127.0.0.1", port - 2))
-                except OSError:
-                    continue
-        return int(port)
-    pytest.skip("no free port pair")
-
-
 async def test_broker_also_serves_the_vip_port(
     start_broker: BrokerFactory, client: RemotingClient
 ) -> None:
-    port = _free_port_pair()
+    port = free_port((-2, 0))  # the VIP channel listens two below
     broker = await start_broker(listen_port=port)
     assert broker.address.endswith(f":{port}")
     response = await send(client, f"127.0.0.1:{port - 2}", "TopicVip")

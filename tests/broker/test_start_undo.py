@@ -16,6 +16,7 @@ import pytest
 
 from broker.broker import Broker
 from broker.config import BrokerConfig
+from tests.processes import free_port
 from tests.support import BrokerFactory, store_config
 
 
@@ -27,16 +28,10 @@ def taken_port() -> Iterator[int]:
         yield sock.getsockname()[1]
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 async def test_a_failed_start_releases_the_port_and_the_store(
     start_broker: BrokerFactory, taken_port: int
 ) -> None:
-    port = _free_port()
+    port = free_port()
     with pytest.raises(OSError, match="metricsPort"):
         await start_broker("undo", port=port, metrics_port=taken_port)
     broker: Broker = await start_broker("undo", port=port)  # same port, same store
