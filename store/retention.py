@@ -10,7 +10,8 @@ disk usage is above ``diskMaxUsedSpaceRatio``, or when an operator asked for it.
 ``disk_space_warning_level_ratio`` (90 %) the store also refuses writes (SERVICE_NOT_AVAILABLE)
 until usage drops, rather than fill the disk and corrupt a segment. That check (``check_disk``)
 runs on every pass, before the commit log takes more disk (a new segment or allocation window:
-a pass every 10 s let a fast writer take the disk to 97.8 % first), and, while writes are
+with a pass every 10 s alone, a fast writer filled a small disk well past the warning level
+first; tests/store/test_full_disk_paths.py), and, while writes are
 refused, again on a refused put at most every ``RECHECK_S``, so writes resume as soon as space
 is freed whatever the pass interval. After the commit log's
 minimum moves, consume-queue segments whose last entry points below it, and index files that
