@@ -379,11 +379,15 @@ class ClientInstance:
 
     async def invoke_namesrv(self, request: RemotingCommand) -> RemotingCommand:
         """Send to the current name server, moving on to the next when one fails."""
+        return (await self._namesrv_answer(request))[1]
+
+    async def _namesrv_answer(self, request: RemotingCommand) -> tuple[str, RemotingCommand]:
+        """``invoke_namesrv``, with the address of the name server that answered."""
         last: Exception | None = None
         for _ in range(len(self.namesrv_addrs)):
             addr = self.namesrv_addrs[self._namesrv_index % len(self.namesrv_addrs)]
             try:
-                return await self.remoting.invoke(addr, request, NAMESRV_TIMEOUT_S)
+                return addr, await self.remoting.invoke(addr, request, NAMESRV_TIMEOUT_S)
             except RemotingError as exc:
                 last = exc
                 self._namesrv_index += 1
@@ -399,7 +403,7 @@ class ClientInstance:
             RequestCode.GET_ROUTEINFO_BY_TOPIC,
             GetRouteInfoRequestHeader(topic=topic).to_ext_fields(),
         )
-        response = await self.invoke_namesrv(request)
+        addr, response = await self._namesrv_answer(request)
         if response.code == ResponseCode.TOPIC_NOT_EXIST:
             return None
         if response.code != ResponseCode.SUCCESS:
@@ -412,7 +416,7 @@ class ClientInstance:
             raise ResponseDecodeError(
                 f"not a route of topic {topic}: {exc!r}",
                 request_code=request.code,
-                addr=self.namesrv_addrs[self._namesrv_index % len(self.namesrv_addrs)],
+                addr=addr,
             ) from exc
 
     async def update_route(self, topic: str) -> TopicRouteData | None:
