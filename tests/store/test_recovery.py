@@ -631,7 +631,9 @@ async def test_async_flush_kill9_recovers_a_consistent_prefix(tmp_path: Path) ->
 PRISTINE_COUNT = 240
 
 
-def tiny_config(root: Path) -> StoreConfig:
+def segment_4k_config(root: Path) -> StoreConfig:
+    """ASYNC_FLUSH with 4 KiB commit-log segments (the pristine store's; not conftest's
+    tiny_config, whose sizes differ)."""
     return store_config(root, FlushDiskType.ASYNC_FLUSH, commit_log_file_bytes=4096)
 
 
@@ -657,7 +659,7 @@ async def pristine(tmp_path: Path) -> tuple[Path, list[Rec]]:
     """A cleanly shut-down store of PRISTINE_COUNT messages (some in batches) over about
     twenty 4 KiB segments, and its records."""
     root = tmp_path / "pristine"
-    await write_store(tiny_config(root), range(PRISTINE_COUNT), batch_every=5)
+    await write_store(segment_4k_config(root), range(PRISTINE_COUNT), batch_every=5)
     recs, _end = walk_log(root, 4096)
     assert len(recs) == PRISTINE_COUNT
     assert len(segment_files(root)) >= 10
@@ -669,7 +671,7 @@ def copy_store(src: Path, dst: Path, *, abort: bool) -> StoreConfig:
     shutil.copytree(src, dst)
     if abort:
         (dst / "abort").touch()
-    return tiny_config(dst)
+    return segment_4k_config(dst)
 
 
 def torn_contents(root: Path) -> list[bytes]:
@@ -946,7 +948,7 @@ async def test_clean_shutdown_leaves_no_abort_and_restart_loses_nothing(tmp_path
     holds the last record's store time, and restarts are normal recoveries that find every
     message and change no byte of the commit log or consume queues."""
     root = tmp_path / "store"
-    cfg = tiny_config(root)
+    cfg = segment_4k_config(root)
     async with MessageStore(cfg) as store:
         assert (root / "abort").exists()
         for seq in range(150):
@@ -977,7 +979,7 @@ async def test_restarts_do_not_index_the_last_record_again(tmp_path: Path) -> No
     with must not be entered again, or each restart adds one more copy of it to the
     answers of QUERY_MESSAGE."""
     root = tmp_path / "store"
-    cfg = tiny_config(root)
+    cfg = segment_4k_config(root)
     await write_store(cfg, range(20))
     for restart in range(3):
         async with MessageStore(cfg) as store:
@@ -1072,7 +1074,7 @@ async def test_crash_during_truncation_does_not_stop_the_store(
     open (a gap in the file names): the next recovery finishes the cut and keeps exactly the
     valid prefix."""
     root = tmp_path / "store"
-    cfg = dataclasses.replace(tiny_config(root), consume_queue_file_bytes=20 * 4)
+    cfg = dataclasses.replace(segment_4k_config(root), consume_queue_file_bytes=20 * 4)
     await write_store(cfg, range(160))
     recs, _end = walk_log(root, 4096)
     files = segment_files(root)
