@@ -257,7 +257,7 @@ class MessageStore:
         for cq in self.queues:
             cq.recover()
         valid_end, redispatch_from = self._recover_commit_log(checkpoint)
-        self._cut_queues_and_index(valid_end)
+        self._cut_queues_and_index(valid_end, redispatch_from)
         self._rebuild_queue_offsets()
         self.dispatch.reput_from_offset = self._dispatch_start(index_covered, redispatch_from)
         self.commit_log.recovery_progress = None
@@ -292,15 +292,20 @@ class MessageStore:
         safe = checkpoint.min_timestamp(include_index=self.config.message_index_safe)
         return self.commit_log.recover_abnormally(check_crc=check_crc, safe_timestamp=safe)
 
-    def _cut_queues_and_index(self, valid_end: int) -> None:
+    def _cut_queues_and_index(self, valid_end: int, redispatch_from: int | None) -> None:
         """Drop what queues and index hold past the commit log's valid end, or below its
-        minimum."""
+        minimum; after a crash, the queues' entries for the records re-dispatched from
+        ``redispatch_from`` on as well."""
         if not self.commit_log.files.files:
             for cq in self.queues:
                 cq.destroy()  # no commit log: nothing the queues point at exists
+        # kill -9 can land inside the write of a queue entry (offset and size written, the
+        # tags code not), and a scan cannot tell that entry from a whole one: after a crash
+        # the entries of every record dispatch is about to replay are written again.
+        queues_end = valid_end if redispatch_from is None else min(valid_end, redispatch_from)
         for cq in self.queues:
-            if cq.max_physic_offset > valid_end:
-                cq.truncate_dirty(valid_end)
+            if cq.max_physic_offset > queues_end:
+                cq.truncate_dirty(queues_end)
             cq.correct_min_offset(self.commit_log.min_offset)
         if self.index is not None:
             self.index.truncate(valid_end)

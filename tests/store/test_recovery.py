@@ -940,6 +940,43 @@ async def test_consume_queues_ahead_of_a_cut_log_are_truncated(
         assert len(check_consistent(store)) == kept_count + 12
 
 
+@pytest.mark.parametrize(
+    "torn",
+    [(12, 20), (16, 20)],  # the codes here fit in 32 bits: their high half is zeros anyway
+    ids=["no-tags-code", "low-half-of-the-tags-code"],
+)
+async def test_a_consume_queue_entry_torn_by_a_kill_is_written_again(
+    pristine: tuple[Path, list[Rec]], tmp_path: Path, torn: tuple[int, int]
+) -> None:
+    """kill -9 can land inside the write of a consume-queue entry: its offset and size are
+    there, some bytes of its tags code are not (zeros). Such an entry looks whole to a scan,
+    so after a crash recovery writes the entries of the records it re-dispatches again
+    rather than keep what it finds: every queue's last entry, torn that way, comes back
+    with its record's tags code."""
+    src, recs = pristine
+    root = tmp_path / "store"
+    cfg = copy_store(src, root, abort=True)
+    last_of = {(r.topic, r.queue_id): r for r in recs}
+    tore = 0
+    for (topic, queue_id), rec in last_of.items():
+        queue_dir = root / "consumequeue" / topic / str(queue_id)
+        segments = sorted(queue_dir.iterdir())
+        queue_offset = rec.queue_offset
+        segment_bytes = segments[0].stat().st_size
+        seg = queue_dir / f"{queue_offset * 20 - queue_offset * 20 % segment_bytes:020d}"
+        data = bytearray(seg.read_bytes())
+        at = queue_offset * 20 % segment_bytes
+        assert CQ_UNIT.unpack_from(data, at)[:2] == (rec.offset, rec.size)
+        if data[at + torn[0] : at + torn[1]] != bytes(torn[1] - torn[0]):
+            data[at + torn[0] : at + torn[1]] = bytes(torn[1] - torn[0])
+            seg.write_bytes(bytes(data))
+            tore += 1
+    assert tore > 0, "no entry had a tags code to tear"
+    async with MessageStore(cfg) as store:
+        assert not store.last_exit_ok
+        assert len(check_consistent(store)) == len(recs)
+
+
 # =========================================================================== clean restart
 
 
