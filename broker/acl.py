@@ -56,7 +56,7 @@ from broker.topics import (
 )
 from codec import PROPERTY_REAL_TOPIC, RecordInfo, decode_properties
 from remoting.acl import ACCESS_KEY, SIGNATURE, signature, signed_content
-from remoting.bodies import HeartbeatData, LockBatchBody
+from remoting.bodies import MALFORMED_BODY, HeartbeatData, LockBatchBody
 from remoting.codes import RequestCode
 from remoting.command import RemotingCommand
 from remoting.errors import ConfigError, NoPermissionError
@@ -425,7 +425,7 @@ def _heartbeat_resources(request: RemotingCommand, need: dict[str, int]) -> None
     """Every group a HEART_BEAT body names, and the topics its consumers subscribe to."""
     try:
         hb = HeartbeatData.decode(request.body_bytes or b"{}")
-    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+    except MALFORMED_BODY as exc:
         raise NoPermissionError(f"heartbeat body unreadable for the ACL check: {exc}") from None
     for consumer in hb.consumer_data_set:
         _add_group(need, consumer.group_name)
@@ -437,7 +437,7 @@ def _lock_resources(request: RemotingCommand, need: dict[str, int]) -> None:
     """The group of a LOCK_BATCH_MQ / UNLOCK_BATCH_MQ body and the topics of its queues."""
     try:
         body = LockBatchBody.decode(request.body_bytes)
-    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+    except MALFORMED_BODY as exc:
         raise NoPermissionError(f"lock body unreadable for the ACL check: {exc}") from None
     _add_group(need, body.consumer_group)
     for mq in body.mq_set:

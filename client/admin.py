@@ -21,10 +21,8 @@ Usage::
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
@@ -36,12 +34,14 @@ from client.errors import (
     MessageDecodeError,
     NoRouteError,
     ResponseDecodeError,
+    reading_answer,
 )
 from client.instance import ClientInstance, TlsOption, namesrv_from_env
 from client.message import MessageView, check_topic, decode_messages
 from client.service import ClientService
 from remoting.acl import SessionCredentials
 from remoting.bodies import (
+    MALFORMED_BODY,
     KVTable,
     OffsetWrapper,
     SubscriptionGroupConfig,
@@ -90,6 +90,10 @@ from remoting.headers import (
 from remoting.route import BrokerData, MessageQueue, TopicRouteData, dumps, loads
 
 log = logging.getLogger(__name__)
+
+_NAMESRV = "the name server"  # who answered a request sent to the name servers
+# no name server answered, or its cluster table cannot be read
+_CLUSTER_INFO_UNAVAILABLE: tuple[type[Exception], ...] = (RemotingError, *MALFORMED_BODY)
 
 QUERY_TIMEOUT_S = 5.0
 ADMIN_TIMEOUT_S = 10.0
@@ -265,14 +269,14 @@ class Admin(ClientService):
         try:
             response = await instance.invoke_namesrv(request)
             table = loads(response.body_bytes).get("brokerAddrTable", {})
-        except (RemotingError, ValueError, AttributeError) as exc:
+        except _CLUSTER_INFO_UNAVAILABLE as exc:
             log.info("cluster_info_unavailable error=%s", exc)
             return ""
         for name, data in table.items():
             try:
                 if addr in BrokerData.from_json(data).broker_addrs.values():
                     return str(name)
-            except (KeyError, ValueError, TypeError, AttributeError):
+            except MALFORMED_BODY:
                 continue  # an entry we cannot read names no broker we can match
         return ""
 
@@ -304,7 +308,7 @@ class Admin(ClientService):
         if response.code not in ok:
             log.info("admin_call_refused what=%s addr=%s code=%s", what, addr, response.code)
             raise BrokerError.for_code(
-                response.code, response.remark, request_code=code, addr=addr or "the name server"
+                response.code, response.remark, request_code=code, addr=addr or _NAMESRV
             )
         return response
 
@@ -328,7 +332,7 @@ class Admin(ClientService):
     async def cluster_info(self) -> ClusterInfo:
         """GET_BROKER_CLUSTER_INFO: every broker group and the cluster it belongs to."""
         response = await self._call(None, RequestCode.GET_BROKER_CLUSTER_INFO, what="cluster info")
-        with _reading(RequestCode.GET_BROKER_CLUSTER_INFO, None):
+        with reading_answer(RequestCode.GET_BROKER_CLUSTER_INFO, _NAMESRV):
             doc = loads(response.body_bytes)
             brokers = {
                 str(name): BrokerData.from_json(data)
@@ -372,7 +376,7 @@ class Admin(ClientService):
         response = await self._call(
             None, RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER, what="topic list"
         )
-        with _reading(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER, None):
+        with reading_answer(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER, _NAMESRV):
             return sorted(TopicList.decode(response.body_bytes).topic_list)
 
     async def topic_route(self, topic: str) -> TopicRouteData:
@@ -432,7 +436,7 @@ class Admin(ClientService):
                 TopicRequestHeader(topic=topic).to_ext_fields(),
                 what=f"stats of topic {topic}",
             )
-            with _reading(RequestCode.GET_TOPIC_STATS_INFO, bd.master_addr):
+            with reading_answer(RequestCode.GET_TOPIC_STATS_INFO, bd.master_addr):
                 out.update(decode_topic_stats(response.body_bytes))
         return dict(sorted(out.items()))
 
@@ -457,7 +461,7 @@ class Admin(ClientService):
         response = await self._call(
             addr, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG, what="subscription groups"
         )
-        with _reading(RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG, addr):
+        with reading_answer(RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG, addr):
             table = loads(response.body_bytes).get("subscriptionGroupTable") or {}
             return {str(k): SubscriptionGroupConfig.from_json(v) for k, v in table.items()}
 
@@ -479,7 +483,7 @@ class Admin(ClientService):
             response = await self._call(
                 addr, RequestCode.GET_CONSUME_STATS, ext, what=f"progress of group {group}"
             )
-            with _reading(RequestCode.GET_CONSUME_STATS, addr):
+            with reading_answer(RequestCode.GET_CONSUME_STATS, addr):
                 part_tps, part = decode_consume_stats(response.body_bytes)
             tps += part_tps
             table.update(part)
@@ -531,7 +535,7 @@ class Admin(ClientService):
             except RocketMQError as exc:  # refused or unreachable there: ask the next master
                 last = exc
                 continue
-            with _reading(RequestCode.GET_CONSUMER_RUNNING_INFO, addr):
+            with reading_answer(RequestCode.GET_CONSUMER_RUNNING_INFO, addr):
                 rest, table = pop_queue_map(bytes(response.body_bytes).decode(), "mqTable")
                 doc: dict[str, Any] = loads(rest)
                 doc["mqTable"] = [
@@ -556,7 +560,7 @@ class Admin(ClientService):
                 ok=(ResponseCode.SUCCESS, ResponseCode.SYSTEM_ERROR),
             )
             if response.code == ResponseCode.SUCCESS:
-                with _reading(RequestCode.GET_PRODUCER_CONNECTION_LIST, bd.master_addr):
+                with reading_answer(RequestCode.GET_PRODUCER_CONNECTION_LIST, bd.master_addr):
                     for c in loads(response.body_bytes).get("connectionSet") or []:
                         seen[str(c.get("clientId"))] = c
         if not seen:
@@ -565,7 +569,7 @@ class Admin(ClientService):
 
     async def runtime_info(self, addr: str) -> dict[str, str]:
         response = await self._call(addr, RequestCode.GET_BROKER_RUNTIME_INFO, what="broker status")
-        with _reading(RequestCode.GET_BROKER_RUNTIME_INFO, addr):
+        with reading_answer(RequestCode.GET_BROKER_RUNTIME_INFO, addr):
             return KVTable.decode(response.body_bytes).table
 
     async def broker_config(self, addr: str) -> dict[str, str]:
@@ -640,7 +644,7 @@ class Admin(ClientService):
                 header.to_ext_fields(),
                 what=f"reset offsets of {group} on {topic}",
             )
-            with _reading(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, bd.master_addr):
+            with reading_answer(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, bd.master_addr):
                 out.update(decode_reset_offset_body(response.body_bytes))
         return dict(sorted(out.items()))
 
@@ -870,7 +874,7 @@ class Admin(ClientService):
 
     async def topic_configs(self, addr: str) -> dict[str, TopicConfig]:
         response = await self._call(addr, RequestCode.GET_ALL_TOPIC_CONFIG, what="topic configs")
-        with _reading(RequestCode.GET_ALL_TOPIC_CONFIG, addr):
+        with reading_answer(RequestCode.GET_ALL_TOPIC_CONFIG, addr):
             wrapper = TopicConfigWrapper.from_json(loads(response.body_bytes))
         return dict(wrapper.topic_config_table)
 
@@ -934,28 +938,13 @@ def _properties(body: bytes | memoryview) -> dict[str, str]:
 
 def _json_object(body: bytes | memoryview, code: RequestCode, addr: str) -> dict[str, Any]:
     """An answer's body that must be a JSON object."""
-    with _reading(code, addr):
+    with reading_answer(code, addr):
         doc = loads(body)
     if not isinstance(doc, dict):
         raise ResponseDecodeError(
             f"a JSON {type(doc).__name__} where an object belongs", request_code=code, addr=addr
         )
     return doc
-
-
-@contextlib.contextmanager
-def _reading(code: RequestCode, addr: str | None) -> Iterator[None]:
-    """Around the reading of an answer's body: what a malformed body raises (bad JSON or
-    UTF-8, a field missing or of the wrong type) becomes a ResponseDecodeError naming the
-    request and who answered, so the caller meets the SDK's error tree only."""
-    try:
-        yield
-    except RocketMQError:
-        raise
-    except (ValueError, KeyError, TypeError, AttributeError, IndexError) as exc:
-        raise ResponseDecodeError(
-            repr(exc), request_code=code, addr=addr or "the name server"
-        ) from exc
 
 
 class PulledBatch(NamedTuple):

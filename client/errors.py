@@ -51,6 +51,10 @@ A timeout's text names the request, the address (or "any broker of topic T") and
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
+from remoting.bodies import MALFORMED_BODY
 from remoting.codes import ResponseCode
 from remoting.errors import (
     BrokerError,
@@ -163,6 +167,21 @@ class ResponseDecodeError(ClientError):
 
 class MessageDecodeError(ResponseDecodeError, ValueError):
     """A pull or query body is not a sequence of stored records."""
+
+
+@contextlib.contextmanager
+def reading_answer(request_code: int, addr: str, what: str = "") -> Iterator[None]:
+    """Around the reading of an answer's body or header: what a malformed one raises
+    (``remoting.bodies.MALFORMED_BODY``) becomes a ResponseDecodeError naming the request
+    and who answered, ``what`` it should have been leading the detail; errors of the tree
+    (a MessageDecodeError, a HeaderError) pass as they are."""
+    try:
+        yield
+    except RocketMQError:
+        raise
+    except MALFORMED_BODY as exc:
+        detail = f"{what}: {exc!r}" if what else repr(exc)
+        raise ResponseDecodeError(detail, request_code=request_code, addr=addr) from exc
 
 
 class NoRouteError(ClientError):

@@ -20,10 +20,11 @@ import time
 import weakref
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
-from client.errors import ClientError, MessageDecodeError, NoRouteError, ResponseDecodeError
+from client.errors import ClientError, MessageDecodeError, NoRouteError, reading_answer
 from client.message import MessageView, decode_messages
 from remoting.acl import AclClientHook, SessionCredentials
 from remoting.bodies import (
+    MALFORMED_BODY,
     ConsumerData,
     HeartbeatData,
     KVTable,
@@ -340,7 +341,7 @@ class ClientInstance:
         kind = SerializeType.JSON
         if response.code == ResponseCode.SUCCESS:
             # an answer of the wrong shape is a broker that is not ours: JSON
-            with contextlib.suppress(ValueError, KeyError, TypeError, AttributeError):
+            with contextlib.suppress(*MALFORMED_BODY):
                 desc = KVTable.decode(response.body_bytes).table.get("brokerVersionDesc", "")
                 if "Aerolite" in desc:
                     kind = SerializeType.MSGPACK
@@ -410,14 +411,8 @@ class ClientInstance:
             raise BrokerError.for_code(
                 response.code, response.remark, request_code=request.code, topic=topic
             )
-        try:
+        with reading_answer(request.code, addr, f"not a route of topic {topic}"):
             return TopicRouteData.decode(response.body_bytes)
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
-            raise ResponseDecodeError(
-                f"not a route of topic {topic}: {exc!r}",
-                request_code=request.code,
-                addr=addr,
-            ) from exc
 
     async def update_route(self, topic: str) -> TopicRouteData | None:
         route = await self.fetch_route(topic)
@@ -525,12 +520,8 @@ class ClientInstance:
         response = await self.invoke_broker(addr, request, NAMESRV_TIMEOUT_S)
         if response.code != ResponseCode.SUCCESS:
             return []
-        try:
+        with reading_answer(request.code, addr, "not a consumer list"):
             return decode_consumer_list(response.body_bytes)
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
-            raise ResponseDecodeError(
-                f"not a consumer list: {exc!r}", request_code=request.code, addr=addr
-            ) from exc
 
     def rebalance_soon(self) -> None:
         self._rebalancer.wake()

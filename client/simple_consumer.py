@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 
-from client.errors import ClientError, InvalidArgumentError, NoRouteError, ResponseDecodeError
+from client.errors import ClientError, InvalidArgumentError, NoRouteError, reading_answer
 from client.instance import ClientInstance, TlsOption, namesrv_from_env
 from client.message import (
     TOPIC_MAX_LENGTH,
@@ -37,7 +37,7 @@ from remoting.acl import SessionCredentials
 from remoting.bodies import PERM_READ, ConsumeFromWhere
 from remoting.codes import POLLING_TIMEOUT, RequestCode, ResponseCode
 from remoting.command import RemotingCommand
-from remoting.errors import BrokerError, RocketMQError
+from remoting.errors import BrokerError
 from remoting.headers import (
     AckMessageRequestHeader,
     ChangeInvisibleTimeRequestHeader,
@@ -211,12 +211,8 @@ class SimpleConsumer(ClientService):
             raise BrokerError.for_code(
                 response.code, response.remark, request_code=request.code, addr=addr, topic=topic
             )
-        try:
+        with reading_answer(request.code, addr):
             return self._received(response, broker_name)
-        except RocketMQError:
-            raise  # a MessageDecodeError (or a typed header's HeaderError) says it already
-        except (KeyError, ValueError, TypeError) as exc:
-            raise ResponseDecodeError(repr(exc), request_code=request.code, addr=addr) from exc
 
     def _received(self, response: RemotingCommand, broker_name: str) -> list[ReceivedMessage]:
         """``processPopResponse``: each message's receipt from the response header."""

@@ -50,6 +50,18 @@ class ConsumeFromWhere(Enum):
 
 _E = TypeVar("_E", bound=Enum)
 
+# What reading a body of the wrong shape raises from these decoders: bad JSON or UTF-8
+# (ValueError), a field missing (KeyError), a value of the wrong type (TypeError, and
+# AttributeError for a list or a number where an object belongs), a list too short
+# (IndexError). One tuple, so every reader of a peer's body catches the same set.
+MALFORMED_BODY: tuple[type[Exception], ...] = (
+    ValueError,
+    KeyError,
+    TypeError,
+    AttributeError,
+    IndexError,
+)
+
 
 def _enum(cls: type[_E], value: Any, default: _E) -> _E:
     """Java writes enum names, C++ their ordinals (as numbers or strings)."""

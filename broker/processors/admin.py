@@ -33,6 +33,7 @@ from broker.subscriptions import check_group_name
 from broker.topics import check_topic_name
 from codec import RecordError, decode_properties, decode_record
 from remoting.bodies import (
+    MALFORMED_BODY,
     KVTable,
     LockBatchBody,
     OffsetWrapper,
@@ -358,7 +359,7 @@ class AdminProcessor:
     ) -> RemotingCommand:
         try:
             cfg = SubscriptionGroupConfig.from_json(loads(request.body_bytes))
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        except MALFORMED_BODY as exc:
             return response_to(
                 request, ResponseCode.SYSTEM_ERROR, f"subscription group body is malformed: {exc}"
             )
@@ -381,7 +382,7 @@ class AdminProcessor:
     async def lock_batch(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         try:
             body = LockBatchBody.decode(request.body_bytes)
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        except MALFORMED_BODY as exc:
             return response_to(request, ResponseCode.SYSTEM_ERROR, f"lock body is malformed: {exc}")
         locked = self.broker.locks.try_lock(
             body.consumer_group, body.mq_set, body.client_id, _now_ms()
@@ -391,7 +392,7 @@ class AdminProcessor:
     async def unlock_batch(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         try:
             body = LockBatchBody.decode(request.body_bytes)
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        except MALFORMED_BODY as exc:
             return response_to(
                 request, ResponseCode.SYSTEM_ERROR, f"unlock body is malformed: {exc}"
             )

@@ -19,6 +19,7 @@ from broker.offsets import OFFER_TAKEN
 from broker.subscriptions import check_group_name, group_refusal
 from broker.topics import retry_topic
 from remoting.bodies import (
+    MALFORMED_BODY,
     PERM_READ,
     PERM_WRITE,
     HeartbeatData,
@@ -67,7 +68,7 @@ class ClientProcessor:
         producer groups; answer once those retry topics are routed."""
         try:
             hb = HeartbeatData.decode(request.body_bytes or b"{}")
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        except MALFORMED_BODY as exc:
             return response_to(
                 request, ResponseCode.SYSTEM_ERROR, f"heartbeat body is malformed: {exc}"
             )
@@ -155,7 +156,7 @@ class ClientProcessor:
             doc = loads(request.body_bytes or b"{}")
             sub_doc = doc.get("subscriptionData")
             sub = SubscriptionData.from_json(sub_doc) if sub_doc else None
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        except MALFORMED_BODY as exc:
             return response_to(
                 request, ResponseCode.SYSTEM_ERROR, f"check client body is malformed: {exc}"
             )
