@@ -69,10 +69,11 @@ def pytest_ignore_collect(collection_path: Any, config: pytest.Config) -> bool |
 
 def pytest_collection_finish(session: pytest.Session) -> None:
     # The brokers under test share this process with pytest and every collected test: a
-    # full collection of that heap (about 180,000 objects, 100-200 ms here) stalls their
-    # loop long enough for a send to wait out its lane's 200 ms (waitTimeMillsInSendQueue)
-    # and be refused SYSTEM_BUSY. Frozen, the session's own objects are never scanned again;
-    # what the tests allocate still is.
+    # full collection of that heap stalls their loop long enough for a send to wait out its
+    # lane's 200 ms (waitTimeMillsInSendQueue) and be refused SYSTEM_BUSY. Frozen, the
+    # session's own objects are never scanned again; what the tests allocate still is.
+    # The pauses, with and without: `python -m pytest -p tests.bench.gc_pauses` (its
+    # docstring).
     gc.collect()
     gc.freeze()
 
