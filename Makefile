@@ -7,9 +7,13 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PACKAGES := broker remoting store client codec
+# The RocketMQ 5 Python client's own venv (tests/proxy): its package is `rocketmq`, as is
+# the 4.x client's in .venv, so the two cannot share one.
+RMQ5_VENV := .venv-rmq5
+RMQ5_STAMP := $(RMQ5_VENV)/.installed
 LINTED := $(PACKAGES) pyspark_aerolite.py setup.py examples
 
-.PHONY: help install fmt lint type test test-asyncio bench bench-peers check run interop cluster fuzz docker clean
+.PHONY: help install protos fmt lint type test test-asyncio bench bench-peers check run interop cluster fuzz docker clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
@@ -35,7 +39,16 @@ $(SPEEDUPS_STAMP): $(STAMP) setup.py $(wildcard codec/*.pyx codec/*.pxd)
 	@$(PY) -c "import codec; print('aerolite codec speedups:', codec.SPEEDUPS)"
 	@touch $(SPEEDUPS_STAMP)
 
-install: $(STAMP) $(SPEEDUPS_STAMP)  ## create .venv and install the project with its dev extras (and build the speedups)
+$(RMQ5_STAMP): tests/proxy/rmq5-requirements.txt
+	@test -x $(RMQ5_VENV)/bin/python || $(PYTHON) -m venv $(RMQ5_VENV)
+	$(RMQ5_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(RMQ5_VENV)/bin/python -m pip install --quiet -r tests/proxy/rmq5-requirements.txt
+	@touch $(RMQ5_STAMP)
+
+install: $(STAMP) $(SPEEDUPS_STAMP) $(RMQ5_STAMP)  ## create .venv and install the project with its dev extras (and build the speedups)
+
+protos: install  ## regenerate broker/proxy/apis from the vendored apache/rocketmq-apis protos
+	$(PY) -m broker.proxy.apis.regenerate
 
 fmt: install  ## format the code
 	$(VENV)/bin/ruff format $(LINTED) tests
@@ -103,5 +116,5 @@ docker:  ## build the image (needs a Docker engine)
 	docker build -f docker/Dockerfile -t aerolite:latest .
 
 clean:  ## remove the venv and caches
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis build dist *.egg-info
+	rm -rf $(VENV) $(RMQ5_VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis build dist *.egg-info
 	rm -f codec/_c*.c codec/_c*.so codec/_c*.html

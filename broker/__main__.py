@@ -248,6 +248,13 @@ def _metrics_part(address: str, metrics_port: int) -> list[str]:
     return [f"metrics={address.rpartition(':')[0]}:{metrics_port}"]
 
 
+def _grpc_part(broker: Broker) -> list[str]:
+    """``grpc=HOST:PORT``: where RocketMQ 5 clients connect, if the broker serves them."""
+    if not broker.grpc.port:
+        return []
+    return [f"grpc={broker.address.rpartition(':')[0]}:{broker.grpc.port}"]
+
+
 async def _serve(args: argparse.Namespace, config: BrokerConfig | NamesrvConfig) -> int:
     """Run the command's servers with ``config`` (the broker's for standalone) until a
     signal; print the ready line once every listener accepts."""
@@ -287,6 +294,7 @@ async def _serve(args: argparse.Namespace, config: BrokerConfig | NamesrvConfig)
             namesrv.metrics_port = broker.metrics_port  # its families are on that endpoint
             parts = [f"namesrv={namesrv.address}", f"broker={broker.address}"]
             parts += _metrics_part(broker.address, broker.metrics_port)
+            parts += _grpc_part(broker)
         elif isinstance(config, NamesrvConfig):
             namesrv = await stack.enter_async_context(NameServer(config))
             parts = [f"namesrv={namesrv.address}"]
@@ -295,6 +303,7 @@ async def _serve(args: argparse.Namespace, config: BrokerConfig | NamesrvConfig)
             broker = await stack.enter_async_context(Broker(config))
             parts = [f"broker={broker.address}"]
             parts += _metrics_part(broker.address, broker.metrics_port)
+            parts += _grpc_part(broker)
         # What start-up made (modules, configs, the recovered tables) lives as long as the
         # process: frozen, it is left out of every later full collection, whose pause on the
         # loop would otherwise grow with it (and hold sends in their lanes).

@@ -534,35 +534,64 @@ class PlainAcl:
     def check(self, remote_addr: str, request: RemotingCommand) -> None:
         """Raises:
         NoPermissionError: the request may not pass (RocketMQ's remark)."""
-        rules = self.rules
         host = remote_addr.rsplit(":", 1)[0].strip("[]")
-        if any(m(host) for m in rules.global_matchers):
+        if self.whitelisted(host):
             return
         ext = request.ext_fields
         ak = ext.get(ACCESS_KEY)
-        if ak is None:
-            raise NoPermissionError("No accessKey is configured")
-        acct = rules.accounts.get(ak)
-        if acct is None:
-            raise NoPermissionError(f"No acl config for {ak}")
         # Always, whatever the address: a whitelisted account that skipped it (4.9) let
         # anyone who knew its access key in with any secret.
-        expected = signature(signed_content(ext, request.body), acct.secret_key)
+        content = signed_content(ext, request.body)
         given = ext.get(SIGNATURE, "").encode("utf-8", "replace")
-        if not hmac.compare_digest(expected.encode("ascii"), given):
-            raise NoPermissionError(f"Check signature failed for accessKey={ak}")
-        if not acct.allowed_from(host):
-            raise NoPermissionError(
-                f"accessKey={ak} may not connect from {host}, outside its whiteRemoteAddress"
-            )
+        acct = self.authenticate(
+            host,
+            ak,
+            lambda secret: hmac.compare_digest(signature(content, secret).encode("ascii"), given),
+        )
         rule = PERMISSIONS.get(request.code, ADMIN)  # deny by default
         if rule.admin and not acct.admin:
             raise NoPermissionError(
                 f"Need admin permission for request code={request.code}, but accessKey={ak} is not"
             )
+        self.authorize(acct, resources_of(request, rule, self._stored_topic))
+
+    def whitelisted(self, host: str) -> bool:
+        """``host`` is in globalWhiteRemoteAddresses: it passes without an account."""
+        return any(m(host) for m in self.rules.global_matchers)
+
+    def authenticate(self, host: str, ak: str | None, signed: Callable[[str], bool]) -> Account:
+        """The account ``ak`` names, once ``signed(secret)`` confirms its signature and
+        ``host`` is within its whiteRemoteAddress (remoting and gRPC sign differently).
+
+        Raises:
+            NoPermissionError: no access key, an unknown one, a bad signature, a host the
+                account may not connect from.
+        """
+        if ak is None:
+            raise NoPermissionError("No accessKey is configured")
+        acct = self.rules.accounts.get(ak)
+        if acct is None:
+            raise NoPermissionError(f"No acl config for {ak}")
+        if not signed(acct.secret_key):
+            raise NoPermissionError(f"Check signature failed for accessKey={ak}")
+        if not acct.allowed_from(host):
+            raise NoPermissionError(
+                f"accessKey={ak} may not connect from {host}, outside its whiteRemoteAddress"
+            )
+        return acct
+
+    @staticmethod
+    def authorize(acct: Account, resources: Mapping[str, int]) -> None:
+        """``acct`` holds every permission ``resources`` (topics, and groups as
+        ``%RETRY%<group>``) needs.
+
+        Raises:
+            NoPermissionError: one it does not hold (named).
+        """
+        ak = acct.access_key
         if acct.admin and not acct.resources:
             return  # 4.9: an admin without topicPerms/groupPerms may touch anything
-        for resource, perm in resources_of(request, rule, self._stored_topic).items():
+        for resource, perm in resources.items():
             is_group = resource.startswith(RETRY_PREFIX)
             if not is_group and not acct.admin and admin_only_topic(resource):
                 why = f"Need admin permission for system topic={resource}"

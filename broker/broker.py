@@ -47,6 +47,7 @@ from broker.processors.pop import PopProcessor
 from broker.processors.pull import PullProcessor
 from broker.processors.send import SendProcessor
 from broker.processors.send_back import SendBackProcessor
+from broker.proxy.service import GrpcService
 from broker.registration import Registration
 from broker.schedule import ScheduleService
 from broker.slave_sync import SYNC_PERIOD_S, SlaveSync
@@ -245,6 +246,8 @@ class Broker:
             period_s=config.register_name_server_period_ms / 1000,
         )
         self.topics.on_change = self.registration.topic_changed
+        # RocketMQ 5 clients (grpcListenPort), served by this broker's own processors.
+        self.grpc = GrpcService(self)
 
     def _register_processors(self) -> None:
         """The processor table: each request code to its handler and lane
@@ -470,6 +473,8 @@ class Broker:
             ports["ha"] = self.ha.port
         if self.metrics is not None:
             ports["metrics"] = self.metrics.port
+        if self.grpc.port:
+            ports["grpc"] = self.grpc.port
         return ports
 
     async def _reload_acl(self) -> None:
@@ -537,6 +542,8 @@ class Broker:
                 else []
             ),
             Stage("serve", self._serve, self._drain),
+            # After the processors serve (it calls them), before registration (routes name it).
+            Stage("grpc", self.grpc.start, self.grpc.stop),
             # Registered once serving, so a route never names a port that refuses.
             Stage("registration", self.registration.start, self.registration.shutdown),
             # A slave follows the master its registration named.
@@ -701,6 +708,7 @@ class Broker:
     def _scan_clients(self) -> None:
         now_ms = int(time.time() * 1000)
         expired = self.config.channel_expired_ms
+        self.grpc.clients.expire(now_ms, expired)
         for conn in {
             *self.consumers.expired(now_ms, expired),
             *self.producers.expired(now_ms, expired),

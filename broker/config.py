@@ -152,6 +152,15 @@ class BrokerConfig(ServerSettings):
     acl_file_path: Path | None = None  # aclFilePath; None: <storePathRootDir>/config/plain_acl.yml
     metrics_enable: bool = True  # metricsEnable: the Prometheus endpoint
     metrics_port: int = 5557  # metricsPort (RocketMQ 5's exporter port); 0 picks a free one
+    # RocketMQ 5 clients (broker/proxy): the proxy's gRPC port, served in this process as
+    # the proxy's "local" mode does. grpcListenPort (grpcServerPort): 0 picks a free one;
+    # unset, the proxy's 8081, or a free port when listenPort is 0 (see grpc_port).
+    grpc_enable: bool = True  # enableGrpc
+    grpc_listen_port: int | None = None
+    # The bounds a ReceiveMessage's long polling is clamped to (the proxy's
+    # grpcClientConsumerMinLongPollingTimeoutMillis / ...MaxLongPollingTimeoutMillis).
+    grpc_min_long_polling_timeout_ms: int = 5_000
+    grpc_max_long_polling_timeout_ms: int = 20_000
     # The broker as a TLS client: registering with name servers, and a slave's sync and HA
     # stream from its master (RocketMQ's NettyClientConfig.useTLS and TlsSystemConfig).
     tls_enable: bool | None = None  # tlsEnable (tls.enable, useTLS); None: when enforcing
@@ -165,6 +174,8 @@ class BrokerConfig(ServerSettings):
         _check_port("listenPort", self.listen_port)
         _check_port("haListenPort", self.ha_listen_port)
         _check_port("metricsPort", self.metrics_port)
+        if self.grpc_listen_port is not None:
+            _check_port("grpcListenPort", self.grpc_listen_port)
         _check_listener_limits(self)
         _check_tls(self.tls_server_mode, self.tls_server_cert_path, self.tls_server_key_path)
         if self.tls_client_key_path is not None and self.tls_client_cert_path is None:
@@ -202,6 +213,11 @@ class BrokerConfig(ServerSettings):
                 raise ValueError(f"{name} must be positive")
         if self.slow_request_threshold_ms < 0:
             raise ValueError("slowRequestThresholdMs must be >= 0 (0 turns the log off)")
+        if not 0 < self.grpc_min_long_polling_timeout_ms <= self.grpc_max_long_polling_timeout_ms:
+            raise ValueError(
+                "grpcClientConsumerMinLongPollingTimeoutMillis must be positive and at most "
+                "grpcClientConsumerMaxLongPollingTimeoutMillis"
+            )
         if self.timer_roll_window_slots < 2:
             raise ValueError("timerRollWindowSlots must be at least 2")
         if self.broker_permission & ~0xF:
@@ -211,6 +227,15 @@ class BrokerConfig(ServerSettings):
                 host, _, port = addr.strip().rpartition(":")
                 if not host or not port.isdigit():
                     raise ValueError(f"namesrvAddr entry {addr!r} is not host:port")
+
+    @property
+    def grpc_port(self) -> int:
+        """The port RocketMQ 5 clients are served on: grpcListenPort if set, else the
+        proxy's 8081, or a free one when listenPort is 0 (a broker started on free ports,
+        as tests and benchmarks start several, would otherwise fight over 8081)."""
+        if self.grpc_listen_port is not None:
+            return self.grpc_listen_port
+        return DEFAULT_GRPC_PORT if self.listen_port else 0
 
     @property
     def namesrv_addrs(self) -> list[str]:
@@ -325,6 +350,9 @@ def client_ssl_context(config: BrokerConfig) -> ssl.SSLContext | None:
         ) from None
 
 
+DEFAULT_GRPC_PORT = 8081  # the proxy's grpcServerPort
+
+
 def _check_port(key: str, port: int) -> None:
     if not 0 <= port <= 65535:
         raise ValueError(f"{key} {port} is not within 0..65535")
@@ -394,6 +422,10 @@ BROKER_KEYS: dict[str, tuple[str, str]] = {
     "aclFilePath": ("", "acl_file_path"),
     "metricsEnable": ("", "metrics_enable"),
     "metricsPort": ("", "metrics_port"),
+    "enableGrpc": ("", "grpc_enable"),
+    "grpcListenPort": ("", "grpc_listen_port"),
+    "grpcClientConsumerMinLongPollingTimeoutMillis": ("", "grpc_min_long_polling_timeout_ms"),
+    "grpcClientConsumerMaxLongPollingTimeoutMillis": ("", "grpc_max_long_polling_timeout_ms"),
     **_LISTENER_KEYS,
     "tlsServerMode": ("", "tls_server_mode"),
     "tlsServerCertPath": ("", "tls_server_cert_path"),
@@ -462,6 +494,7 @@ BROKER_SYNONYMS: dict[str, str] = {
     "mapedFileSizeCommitLog": "mappedFileSizeCommitLog",  # RocketMQ <= 4.4
     "mapedFileSizeConsumeQueue": "mappedFileSizeConsumeQueue",
     "metricsPromExporterPort": "metricsPort",
+    "grpcServerPort": "grpcListenPort",  # the proxy's rmq-proxy.json name
     **_TLS_SYNONYMS,
     # The broker's client side (a name server dials nothing): TlsSystemConfig's properties
     # and NettyClientConfig's useTLS, which a broker.conf sets in RocketMQ.

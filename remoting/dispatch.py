@@ -319,6 +319,19 @@ class ProcessorTable:
         """
         self._entries[code] = self._entry(handler, lane, reject)
 
+    def async_handler(self, code: int) -> AsyncHandler:
+        """The handler registered for ``code`` (an in-process caller awaits it directly, as
+        RocketMQ's proxy in local mode calls a broker processor).
+
+        Raises:
+            KeyError: no processor serves ``code``.
+            TypeError: its handler runs on a thread lane, not on the loop.
+        """
+        handler = self._entries[code].handler
+        if not inspect.iscoroutinefunction(handler):
+            raise TypeError(f"the handler of request code {code} is not async")
+        return handler
+
     def register_default(self, handler: Handler, lane: Lane) -> None:
         """Handle every code without its own entry (RocketMQ's default processor)."""
         self._default = self._entry(handler, lane, None)

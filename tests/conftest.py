@@ -162,6 +162,7 @@ async def start_broker(
                 "bind_address": LOOPBACK,
                 "listen_port": port,
                 "metrics_port": 0,  # metrics on a free port, never the default 5557
+                "grpc_listen_port": 0,  # and gRPC, never 8081
                 "namesrv_addr": namesrv.address,
                 **config,
             }

@@ -49,6 +49,7 @@ DEFAULT_SETTINGS = {
     "maxMessageSize": str(256 << 10),
     "autoCreateTopicEnable": "true",
     "metricsPort": "0",  # a free port: parallel brokers must not fight over 5557
+    "grpcListenPort": "0",  # nor over 8081
 }
 
 
@@ -189,7 +190,7 @@ def start_standalone(root: Path, settings: dict[str, str] | None = None) -> Stan
     port (a free one) and ``settings`` (broker config keys)."""
     root.mkdir(parents=True, exist_ok=True)
     store = root / "store"
-    merged = {"metricsPort": "0", **(settings or {})}
+    merged = {"metricsPort": "0", "grpcListenPort": "0", **(settings or {})}
     proc, fields = launch_standalone(store, merged, root / "broker.log")
     return StandaloneBroker(proc, fields["namesrv"], fields["broker"], store, fields.get("metrics"))
 

@@ -80,7 +80,7 @@ async def test_standalone_prints_one_ready_line_and_speaks_the_protocol(
 ) -> None:
     _proc, line = standalone
     addrs = _addresses(line)
-    assert list(addrs) == ["namesrv", "broker", "metrics"]
+    assert list(addrs) == ["namesrv", "broker", "metrics", "grpc"]
     for addr in addrs.values():
         host, port = addr.rsplit(":", 1)
         assert host == "127.0.0.1"
@@ -117,14 +117,14 @@ def test_signal_stops_cleanly_with_exit_zero(tmp_path: Path, signum: int) -> Non
 
 
 def test_single_role_commands_print_their_part(tmp_path: Path) -> None:
-    for args, key in (
-        (["namesrv", "--port", "0"], "namesrv"),
-        (["broker", "--listen-port", "0", "--store", str(tmp_path)], "broker"),
+    for args, fields in (
+        (["namesrv", "--port", "0"], ["namesrv", "metrics"]),
+        (["broker", "--listen-port", "0", "--store", str(tmp_path)], ["broker", "metrics", "grpc"]),
     ):
         proc = _start(*args, *FREE_METRICS)
         try:
             assert proc.stdout is not None
-            assert list(_addresses(proc.stdout.readline())) == [key, "metrics"]
+            assert list(_addresses(proc.stdout.readline())) == fields
             os.kill(proc.pid, signal.SIGTERM)
             assert proc.wait(timeout=15) == 0
         finally:
@@ -207,7 +207,12 @@ def _taken_port() -> socket.socket:
 
 @pytest.mark.parametrize(
     ("role", "key"),
-    [("namesrv", "listenPort"), ("broker", "listenPort"), ("broker", "haListenPort")],
+    [
+        ("namesrv", "listenPort"),
+        ("broker", "listenPort"),
+        ("broker", "haListenPort"),
+        ("broker", "grpcListenPort"),
+    ],
 )
 def test_port_in_use_is_a_clear_error(tmp_path: Path, role: str, key: str) -> None:
     with _taken_port() as taken:
@@ -227,7 +232,8 @@ def test_metrics_port_zero_is_served_and_named_on_the_ready_line(tmp_path: Path,
         assert proc.stdout is not None
         fields = _addresses(proc.stdout.readline())
         first = ["namesrv", "broker"] if role == "standalone" else [role]
-        assert list(fields) == [*first, "metrics"]  # the first fields never move
+        then = ["metrics", "grpc"] if role != "namesrv" else ["metrics"]
+        assert list(fields) == [*first, *then]  # the first fields never move
         host, port = fields["metrics"].rsplit(":", 1)
         assert host == "127.0.0.1"
         conn = http.client.HTTPConnection(host, int(port), timeout=10)

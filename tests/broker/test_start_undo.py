@@ -39,7 +39,7 @@ async def test_a_failed_start_releases_the_port_and_the_store(
     started = broker.lifecycle.started
     assert started == tuple(s.name for s in broker.lifecycle.stages)
     assert started[:5] == ("acl", "store", "tables", "client", "listen")
-    assert started[-4:] == ("serve", "registration", "followers", "housekeeping")
+    assert started[-5:] == ("serve", "grpc", "registration", "followers", "housekeeping")
 
 
 async def test_the_failed_broker_keeps_no_stage_running(taken_port: int, tmp_path: Path) -> None:
@@ -52,6 +52,26 @@ async def test_the_failed_broker_keeps_no_stage_running(taken_port: int, tmp_pat
     )
     broker = Broker(config)
     with pytest.raises(OSError, match="metricsPort"):
+        await broker.start()
+    assert broker.lifecycle.started == ()
+    assert broker.server.listener is not None and broker.server.listener.sockets == ()
+
+
+async def test_a_taken_grpc_port_stops_the_start_and_undoes_every_stage(
+    taken_port: int, tmp_path: Path
+) -> None:
+    # The gRPC listener starts after the broker serves: its failure must still undo the
+    # stages before it (the main port released, the store shut), not leave them running.
+    config = BrokerConfig(
+        bind_address="127.0.0.1",
+        listen_port=0,
+        metrics_port=0,
+        grpc_listen_port=taken_port,
+        namesrv_addr=None,
+        store=store_config(tmp_path / "grpc"),
+    )
+    broker = Broker(config)
+    with pytest.raises(OSError, match="grpcListenPort"):
         await broker.start()
     assert broker.lifecycle.started == ()
     assert broker.server.listener is not None and broker.server.listener.sockets == ()

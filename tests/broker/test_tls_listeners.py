@@ -194,6 +194,33 @@ async def ha_probe(port: int, tls: ssl.SSLContext | None) -> bool:
     return bool(size > 0)
 
 
+H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+H2_EMPTY_SETTINGS = b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"
+
+
+async def grpc_probe(port: int, tls: ssl.SSLContext | None) -> bool:
+    """Does the gRPC port answer an HTTP/2 preface with its SETTINGS frame? (Over TLS gRPC
+    wants ALPN h2.)"""
+    if tls is not None:
+        tls.set_alpn_protocols(["h2"])
+    try:
+        async with asyncio.timeout(PROBE_TIMEOUT_S):
+            reader, writer = await asyncio.open_connection(
+                LOOPBACK, port, ssl=tls, server_hostname=LOOPBACK if tls else None
+            )
+            try:
+                writer.write(H2_PREFACE + H2_EMPTY_SETTINGS)
+                await writer.drain()
+                frame = await reader.readexactly(9)
+            finally:
+                # Not close(): gRPC leaves a TLS close_notify unanswered, so waiting for an
+                # orderly TLS shutdown would wait for the probe's deadline.
+                writer.transport.abort()
+    except (OSError, TimeoutError, asyncio.IncompleteReadError):
+        return False
+    return frame[3] == 0x4  # a SETTINGS frame
+
+
 PROBES: dict[str, Probe] = {
     "namesrv:main": remoting_probe,
     "namesrv:metrics": http_probe,
@@ -201,6 +228,7 @@ PROBES: dict[str, Probe] = {
     "broker:vip": remoting_probe,
     "broker:ha": ha_probe,
     "broker:metrics": http_probe,
+    "broker:grpc": grpc_probe,
 }
 
 
@@ -338,7 +366,7 @@ async def test_standalone_serves_its_name_server_under_the_brokers_tls_mode(
         async with RemotingClient(ClientConfig(ssl_context=tls)) as client:
             response = await send(client, addrs["broker"], TOPIC, b"over tls")
             assert response.code == ResponseCode.SUCCESS, response
-        # Every port the process listens on: the ready line names three, the VIP channel is
+        # Every port the process listens on: the ready line names four, the VIP channel is
         # listenPort - 2, and the one left must be the HA port (its probe says so).
         ports = listening_ports(proc.pid)
         broker_port = int(addrs["broker"].rsplit(":", 1)[1])
@@ -347,6 +375,7 @@ async def test_standalone_serves_its_name_server_under_the_brokers_tls_mode(
             broker_port: remoting_probe,
             broker_port - 2: remoting_probe,
             int(addrs["metrics"].rsplit(":", 1)[1]): http_probe,
+            int(addrs["grpc"].rsplit(":", 1)[1]): grpc_probe,
         }
         if broker_port - 2 not in ports:
             pytest.skip(f"port {broker_port - 2} (the VIP channel) was taken")

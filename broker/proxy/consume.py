@@ -1,0 +1,377 @@
+"""ReceiveMessage, AckMessage and ChangeInvisibleDuration of 5.x consumers.
+
+RocketMQ counterpart: ``proxy/grpc/v2/consumer/ReceiveMessageActivity`` (+
+``ReceiveMessageResponseStreamWriter``), ``AckMessageActivity`` and
+``ChangeInvisibleDurationActivity``; in local mode each calls the broker's POP_MESSAGE,
+ACK_MESSAGE and CHANGE_MESSAGE_INVISIBLETIME processors through the client's channel.
+
+A receive is a pop of every queue of the topic on this broker (queue id -1), held for the
+long-polling time when nothing is there. Its stream carries exactly one status (OK before
+the messages, or the reason there are none), the messages, then the delivery timestamp,
+and ends. A message whose attempts are used up (the group's max attempts, from its retry
+policy) is not delivered: it goes to the group's dead-letter queue and is acked, as the
+proxy's ``PopMessageResultFilterImpl`` does.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from typing import Any, Protocol
+
+import structlog
+from grpc import aio
+
+from broker.acl import PlainAcl
+from broker.facets import BrokerFacts, HasStore, Tables
+from broker.proxy.apis import definition_pb2 as pb
+from broker.proxy.apis import service_pb2 as rpc
+from broker.proxy.clients import GrpcClients
+from broker.proxy.context import CallContext, check_access, consume_need, context_of
+from broker.proxy.convert import duration_ms, timestamp, to_v2
+from broker.proxy.local import LocalChannel
+from broker.proxy.receipts import Handle, parse_handle
+from broker.proxy.status import OK_STATUS, ProxyError, from_remoting, status
+from codec import decode_records
+from codec.view import MessageExt
+from remoting.codes import POLLING_TIMEOUT, RequestCode, ResponseCode
+from remoting.command import RemotingCommand
+from remoting.dispatch import ProcessorTable
+from remoting.headers import (
+    AckMessageRequestHeader,
+    ChangeInvisibleTimeRequestHeader,
+    ChangeInvisibleTimeResponseHeader,
+    ConsumerSendMsgBackRequestHeader,
+    PopMessageRequestHeader,
+    PopMessageResponseHeader,
+)
+from remoting.receipt import Receipt, parse_offset_info, topic_type
+
+log = structlog.get_logger(__name__)
+
+INIT_MODE_MAX = 1  # ConsumeInitMode.MAX: a new group starts at the end, as the proxy asks
+MIN_INVISIBLE_MS = 10_000  # minInvisibleTimeMillsForRecv
+MAX_INVISIBLE_MS = 12 * 3600 * 1000  # maxInvisibleTimeMills
+AUTO_RENEW_INVISIBLE_MS = 60_000  # defaultInvisibleTimeMills, for auto-renewed receives
+MAX_BATCH = 32
+
+
+class ConsumeBroker(BrokerFacts, Tables, HasStore, Protocol):
+    @property
+    def processors(self) -> ProcessorTable: ...
+
+    @property
+    def acl(self) -> PlainAcl | None: ...
+
+
+async def ack_one(
+    broker: ConsumeBroker, channel: LocalChannel, group: str, topic: str, handle: Handle
+) -> RemotingCommand:
+    """ACK_MESSAGE for one received message."""
+    header = AckMessageRequestHeader(
+        consumer_group=group,
+        topic=topic,
+        queue_id=handle.receipt.queue_id,
+        extra_info=str(handle.receipt),
+        offset=handle.queue_offset,
+    )
+    command = RemotingCommand.request(RequestCode.ACK_MESSAGE, header.to_ext_fields())
+    return await channel.call(broker.processors.async_handler(RequestCode.ACK_MESSAGE), command)
+
+
+class Consuming:
+    """The consume RPCs."""
+
+    def __init__(self, broker: ConsumeBroker, clients: GrpcClients) -> None:
+        self.broker = broker
+        self.clients = clients
+
+    # --------------------------------------------------------------- receive
+
+    async def receive_message(
+        self,
+        request: rpc.ReceiveMessageRequest,
+        context: aio.ServicerContext[Any, Any],
+    ) -> AsyncIterator[rpc.ReceiveMessageResponse]:
+        call = context_of(context)
+        try:
+            found = await self._receive(call, request, context.time_remaining())
+        except ProxyError as exc:
+            yield rpc.ReceiveMessageResponse(status=status(exc.code, exc.message))
+        except Exception as exc:
+            log.exception("grpc_receive_failed", client_id=call.client_id)
+            yield rpc.ReceiveMessageResponse(
+                status=status(pb.INTERNAL_SERVER_ERROR, f"{type(exc).__name__}: {exc}")
+            )
+        else:
+            if found:
+                yield rpc.ReceiveMessageResponse(status=OK_STATUS)
+                for message in found:
+                    yield rpc.ReceiveMessageResponse(message=message)
+            else:
+                yield rpc.ReceiveMessageResponse(
+                    status=status(pb.MESSAGE_NOT_FOUND, "no new message")
+                )
+        yield rpc.ReceiveMessageResponse(delivery_timestamp=timestamp(int(time.time() * 1000)))
+
+    def _polling_ms(
+        self, request: rpc.ReceiveMessageRequest, settings: pb.Settings, remaining_s: float | None
+    ) -> int:
+        """``ReceiveMessageActivity``'s polling time: the client's, else what its deadline
+        leaves after half a request timeout; within the configured bounds and the deadline.
+        """
+        config = self.broker.config
+        low, high = config.grpc_min_long_polling_timeout_ms, config.grpc_max_long_polling_timeout_ms
+        remaining_ms = int(remaining_s * 1000) if remaining_s is not None else high + 10_000
+        if request.HasField("long_polling_timeout"):
+            polling = duration_ms(request.long_polling_timeout)
+        else:
+            polling = remaining_ms - duration_ms(settings.request_timeout) // 2
+        polling = min(max(polling, low), high)
+        if polling > remaining_ms:
+            if remaining_ms < low:
+                raise ProxyError(
+                    pb.ILLEGAL_POLLING_TIME,
+                    "The deadline time remaining is not enough for polling, please check "
+                    "network condition",
+                )
+            polling = remaining_ms
+        return polling
+
+    async def _receive(
+        self, call: CallContext, request: rpc.ReceiveMessageRequest, remaining_s: float | None
+    ) -> list[pb.Message]:
+        settings = await self.clients.settings_of(call)
+        group = request.group.name
+        topic = request.message_queue.topic.name
+        if not group:
+            raise ProxyError(pb.ILLEGAL_CONSUMER_GROUP, "consumer group is empty")
+        if not topic:
+            raise ProxyError(pb.ILLEGAL_TOPIC, "topic is empty")
+        check_access(self.broker.acl, call, consume_need(topic, group))
+        header = self._pop_header(request, settings, remaining_s)
+        command = RemotingCommand.request(RequestCode.POP_MESSAGE, header.to_ext_fields())
+        channel = self.clients.get_or_create(call).channel
+        response = await channel.call(
+            self.broker.processors.async_handler(RequestCode.POP_MESSAGE), command
+        )
+        if response.code in (POLLING_TIMEOUT, ResponseCode.PULL_NOT_FOUND):
+            return []
+        if response.code != ResponseCode.SUCCESS:
+            st = from_remoting(response.code, response.remark)
+            raise ProxyError(st.code, st.message)
+        max_attempts = settings.backoff_policy.max_attempts or 17
+        return await self._deliverable(
+            channel,
+            response=response,
+            group=group,
+            topic=topic,
+            invisible=header.invisible_time,
+            max_attempts=max_attempts,
+        )
+
+    def _pop_header(
+        self, request: rpc.ReceiveMessageRequest, settings: pb.Settings, remaining_s: float | None
+    ) -> PopMessageRequestHeader:
+        """The POP_MESSAGE a receive is: every queue of the topic here, its polling time,
+        invisible time, batch size and TAG filter checked as the proxy checks them."""
+        polling = self._polling_ms(request, settings, remaining_s)
+        if request.auto_renew:
+            invisible = AUTO_RENEW_INVISIBLE_MS
+        else:
+            invisible = duration_ms(request.invisible_duration)
+            if not MIN_INVISIBLE_MS <= invisible <= MAX_INVISIBLE_MS:
+                raise ProxyError(
+                    pb.ILLEGAL_INVISIBLE_TIME,
+                    f"the invisible time {invisible} ms is not within "
+                    f"{MIN_INVISIBLE_MS}..{MAX_INVISIBLE_MS} ms",
+                )
+        expression = request.filter_expression
+        if expression.type == pb.SQL:
+            raise ProxyError(
+                pb.ILLEGAL_FILTER_EXPRESSION, "receive filters by TAG here; SQL92 is not served"
+            )
+        # The proxy caps a batch at 32 without a word; so does a pop.
+        batch = request.batch_size or settings.subscription.receive_batch_size or MAX_BATCH
+        batch = min(max(batch, 1), MAX_BATCH)
+        return PopMessageRequestHeader(
+            consumer_group=request.group.name,
+            topic=request.message_queue.topic.name,
+            queue_id=-1,
+            max_msg_nums=batch,
+            invisible_time=invisible,
+            poll_time=polling,
+            born_time=int(time.time() * 1000),
+            init_mode=INIT_MODE_MAX,
+            exp_type="TAG",
+            exp=expression.expression or "*",
+            attempt_id=request.attempt_id or None,
+        )
+
+    async def _deliverable(
+        self,
+        channel: LocalChannel,
+        *,
+        response: RemotingCommand,
+        group: str,
+        topic: str,
+        invisible: int,
+        max_attempts: int,
+    ) -> list[pb.Message]:
+        """The popped messages as v2 messages with their receipt handles; those past their
+        attempts go to the dead-letter queue instead."""
+        header = PopMessageResponseHeader.from_ext_fields(response.ext_fields)
+        starts = parse_offset_info(header.start_offset_info)
+        broker_name = self.broker.config.broker_name
+        out: list[pb.Message] = []
+        for view in decode_records(response.body_bytes, broker_name, MessageExt):
+            kind = topic_type(view.topic)
+            receipt = Receipt(
+                ck_queue_offset=int(starts.get((kind, view.queue_id), view.queue_offset)),
+                pop_time=header.pop_time,
+                invisible_time=header.invisible_time,
+                revive_qid=header.revive_qid,
+                kind=kind,
+                broker_name=broker_name,
+                queue_id=view.queue_id,
+                queue_offset=view.queue_offset,
+            )
+            handle = Handle(receipt, view.commit_log_offset)
+            if view.reconsume_times >= max_attempts:
+                await self._to_dlq(
+                    channel,
+                    group=group,
+                    topic=topic,
+                    view=view,
+                    handle=handle,
+                    max_attempts=max_attempts,
+                )
+                continue
+            out.append(to_v2(view, topic=topic, receipt_handle=str(handle), invisible_ms=invisible))
+        return out
+
+    async def _to_dlq(
+        self,
+        channel: LocalChannel,
+        *,
+        group: str,
+        topic: str,
+        view: MessageExt,
+        handle: Handle,
+        max_attempts: int,
+    ) -> None:
+        header = ConsumerSendMsgBackRequestHeader(
+            offset=view.commit_log_offset,
+            group=group,
+            delay_level=-1,
+            origin_msg_id=view.msg_id,
+            origin_topic=topic,
+            unit_mode=False,
+            max_reconsume_times=max_attempts - 1,
+        )
+        command = RemotingCommand.request(
+            RequestCode.CONSUMER_SEND_MSG_BACK, header.to_ext_fields()
+        )
+        response = await channel.call(
+            self.broker.processors.async_handler(RequestCode.CONSUMER_SEND_MSG_BACK), command
+        )
+        if response.code == ResponseCode.SUCCESS:
+            await ack_one(self.broker, channel, group, topic, handle)
+            log.info("grpc_message_to_dlq", group=group, topic=topic, msg_id=view.msg_id)
+
+    # ------------------------------------------------------------------- ack
+
+    async def ack_message(
+        self,
+        request: rpc.AckMessageRequest,
+        context: aio.ServicerContext[Any, Any],
+    ) -> rpc.AckMessageResponse:
+        call = context_of(context)
+        group, topic = request.group.name, request.topic.name
+        check_access(self.broker.acl, call, consume_need(topic, group))
+        channel = self.clients.get_or_create(call).channel
+        entries = []
+        for entry in request.entries:
+            try:
+                handle = parse_handle(entry.receipt_handle)
+                response = await ack_one(self.broker, channel, group, topic, handle)
+                st = (
+                    OK_STATUS
+                    if response.code == ResponseCode.SUCCESS
+                    else _receipt_status(response)
+                )
+            except ProxyError as exc:
+                st = status(exc.code, exc.message)
+            entries.append(
+                rpc.AckMessageResultEntry(
+                    message_id=entry.message_id, receipt_handle=entry.receipt_handle, status=st
+                )
+            )
+        codes = {e.status.code for e in entries}
+        if len(codes) == 1:
+            overall = entries[0].status
+        elif not codes:
+            overall = status(pb.BAD_REQUEST, "no entry to ack")
+        else:
+            overall = status(pb.MULTIPLE_RESULTS, "MULTIPLE_RESULTS")
+        return rpc.AckMessageResponse(status=overall, entries=entries)
+
+    # ----------------------------------------------------------------- change
+
+    async def change_invisible_duration(
+        self,
+        request: rpc.ChangeInvisibleDurationRequest,
+        context: aio.ServicerContext[Any, Any],
+    ) -> rpc.ChangeInvisibleDurationResponse:
+        call = context_of(context)
+        group, topic = request.group.name, request.topic.name
+        check_access(self.broker.acl, call, consume_need(topic, group))
+        invisible = duration_ms(request.invisible_duration)
+        if not 0 <= invisible <= MAX_INVISIBLE_MS:
+            raise ProxyError(
+                pb.ILLEGAL_INVISIBLE_TIME,
+                f"the invisible time {invisible} ms is not within 0..{MAX_INVISIBLE_MS} ms",
+            )
+        handle = parse_handle(request.receipt_handle)
+        receipt = handle.receipt
+        header = ChangeInvisibleTimeRequestHeader(
+            consumer_group=group,
+            topic=topic,
+            queue_id=receipt.queue_id,
+            extra_info=str(receipt),
+            offset=handle.queue_offset,
+            invisible_time=max(invisible, 10),
+        )
+        command = RemotingCommand.request(
+            RequestCode.CHANGE_MESSAGE_INVISIBLETIME, header.to_ext_fields()
+        )
+        channel = self.clients.get_or_create(call).channel
+        response = await channel.call(
+            self.broker.processors.async_handler(RequestCode.CHANGE_MESSAGE_INVISIBLETIME),
+            command,
+        )
+        if response.code != ResponseCode.SUCCESS:
+            return rpc.ChangeInvisibleDurationResponse(status=_receipt_status(response))
+        answer = ChangeInvisibleTimeResponseHeader.from_ext_fields(response.ext_fields)
+        new = Receipt(
+            # the changed message is checkpointed on its own: its offset starts the batch
+            ck_queue_offset=handle.queue_offset,
+            pop_time=answer.pop_time,
+            invisible_time=answer.invisible_time,
+            revive_qid=answer.revive_qid,
+            kind=receipt.kind,
+            broker_name=receipt.broker_name,
+            queue_id=receipt.queue_id,
+            queue_offset=handle.queue_offset,
+        )
+        return rpc.ChangeInvisibleDurationResponse(
+            status=OK_STATUS, receipt_handle=str(Handle(new, handle.commit_log_offset))
+        )
+
+
+def _receipt_status(response: RemotingCommand) -> pb.Status:
+    """An ack or change refused: an unknown or expired receipt is INVALID_RECEIPT_HANDLE,
+    as the 5.x clients expect."""
+    if response.code in (ResponseCode.NO_MESSAGE, ResponseCode.INVALID_PARAMETER):
+        return status(pb.INVALID_RECEIPT_HANDLE, response.remark or "receipt handle is invalid")
+    return from_remoting(response.code, response.remark)

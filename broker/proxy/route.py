@@ -1,0 +1,180 @@
+"""QueryRoute and QueryAssignment: where a 5.x client sends and receives.
+
+RocketMQ counterpart: ``proxy/grpc/v2/route/RouteActivity`` over the local mode's
+``LocalTopicRouteService``: the name server's route of the topic, each broker's queues
+given the gRPC endpoint of that broker (its advertised host, brokerIP1, with the gRPC port;
+for another broker the same port, as a local-mode proxy assumes every broker serves on
+one), their permission, and the message types the topic accepts. A PushConsumer's
+assignment is one queue per readable broker (queue id -1: the broker pops across its
+queues).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from grpc import aio
+
+from broker.acl import ANY, SUB, PlainAcl
+from broker.facets import HasConfig, HasTopics
+from broker.proxy.apis import definition_pb2 as pb
+from broker.proxy.apis import service_pb2 as rpc
+from broker.proxy.context import check_access, consume_need, context_of
+from broker.proxy.status import OK_STATUS, ProxyError
+from broker.topics import check_topic_name
+from remoting.bodies import PERM_READ, PERM_WRITE
+from remoting.client import RemotingClient
+from remoting.codes import RequestCode, ResponseCode
+from remoting.command import RemotingCommand
+from remoting.errors import RemotingError
+from remoting.headers import GetRouteInfoRequestHeader
+from remoting.route import MASTER_ID, QueueData, TopicRouteData
+
+ALL_TYPES = (pb.NORMAL, pb.FIFO, pb.DELAY, pb.TRANSACTION)
+
+
+class RouteBroker(HasConfig, HasTopics, Protocol):
+    @property
+    def client(self) -> RemotingClient: ...
+
+    @property
+    def acl(self) -> PlainAcl | None: ...
+
+    @property
+    def address(self) -> str: ...
+
+
+def endpoints(host: str, port: int) -> pb.Endpoints:
+    try:
+        scheme = pb.IPv6 if ipaddress.ip_address(host).version == 6 else pb.IPv4
+    except ValueError:
+        scheme = pb.DOMAIN_NAME
+    return pb.Endpoints(scheme=scheme, addresses=[pb.Address(host=host, port=port)])
+
+
+def queues_of(topic: str, qd: QueueData, broker: pb.Broker) -> list[pb.MessageQueue]:
+    """``genMessageQueueFromQueueData``: read-write queues first, then the read-only or
+    write-only rest; a broker that neither reads nor writes gets one NONE queue."""
+    readable, writable = bool(qd.perm & PERM_READ), bool(qd.perm & PERM_WRITE)
+    reads = qd.read_queue_nums if readable else 0
+    writes = qd.write_queue_nums if writable else 0
+    both = min(reads, writes)
+    out = []
+
+    def add(queue_id: int, permission: int) -> None:
+        out.append(
+            pb.MessageQueue(
+                topic=pb.Resource(name=topic),
+                id=queue_id,
+                permission=permission,  # type: ignore[arg-type]
+                broker=broker,
+                accept_message_types=ALL_TYPES,
+            )
+        )
+
+    for i in range(both):
+        add(i, pb.READ_WRITE)
+    for i in range(both, reads):
+        add(i, pb.READ)
+    for i in range(both, writes):
+        add(i, pb.WRITE)
+    if not out:
+        add(0, pb.NONE)
+    return out
+
+
+class Routing:
+    """The route RPCs."""
+
+    def __init__(self, broker: RouteBroker, grpc_port: Callable[[], int]) -> None:
+        self.broker = broker
+        self._grpc_port = grpc_port
+
+    async def _route(self, topic: str) -> TopicRouteData:
+        """The name servers' route of ``topic``.
+
+        Raises:
+            ProxyError: TOPIC_NOT_FOUND, or INTERNAL_SERVER_ERROR when no name server answers.
+        """
+        why = check_topic_name(topic)
+        if why is not None:
+            raise ProxyError(pb.ILLEGAL_TOPIC, why)
+        header = GetRouteInfoRequestHeader(topic=topic).to_ext_fields()
+        last = "no name server configured"
+        for addr in self.broker.config.namesrv_addrs:
+            request = RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, dict(header))
+            try:
+                response = await self.broker.client.invoke(addr, request, 3.0)
+            except RemotingError as exc:
+                last = f"{addr}: {exc}"
+                continue
+            if response.code == ResponseCode.TOPIC_NOT_EXIST:
+                raise ProxyError(pb.TOPIC_NOT_FOUND, f"topic[{topic}] not exist")
+            if response.code != ResponseCode.SUCCESS:
+                last = f"{addr}: {response.remark}"
+                continue
+            try:
+                return TopicRouteData.decode(response.body_bytes)
+            except (ValueError, KeyError, TypeError) as exc:
+                last = f"{addr}: unreadable route: {exc}"
+        raise ProxyError(pb.INTERNAL_SERVER_ERROR, f"no route for topic {topic}: {last}")
+
+    def _brokers(self, route: TopicRouteData) -> dict[str, pb.Broker]:
+        """Each broker name of the route with its master's gRPC endpoint."""
+        port = self._grpc_port()
+        out = {}
+        for bd in route.broker_datas:
+            master = bd.broker_addrs.get(MASTER_ID)
+            if master is None:
+                continue
+            host = master.rpartition(":")[0].strip("[]")
+            out[bd.broker_name] = pb.Broker(
+                name=bd.broker_name, id=MASTER_ID, endpoints=endpoints(host, port)
+            )
+        return out
+
+    async def query_route(
+        self,
+        request: rpc.QueryRouteRequest,
+        context: aio.ServicerContext[Any, Any],
+    ) -> rpc.QueryRouteResponse:
+        call = context_of(context)
+        topic = request.topic.name
+        check_access(self.broker.acl, call, {topic: ANY})
+        route = await self._route(topic)
+        brokers = self._brokers(route)
+        queues = []
+        for qd in route.queue_datas:
+            broker = brokers.get(qd.broker_name)
+            if broker is not None:
+                queues += queues_of(topic, qd, broker)
+        return rpc.QueryRouteResponse(status=OK_STATUS, message_queues=queues)
+
+    async def query_assignment(
+        self,
+        request: rpc.QueryAssignmentRequest,
+        context: aio.ServicerContext[Any, Any],
+    ) -> rpc.QueryAssignmentResponse:
+        call = context_of(context)
+        topic, group = request.topic.name, request.group.name
+        need = consume_need(topic, group)
+        need[topic] = SUB
+        check_access(self.broker.acl, call, need)
+        route = await self._route(topic)
+        brokers = self._brokers(route)
+        assignments = []
+        for qd in route.queue_datas:
+            broker = brokers.get(qd.broker_name)
+            if broker is None or not qd.perm & PERM_READ or qd.read_queue_nums <= 0:
+                continue
+            queue = pb.MessageQueue(
+                topic=pb.Resource(name=topic),
+                id=-1,
+                permission=pb.READ_WRITE,
+                broker=broker,
+                accept_message_types=ALL_TYPES,
+            )
+            assignments.append(pb.Assignment(message_queue=queue))
+        return rpc.QueryAssignmentResponse(status=OK_STATUS, assignments=assignments)

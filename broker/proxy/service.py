@@ -1,0 +1,200 @@
+"""The broker's RocketMQ 5 front end: the MessagingService RPCs and their listener.
+
+RocketMQ counterpart: ``proxy/grpc/v2/GrpcMessagingApplication`` +
+``DefaultGrpcMessagingActivity`` with the proxy in local mode
+(``ServiceManagerFactory.createForLocalMode``): every RPC is served in the broker's own
+process by its own processors. A business refusal is the response's ``status``; an
+unexpected failure is logged and answered INTERNAL_SERVER_ERROR, never a dropped call.
+
+Served: QueryRoute, Heartbeat, Telemetry, NotifyClientTermination, SendMessage,
+EndTransaction, QueryAssignment, ReceiveMessage, AckMessage, ChangeInvisibleDuration,
+ForwardMessageToDeadLetterQueue. The Pull/Offset RPCs (no official 5.x client calls
+them) answer NOT_IMPLEMENTED as a status, as does the lite-topic RPC.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, Protocol, TypeVar
+
+import structlog
+from google.protobuf.message import Message
+from grpc import aio
+
+from broker.acl import PlainAcl
+from broker.metrics import bind_error
+from broker.proxy.apis import definition_pb2 as pb
+from broker.proxy.apis import service_pb2 as rpc
+from broker.proxy.clients import ClientsBroker, GrpcClients
+from broker.proxy.consume import ConsumeBroker, Consuming
+from broker.proxy.produce import ProduceBroker, Producing
+from broker.proxy.route import RouteBroker, Routing
+from broker.proxy.server import GrpcServer, Method
+from broker.proxy.status import ProxyError, status
+from remoting.tls import TlsMode
+
+log = structlog.get_logger(__name__)
+
+R = TypeVar("R", bound=Message)
+Context = aio.ServicerContext[Any, Any]
+
+
+class ProxyBroker(ClientsBroker, ProduceBroker, ConsumeBroker, RouteBroker, Protocol):
+    """Everything the gRPC front end touches of the broker."""
+
+    @property
+    def acl(self) -> PlainAcl | None: ...
+
+
+def _unary(
+    name: str, fn: Callable[[Any, Context], Awaitable[R]], response: type[R]
+) -> Callable[[Any, Context], Awaitable[R]]:
+    async def behaviour(request: Any, context: Context) -> R:
+        try:
+            return await fn(request, context)
+        except ProxyError as exc:
+            return response(status=status(exc.code, exc.message))
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log.exception("grpc_call_failed", rpc=name)
+            return response(status=status(pb.INTERNAL_SERVER_ERROR, f"{type(exc).__name__}: {exc}"))
+
+    return behaviour
+
+
+def _telemetry(
+    fn: Callable[
+        [AsyncIterator[rpc.TelemetryCommand], Context], AsyncIterator[rpc.TelemetryCommand]
+    ],
+) -> Callable[[AsyncIterator[rpc.TelemetryCommand], Context], AsyncIterator[rpc.TelemetryCommand]]:
+    async def behaviour(
+        requests: AsyncIterator[rpc.TelemetryCommand], context: Context
+    ) -> AsyncIterator[rpc.TelemetryCommand]:
+        try:
+            async for command in fn(requests, context):
+                yield command
+        except ProxyError as exc:
+            yield rpc.TelemetryCommand(status=status(exc.code, exc.message))
+
+    return behaviour
+
+
+def _not_served(name: str, response: type[R]) -> Callable[[Any, Context], Awaitable[R]]:
+    async def behaviour(request: Any, context: Context) -> R:
+        return response(status=status(pb.NOT_IMPLEMENTED, f"{name} is not served by this broker"))
+
+    return behaviour
+
+
+# No official 5.x client calls these (the Pull/Offset RPCs; lite topics are newer than
+# every client release): a status says so.
+NOT_SERVED = ("UpdateOffset", "GetOffset", "QueryOffset", "RecallMessage", "SyncLiteSubscription")
+
+
+def _response_of(name: str) -> type[Message]:
+    response: type[Message] = getattr(rpc, f"{name}Response")
+    return response
+
+
+class GrpcService:
+    """The front end as one broker stage: ``start`` binds ``grpcListenPort``."""
+
+    def __init__(self, broker: ProxyBroker) -> None:
+        self.broker = broker
+        self.clients = GrpcClients(broker)
+        self.producing = Producing(broker, self.clients)
+        self.consuming = Consuming(broker, self.clients)
+        self.routing = Routing(broker, lambda: self.port)
+        self.server: GrpcServer | None = None
+        self.port = 0
+
+    def methods(self) -> list[Method]:
+        """Every RPC of MessagingService with what serves it."""
+        c, p, q, r = self.clients, self.producing, self.consuming, self.routing
+        unary: list[tuple[str, Callable[[Any, Context], Awaitable[Any]], type[Message]]] = [
+            ("QueryRoute", r.query_route, rpc.QueryRouteRequest),
+            ("Heartbeat", c.heartbeat, rpc.HeartbeatRequest),
+            ("SendMessage", p.send_message, rpc.SendMessageRequest),
+            ("QueryAssignment", r.query_assignment, rpc.QueryAssignmentRequest),
+            ("AckMessage", q.ack_message, rpc.AckMessageRequest),
+            (
+                "ForwardMessageToDeadLetterQueue",
+                p.forward_to_dlq,
+                rpc.ForwardMessageToDeadLetterQueueRequest,
+            ),
+            ("EndTransaction", p.end_transaction, rpc.EndTransactionRequest),
+            (
+                "NotifyClientTermination",
+                c.notify_client_termination,
+                rpc.NotifyClientTerminationRequest,
+            ),
+            (
+                "ChangeInvisibleDuration",
+                q.change_invisible_duration,
+                rpc.ChangeInvisibleDurationRequest,
+            ),
+        ]
+        methods = [
+            Method(name, "unary", req, _response_of(name), _unary(name, fn, _response_of(name)))
+            for name, fn, req in unary
+        ]
+        for name in NOT_SERVED:
+            request, response = getattr(rpc, f"{name}Request"), _response_of(name)
+            methods.append(Method(name, "unary", request, response, _not_served(name, response)))
+        methods.append(
+            Method(
+                "ReceiveMessage",
+                "server_stream",
+                rpc.ReceiveMessageRequest,
+                rpc.ReceiveMessageResponse,
+                q.receive_message,
+            )
+        )
+        methods.append(
+            Method(
+                "Telemetry",
+                "bidi",
+                rpc.TelemetryCommand,
+                rpc.TelemetryCommand,
+                _telemetry(c.telemetry),
+            )
+        )
+        return methods
+
+    async def start(self) -> None:
+        config = self.broker.config
+        if not config.grpc_enable:
+            return
+        cert = key = trust = None
+        if config.tls_server_mode is TlsMode.ENFORCING:
+            assert config.tls_server_cert_path is not None
+            assert config.tls_server_key_path is not None
+            cert = config.tls_server_cert_path.read_bytes()
+            key = config.tls_server_key_path.read_bytes()
+            if config.tls_server_trust_cert_path is not None:
+                trust = config.tls_server_trust_cert_path.read_bytes()
+        server = GrpcServer(
+            self.methods(),
+            config.bind_address,
+            config.grpc_port,
+            max_inbound_bytes=4 * self.broker.store.config.max_message_bytes + (1 << 20),
+            tls_mode=config.tls_server_mode,
+            cert_chain=cert,
+            private_key=key,
+            trust_certs=trust,
+            ssl_context=getattr(self.broker, "server_ssl_context", None),
+        )
+        try:
+            self.port = await server.start()
+        except OSError as exc:
+            raise bind_error("grpcListenPort", config.bind_address, config.grpc_port, exc) from None
+        self.server = server
+
+    async def stop(self) -> None:
+        if self.server is not None:
+            await self.server.stop(grace_s=1.0)
+            self.server = None
+        for client_id in list(self.clients.clients):
+            self.clients.remove(client_id, "broker_stopping")
