@@ -161,6 +161,8 @@ class BrokerConfig(ServerSettings):
     # grpcClientConsumerMinLongPollingTimeoutMillis / ...MaxLongPollingTimeoutMillis).
     grpc_min_long_polling_timeout_ms: int = 5_000
     grpc_max_long_polling_timeout_ms: int = 20_000
+    # The shortest invisible time a ReceiveMessage may ask (minInvisibleTimeMillsForRecv).
+    grpc_min_invisible_ms: int = 10_000
     # The broker as a TLS client: registering with name servers, and a slave's sync and HA
     # stream from its master (RocketMQ's NettyClientConfig.useTLS and TlsSystemConfig).
     tls_enable: bool | None = None  # tlsEnable (tls.enable, useTLS); None: when enforcing
@@ -208,6 +210,7 @@ class BrokerConfig(ServerSettings):
             "timer_flush_interval_ms",
             "mapped_file_size_timer_log",
             "revive_queue_num",
+            "grpc_min_invisible_ms",
         ):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive")
@@ -426,6 +429,7 @@ BROKER_KEYS: dict[str, tuple[str, str]] = {
     "grpcListenPort": ("", "grpc_listen_port"),
     "grpcClientConsumerMinLongPollingTimeoutMillis": ("", "grpc_min_long_polling_timeout_ms"),
     "grpcClientConsumerMaxLongPollingTimeoutMillis": ("", "grpc_max_long_polling_timeout_ms"),
+    "minInvisibleTimeMillsForRecv": ("", "grpc_min_invisible_ms"),
     **_LISTENER_KEYS,
     "tlsServerMode": ("", "tls_server_mode"),
     "tlsServerCertPath": ("", "tls_server_cert_path"),

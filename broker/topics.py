@@ -60,7 +60,7 @@ NOT_ALLOWED_SEND_TOPICS = frozenset(
         TIMER_TOPIC,
     }
 )
-_SYSTEM_TOPICS = frozenset(
+SYSTEM_TOPICS = frozenset(
     {
         AUTO_CREATE_TOPIC_KEY_TOPIC,
         SCHEDULE_TOPIC,
@@ -138,7 +138,7 @@ class TopicTable:
         self.table: dict[str, TopicConfig] = {}
         self.data_version = DataVersion()
         self.on_change: Callable[[str], None] | None = None
-        self._system: set[str] = set(_SYSTEM_TOPICS) | {
+        self._system: set[str] = set(SYSTEM_TOPICS) | {
             cluster,
             broker_name,
             f"{cluster}_REPLY_TOPIC",

@@ -180,6 +180,7 @@ class StandaloneBroker:
     broker: str
     store: Path
     metrics: str | None = None  # host:port of the Prometheus endpoint, if served
+    grpc: str | None = None  # host:port of RocketMQ 5 clients' endpoint, if served
 
     def stop(self) -> None:
         stop_pid(self.proc)
@@ -192,7 +193,9 @@ def start_standalone(root: Path, settings: dict[str, str] | None = None) -> Stan
     store = root / "store"
     merged = {"metricsPort": "0", "grpcListenPort": "0", **(settings or {})}
     proc, fields = launch_standalone(store, merged, root / "broker.log")
-    return StandaloneBroker(proc, fields["namesrv"], fields["broker"], store, fields.get("metrics"))
+    return StandaloneBroker(
+        proc, fields["namesrv"], fields["broker"], store, fields.get("metrics"), fields.get("grpc")
+    )
 
 
 def free_port(offsets: tuple[int, ...] = (0,)) -> int:

@@ -18,19 +18,26 @@ from __future__ import annotations
 import asyncio
 import functools
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import structlog
 from grpc import aio
 
-from broker.acl import PlainAcl
+from broker.acl import PUB, SUB, PlainAcl
 from broker.clients import ClientChannel
 from broker.facets import Clients, HasConfig, HasStore, Tables
 from broker.proxy.apis import definition_pb2 as pb
 from broker.proxy.apis import service_pb2 as rpc
-from broker.proxy.context import CallContext, check_access, consume_need, context_of
+from broker.proxy.context import (
+    CallContext,
+    check_access,
+    consume_need,
+    context_of,
+    valid_group,
+    valid_topic,
+)
 from broker.proxy.convert import duration, to_v2
 from broker.proxy.local import LocalChannel
 from broker.proxy.status import OK_STATUS, ProxyError, status
@@ -107,9 +114,14 @@ def _language_code(language: str) -> int:
 class GrpcClients:
     """The registry of 5.x clients (``GrpcChannelManager`` + the settings manager)."""
 
-    def __init__(self, broker: ClientsBroker) -> None:
+    def __init__(
+        self,
+        broker: ClientsBroker,
+        on_removed: Callable[[str, LocalChannel], None] | None = None,
+    ) -> None:
         self.broker = broker
         self.clients: dict[str, GrpcClient] = {}
+        self._on_removed = on_removed
 
     # ------------------------------------------------------------------ registry
 
@@ -154,8 +166,11 @@ class GrpcClients:
             clients.consumers.unregister(group, client.channel, notify=False)
         if client.outbox is not None:
             client.outbox = None
-        client.channel.close()
         log.info("grpc_client_left", client_id=client_id, reason=reason)
+        if self._on_removed is not None:
+            self._on_removed(client_id, client.channel)
+        else:
+            client.channel.close()
 
     def expire(self, now_ms: int, expired_ms: int) -> None:
         """Clients silent longer than ``expired_ms`` (no heartbeat, no stream) leave."""
@@ -254,8 +269,9 @@ class GrpcClients:
         context: aio.ServicerContext[Any, Any],
     ) -> rpc.HeartbeatResponse:
         call = context_of(context)
-        if request.HasField("group"):
-            check_access(self.broker.acl, call, consume_need(None, request.group.name))
+        if request.HasField("group") and request.group.name:
+            group = valid_group(request.group.name)
+            check_access(self.broker.acl, call, consume_need(None, group))
         client = self.get_or_create(call)
         if client.settings is None:
             return rpc.HeartbeatResponse(
@@ -265,14 +281,14 @@ class GrpcClients:
                 )
             )
         now = int(time.time() * 1000)
-        for infos in (
-            self.broker.producers.groups,
-            *({g: i.channels} for g, i in self.broker.consumers.groups.items()),
-        ):
-            for channels in infos.values():
-                ch = channels.get(client.channel)
-                if ch is not None:
-                    ch.last_update_ms = now
+        tables = [
+            *self.broker.producers.groups.values(),
+            *(info.channels for info in self.broker.consumers.groups.values()),
+        ]
+        for channels in tables:
+            known = channels.get(client.channel)
+            if known is not None:
+                known.last_update_ms = now
         return rpc.HeartbeatResponse(status=OK_STATUS)
 
     async def notify_client_termination(
@@ -295,7 +311,6 @@ class GrpcClients:
         server's commands out. Ends when the client ends it (or goes); its outbox goes
         with it."""
         call = context_of(context)
-        check_access(self.broker.acl, call, {})
         if not call.client_id:
             yield rpc.TelemetryCommand(
                 status=status(pb.CLIENT_ID_REQUIRED, "x-mq-client-id is required")
@@ -328,24 +343,48 @@ class GrpcClients:
         requests: AsyncIterator[rpc.TelemetryCommand],
         outbox: asyncio.Queue[rpc.TelemetryCommand],
     ) -> None:
+        """The client's commands: its settings (answered with the merged ones), and the
+        results of commands we sent it. A refused command is answered with its status and
+        ends the stream, as the proxy does."""
         async for command in requests:
             client.last_seen_ms = int(time.time() * 1000)
             kind = command.WhichOneof("command")
             if kind == "settings":
-                settings = command.settings
-                if settings.client_type == pb.CLIENT_TYPE_UNSPECIFIED:
-                    await outbox.put(
-                        rpc.TelemetryCommand(
-                            status=status(pb.UNRECOGNIZED_CLIENT_TYPE, "client type is not set")
-                        )
-                    )
-                    continue
-                self._apply(client, call, settings)
+                try:
+                    self._check_settings(call, command.settings)
+                except ProxyError as exc:
+                    await outbox.put(rpc.TelemetryCommand(status=status(exc.code, exc.message)))
+                    return
+                self._apply(client, call, command.settings)
                 await outbox.put(
-                    rpc.TelemetryCommand(status=OK_STATUS, settings=self.merged(settings))
+                    rpc.TelemetryCommand(status=OK_STATUS, settings=self.merged(command.settings))
                 )
             elif kind in ("thread_stack_trace", "verify_message_result"):
                 log.info("grpc_telemetry_result", client_id=client.client_id, kind=kind)
+
+    def _check_settings(self, call: CallContext, settings: pb.Settings) -> None:
+        """Settings a client may register: a known type, legal names, and (ACL on) PUB on
+        each topic it publishes to, SUB on its group and the topics it subscribes to.
+
+        Raises:
+            ProxyError: the first thing wrong.
+        """
+        if settings.client_type == pb.CLIENT_TYPE_UNSPECIFIED:
+            raise ProxyError(pb.UNRECOGNIZED_CLIENT_TYPE, "client type is not set")
+        need: dict[str, int] = {}
+        if settings.HasField("publishing"):
+            for topic in settings.publishing.topics:
+                need[valid_topic(topic.name)] = PUB
+        elif settings.HasField("subscription"):
+            sub = settings.subscription
+            need.update(consume_need(None, valid_group(sub.group.name)))
+            for entry in sub.subscriptions:
+                need[valid_topic(entry.topic.name)] = SUB
+        else:
+            raise ProxyError(
+                pb.BAD_REQUEST, "there is no publishing or subscription data in settings"
+            )
+        check_access(self.broker.acl, call, need)
 
     # ----------------------------------------------------- what the broker sends
 

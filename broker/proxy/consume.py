@@ -27,10 +27,18 @@ from broker.facets import BrokerFacts, HasStore, Tables
 from broker.proxy.apis import definition_pb2 as pb
 from broker.proxy.apis import service_pb2 as rpc
 from broker.proxy.clients import GrpcClients
-from broker.proxy.context import CallContext, check_access, consume_need, context_of
+from broker.proxy.context import (
+    CallContext,
+    check_access,
+    consume_need,
+    context_of,
+    valid_group,
+    valid_topic,
+)
 from broker.proxy.convert import duration_ms, timestamp, to_v2
 from broker.proxy.local import LocalChannel
 from broker.proxy.receipts import Handle, parse_handle
+from broker.proxy.renew import Held, Renewals
 from broker.proxy.status import OK_STATUS, ProxyError, from_remoting, status
 from codec import decode_records
 from codec.view import MessageExt
@@ -50,7 +58,6 @@ from remoting.receipt import Receipt, parse_offset_info, topic_type
 log = structlog.get_logger(__name__)
 
 INIT_MODE_MAX = 1  # ConsumeInitMode.MAX: a new group starts at the end, as the proxy asks
-MIN_INVISIBLE_MS = 10_000  # minInvisibleTimeMillsForRecv
 MAX_INVISIBLE_MS = 12 * 3600 * 1000  # maxInvisibleTimeMills
 AUTO_RENEW_INVISIBLE_MS = 60_000  # defaultInvisibleTimeMills, for auto-renewed receives
 MAX_BATCH = 32
@@ -79,12 +86,56 @@ async def ack_one(
     return await channel.call(broker.processors.async_handler(RequestCode.ACK_MESSAGE), command)
 
 
+async def change_one(
+    broker: ConsumeBroker,
+    channel: LocalChannel,
+    group: str,
+    topic: str,
+    handle: Handle,
+    *,
+    invisible_ms: int,
+) -> Handle | RemotingCommand:
+    """CHANGE_MESSAGE_INVISIBLETIME for one received message: its new handle, or the
+    broker's refusal."""
+    receipt = handle.receipt
+    header = ChangeInvisibleTimeRequestHeader(
+        consumer_group=group,
+        topic=topic,
+        queue_id=receipt.queue_id,
+        extra_info=str(receipt),
+        offset=handle.queue_offset,
+        invisible_time=max(invisible_ms, 10),
+    )
+    command = RemotingCommand.request(
+        RequestCode.CHANGE_MESSAGE_INVISIBLETIME, header.to_ext_fields()
+    )
+    response = await channel.call(
+        broker.processors.async_handler(RequestCode.CHANGE_MESSAGE_INVISIBLETIME), command
+    )
+    if response.code != ResponseCode.SUCCESS:
+        return response
+    answer = ChangeInvisibleTimeResponseHeader.from_ext_fields(response.ext_fields)
+    new = Receipt(
+        # The changed message is checkpointed on its own: its offset starts the batch.
+        ck_queue_offset=handle.queue_offset,
+        pop_time=answer.pop_time,
+        invisible_time=answer.invisible_time,
+        revive_qid=answer.revive_qid,
+        kind=receipt.kind,
+        broker_name=receipt.broker_name,
+        queue_id=receipt.queue_id,
+        queue_offset=handle.queue_offset,
+    )
+    return Handle(new, handle.commit_log_offset)
+
+
 class Consuming:
     """The consume RPCs."""
 
-    def __init__(self, broker: ConsumeBroker, clients: GrpcClients) -> None:
+    def __init__(self, broker: ConsumeBroker, clients: GrpcClients, renewals: Renewals) -> None:
         self.broker = broker
         self.clients = clients
+        self.renewals = renewals
 
     # --------------------------------------------------------------- receive
 
@@ -142,12 +193,8 @@ class Consuming:
         self, call: CallContext, request: rpc.ReceiveMessageRequest, remaining_s: float | None
     ) -> list[pb.Message]:
         settings = await self.clients.settings_of(call)
-        group = request.group.name
-        topic = request.message_queue.topic.name
-        if not group:
-            raise ProxyError(pb.ILLEGAL_CONSUMER_GROUP, "consumer group is empty")
-        if not topic:
-            raise ProxyError(pb.ILLEGAL_TOPIC, "topic is empty")
+        group = valid_group(request.group.name)
+        topic = valid_topic(request.message_queue.topic.name)
         check_access(self.broker.acl, call, consume_need(topic, group))
         header = self._pop_header(request, settings, remaining_s)
         command = RemotingCommand.request(RequestCode.POP_MESSAGE, header.to_ext_fields())
@@ -168,6 +215,7 @@ class Consuming:
             topic=topic,
             invisible=header.invisible_time,
             max_attempts=max_attempts,
+            renew_for=call.client_id if request.auto_renew else None,
         )
 
     def _pop_header(
@@ -180,11 +228,12 @@ class Consuming:
             invisible = AUTO_RENEW_INVISIBLE_MS
         else:
             invisible = duration_ms(request.invisible_duration)
-            if not MIN_INVISIBLE_MS <= invisible <= MAX_INVISIBLE_MS:
+            shortest = self.broker.config.grpc_min_invisible_ms
+            if not shortest <= invisible <= MAX_INVISIBLE_MS:
                 raise ProxyError(
                     pb.ILLEGAL_INVISIBLE_TIME,
                     f"the invisible time {invisible} ms is not within "
-                    f"{MIN_INVISIBLE_MS}..{MAX_INVISIBLE_MS} ms",
+                    f"{shortest}..{MAX_INVISIBLE_MS} ms (minInvisibleTimeMillsForRecv)",
                 )
         expression = request.filter_expression
         if expression.type == pb.SQL:
@@ -217,9 +266,11 @@ class Consuming:
         topic: str,
         invisible: int,
         max_attempts: int,
+        renew_for: str | None,
     ) -> list[pb.Message]:
         """The popped messages as v2 messages with their receipt handles; those past their
-        attempts go to the dead-letter queue instead."""
+        attempts go to the dead-letter queue instead. With ``renew_for`` (the client id of
+        an auto-renewing receive) each delivered one is kept invisible until acked."""
         header = PopMessageResponseHeader.from_ext_fields(response.ext_fields)
         starts = parse_offset_info(header.start_offset_info)
         broker_name = self.broker.config.broker_name
@@ -248,7 +299,25 @@ class Consuming:
                 )
                 continue
             out.append(to_v2(view, topic=topic, receipt_handle=str(handle), invisible_ms=invisible))
+            if renew_for is not None:
+                self.renewals.track(
+                    Held(
+                        renew_for,
+                        channel,
+                        group,
+                        topic,
+                        handle,
+                        received_ms=int(time.time() * 1000),
+                        retry_delay_ms=self._retry_delay_ms(view.reconsume_times),
+                    )
+                )
         return out
+
+    def _retry_delay_ms(self, reconsume_times: int) -> int:
+        """When a message held too long is released: its group's next retry delay (the
+        delay levels from the third, as the settings' customized backoff says)."""
+        levels = self.broker.store.config.delay_levels_ms[2:] or (10_000,)
+        return levels[min(reconsume_times, len(levels) - 1)]
 
     async def _to_dlq(
         self,
@@ -287,14 +356,16 @@ class Consuming:
         context: aio.ServicerContext[Any, Any],
     ) -> rpc.AckMessageResponse:
         call = context_of(context)
-        group, topic = request.group.name, request.topic.name
+        group, topic = valid_group(request.group.name), valid_topic(request.topic.name)
         check_access(self.broker.acl, call, consume_need(topic, group))
         channel = self.clients.get_or_create(call).channel
         entries = []
         for entry in request.entries:
             try:
-                handle = parse_handle(entry.receipt_handle)
+                handle = self.renewals.latest(group, parse_handle(entry.receipt_handle))
                 response = await ack_one(self.broker, channel, group, topic, handle)
+                if response.code == ResponseCode.SUCCESS:
+                    self.renewals.forget(group, handle)
                 st = (
                     OK_STATUS
                     if response.code == ResponseCode.SUCCESS
@@ -324,49 +395,24 @@ class Consuming:
         context: aio.ServicerContext[Any, Any],
     ) -> rpc.ChangeInvisibleDurationResponse:
         call = context_of(context)
-        group, topic = request.group.name, request.topic.name
-        check_access(self.broker.acl, call, consume_need(topic, group))
+        group, topic = valid_group(request.group.name), valid_topic(request.topic.name)
+        # 5.x checks SUB on the group only here (the topic is the receipt's).
+        check_access(self.broker.acl, call, consume_need(None, group))
         invisible = duration_ms(request.invisible_duration)
         if not 0 <= invisible <= MAX_INVISIBLE_MS:
             raise ProxyError(
                 pb.ILLEGAL_INVISIBLE_TIME,
                 f"the invisible time {invisible} ms is not within 0..{MAX_INVISIBLE_MS} ms",
             )
-        handle = parse_handle(request.receipt_handle)
-        receipt = handle.receipt
-        header = ChangeInvisibleTimeRequestHeader(
-            consumer_group=group,
-            topic=topic,
-            queue_id=receipt.queue_id,
-            extra_info=str(receipt),
-            offset=handle.queue_offset,
-            invisible_time=max(invisible, 10),
-        )
-        command = RemotingCommand.request(
-            RequestCode.CHANGE_MESSAGE_INVISIBLETIME, header.to_ext_fields()
-        )
+        handle = self.renewals.latest(group, parse_handle(request.receipt_handle))
         channel = self.clients.get_or_create(call).channel
-        response = await channel.call(
-            self.broker.processors.async_handler(RequestCode.CHANGE_MESSAGE_INVISIBLETIME),
-            command,
+        changed = await change_one(
+            self.broker, channel, group, topic, handle, invisible_ms=invisible
         )
-        if response.code != ResponseCode.SUCCESS:
-            return rpc.ChangeInvisibleDurationResponse(status=_receipt_status(response))
-        answer = ChangeInvisibleTimeResponseHeader.from_ext_fields(response.ext_fields)
-        new = Receipt(
-            # the changed message is checkpointed on its own: its offset starts the batch
-            ck_queue_offset=handle.queue_offset,
-            pop_time=answer.pop_time,
-            invisible_time=answer.invisible_time,
-            revive_qid=answer.revive_qid,
-            kind=receipt.kind,
-            broker_name=receipt.broker_name,
-            queue_id=receipt.queue_id,
-            queue_offset=handle.queue_offset,
-        )
-        return rpc.ChangeInvisibleDurationResponse(
-            status=OK_STATUS, receipt_handle=str(Handle(new, handle.commit_log_offset))
-        )
+        if isinstance(changed, RemotingCommand):
+            return rpc.ChangeInvisibleDurationResponse(status=_receipt_status(changed))
+        self.renewals.forget(group, handle)  # the client decides its invisible time now
+        return rpc.ChangeInvisibleDurationResponse(status=OK_STATUS, receipt_handle=str(changed))
 
 
 def _receipt_status(response: RemotingCommand) -> pb.Status:

@@ -18,9 +18,11 @@ from typing import Any
 
 from grpc import aio
 
-from broker.acl import PUB, RETRY_PREFIX, SUB, PlainAcl
+from broker.acl import RETRY_PREFIX, SUB, PlainAcl
 from broker.proxy.apis import definition_pb2 as pb
 from broker.proxy.status import ProxyError
+from broker.subscriptions import check_group_name
+from broker.topics import SYSTEM_TOPIC_PREFIX, SYSTEM_TOPICS, check_topic_name
 from remoting.errors import NoPermissionError
 
 AUTHORIZATION = "authorization"
@@ -30,6 +32,7 @@ LANGUAGE = "x-mq-language"
 CLIENT_VERSION = "x-mq-client-version"
 NAMESPACE = "x-mq-namespace"
 ALGORITHM = "MQv2-HMAC-SHA1"
+SYSTEM_GROUP_PREFIX = "CID_RMQ_SYS_"  # MixAll.CID_RMQ_SYS_PREFIX
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,18 +118,41 @@ def check_access(acl: PlainAcl | None, call: CallContext, resources: Mapping[str
         expected = hmac.new(secret.encode(), date, hashlib.sha1).hexdigest()
         return hmac.compare_digest(expected.upper(), given.upper())
 
+    # RocketMQ 5.3's proxy answers UNAUTHORIZED for a bad signature and for a missing
+    # permission alike (AuthenticationException and AuthorizationException map to 40100).
     try:
         account = acl.authenticate(call.host, ak, signed)
-    except NoPermissionError as exc:
-        raise ProxyError(pb.UNAUTHORIZED, str(exc)) from None
-    try:
         acl.authorize(account, resources)
     except NoPermissionError as exc:
-        raise ProxyError(pb.FORBIDDEN, str(exc)) from None
+        raise ProxyError(pb.UNAUTHORIZED, str(exc)) from None
 
 
-def topic_need(topic: str, perm: int) -> dict[str, int]:
-    return {topic: perm}
+def valid_topic(topic: str) -> str:
+    """``GrpcValidator.validateTopic``: a legal name, and not a system topic.
+
+    Raises:
+        ProxyError: ILLEGAL_TOPIC, naming the rule.
+    """
+    why = check_topic_name(topic)
+    if why is not None:
+        raise ProxyError(pb.ILLEGAL_TOPIC, why)
+    if topic in SYSTEM_TOPICS or topic.startswith(SYSTEM_TOPIC_PREFIX):
+        raise ProxyError(pb.ILLEGAL_TOPIC, f"cannot access system topic {topic}")
+    return topic
+
+
+def valid_group(group: str) -> str:
+    """``GrpcValidator.validateConsumerGroup``: a legal name, not a system group.
+
+    Raises:
+        ProxyError: ILLEGAL_CONSUMER_GROUP, naming the rule.
+    """
+    why = check_group_name(group)
+    if why is not None:
+        raise ProxyError(pb.ILLEGAL_CONSUMER_GROUP, why)
+    if group.startswith(SYSTEM_GROUP_PREFIX):
+        raise ProxyError(pb.ILLEGAL_CONSUMER_GROUP, f"cannot use system consumer group {group}")
+    return group
 
 
 def consume_need(topic: str | None, group: str | None) -> dict[str, int]:
@@ -136,6 +162,3 @@ def consume_need(topic: str | None, group: str | None) -> dict[str, int]:
     if group:
         need[RETRY_PREFIX + group] = SUB
     return need
-
-
-PUBLISH = PUB

@@ -26,11 +26,17 @@ from broker.proxy.apis import definition_pb2 as pb
 from broker.proxy.apis import service_pb2 as rpc
 from broker.proxy.clients import GrpcClients
 from broker.proxy.consume import ack_one
-from broker.proxy.context import check_access, consume_need, context_of
+from broker.proxy.context import (
+    check_access,
+    consume_need,
+    context_of,
+    valid_group,
+    valid_topic,
+)
 from broker.proxy.convert import RESERVED_PROPERTIES, millis, send_properties
 from broker.proxy.receipts import parse_handle
+from broker.proxy.renew import Renewals
 from broker.proxy.status import OK_STATUS, ProxyError, from_remoting, status
-from broker.topics import check_topic_name
 from codec import (
     PROPERTY_PRODUCER_GROUP,
     TRANSACTION_COMMIT_TYPE,
@@ -93,9 +99,10 @@ def _has_control(text: str) -> bool:
 class Producing:
     """The produce RPCs."""
 
-    def __init__(self, broker: ProduceBroker, clients: GrpcClients) -> None:
+    def __init__(self, broker: ProduceBroker, clients: GrpcClients, renewals: Renewals) -> None:
         self.broker = broker
         self.clients = clients
+        self.renewals = renewals
         self._round_robin = itertools.count()
 
     # ------------------------------------------------------------------ send
@@ -109,10 +116,7 @@ class Producing:
         messages = list(request.messages)
         if not messages:
             raise ProxyError(pb.MESSAGE_CORRUPTED, "no message to send")
-        topic = messages[0].topic.name
-        why = check_topic_name(topic)
-        if why is not None:
-            raise ProxyError(pb.ILLEGAL_TOPIC, why)
+        topic = valid_topic(messages[0].topic.name)
         check_access(self.broker.acl, call, {topic: PUB})
         for message in messages:
             if message.topic.name != topic:
@@ -304,8 +308,10 @@ class Producing:
         context: aio.ServicerContext[Any, Any],
     ) -> rpc.EndTransactionResponse:
         call = context_of(context)
-        topic = request.topic.name
+        topic = valid_topic(request.topic.name)
         check_access(self.broker.acl, call, {topic: PUB})
+        if not request.transaction_id.strip():
+            raise ProxyError(pb.INVALID_TRANSACTION_ID, "transaction id cannot be empty")
         resolution = request.resolution
         if resolution not in (pb.COMMIT, pb.ROLLBACK):
             # UNSPECIFIED: the client does not know yet; the broker checks back later.
@@ -360,9 +366,9 @@ class Producing:
         """The PushConsumer gave up on a message: send it back with its attempts used up
         (the broker puts it in ``%DLQ%<group>``), then ack it."""
         call = context_of(context)
-        group, topic = request.group.name, request.topic.name
+        group, topic = valid_group(request.group.name), valid_topic(request.topic.name)
         check_access(self.broker.acl, call, consume_need(topic, group))
-        handle = parse_handle(request.receipt_handle)
+        handle = self.renewals.latest(group, parse_handle(request.receipt_handle))
         channel = self.clients.get_or_create(call).channel
         header = ConsumerSendMsgBackRequestHeader(
             offset=handle.commit_log_offset,
@@ -383,5 +389,6 @@ class Producing:
             return rpc.ForwardMessageToDeadLetterQueueResponse(
                 status=from_remoting(response.code, response.remark)
             )
+        self.renewals.forget(group, handle)
         await ack_one(self.broker, channel, group, topic, handle)
         return rpc.ForwardMessageToDeadLetterQueueResponse(status=OK_STATUS)

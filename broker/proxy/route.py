@@ -21,9 +21,14 @@ from broker.acl import ANY, SUB, PlainAcl
 from broker.facets import HasConfig, HasTopics
 from broker.proxy.apis import definition_pb2 as pb
 from broker.proxy.apis import service_pb2 as rpc
-from broker.proxy.context import check_access, consume_need, context_of
+from broker.proxy.context import (
+    check_access,
+    consume_need,
+    context_of,
+    valid_group,
+    valid_topic,
+)
 from broker.proxy.status import OK_STATUS, ProxyError
-from broker.topics import check_topic_name
 from remoting.bodies import PERM_READ, PERM_WRITE
 from remoting.client import RemotingClient
 from remoting.codes import RequestCode, ResponseCode
@@ -98,9 +103,6 @@ class Routing:
         Raises:
             ProxyError: TOPIC_NOT_FOUND, or INTERNAL_SERVER_ERROR when no name server answers.
         """
-        why = check_topic_name(topic)
-        if why is not None:
-            raise ProxyError(pb.ILLEGAL_TOPIC, why)
         header = GetRouteInfoRequestHeader(topic=topic).to_ext_fields()
         last = "no name server configured"
         for addr in self.broker.config.namesrv_addrs:
@@ -141,7 +143,7 @@ class Routing:
         context: aio.ServicerContext[Any, Any],
     ) -> rpc.QueryRouteResponse:
         call = context_of(context)
-        topic = request.topic.name
+        topic = valid_topic(request.topic.name)
         check_access(self.broker.acl, call, {topic: ANY})
         route = await self._route(topic)
         brokers = self._brokers(route)
@@ -158,7 +160,7 @@ class Routing:
         context: aio.ServicerContext[Any, Any],
     ) -> rpc.QueryAssignmentResponse:
         call = context_of(context)
-        topic, group = request.topic.name, request.group.name
+        topic, group = valid_topic(request.topic.name), valid_group(request.group.name)
         need = consume_need(topic, group)
         need[topic] = SUB
         check_access(self.broker.acl, call, need)

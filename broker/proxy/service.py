@@ -27,11 +27,15 @@ from broker.metrics import bind_error
 from broker.proxy.apis import definition_pb2 as pb
 from broker.proxy.apis import service_pb2 as rpc
 from broker.proxy.clients import ClientsBroker, GrpcClients
-from broker.proxy.consume import ConsumeBroker, Consuming
+from broker.proxy.consume import ConsumeBroker, Consuming, change_one
+from broker.proxy.local import LocalChannel
 from broker.proxy.produce import ProduceBroker, Producing
+from broker.proxy.receipts import Handle
+from broker.proxy.renew import Renewals
 from broker.proxy.route import RouteBroker, Routing
 from broker.proxy.server import GrpcServer, Method
 from broker.proxy.status import ProxyError, status
+from remoting.lifecycle import TaskGroup
 from remoting.tls import TlsMode
 
 log = structlog.get_logger(__name__)
@@ -103,12 +107,34 @@ class GrpcService:
 
     def __init__(self, broker: ProxyBroker) -> None:
         self.broker = broker
-        self.clients = GrpcClients(broker)
-        self.producing = Producing(broker, self.clients)
-        self.consuming = Consuming(broker, self.clients)
+        self.clients = GrpcClients(broker, on_removed=self._client_removed)
+        self.renewals = Renewals(self._change)
+        self.producing = Producing(broker, self.clients, self.renewals)
+        self.consuming = Consuming(broker, self.clients, self.renewals)
+        self._tasks = TaskGroup("grpc")
         self.routing = Routing(broker, lambda: self.port)
         self.server: GrpcServer | None = None
         self.port = 0
+
+    async def _change(
+        self, channel: LocalChannel, group: str, topic: str, handle: Handle, invisible_ms: int
+    ) -> Handle | None:
+        changed = await change_one(
+            self.broker, channel, group, topic, handle, invisible_ms=invisible_ms
+        )
+        return changed if isinstance(changed, Handle) else None
+
+    def _client_removed(self, client_id: str, channel: LocalChannel) -> None:
+        """A client went: release what it held for renewal (another consumer gets it),
+        then close its channel (its parked receives end)."""
+
+        async def release() -> None:
+            try:
+                await self.renewals.client_gone(client_id)
+            finally:
+                channel.close()
+
+        self._tasks.spawn(release(), name="grpc-release")
 
     def methods(self) -> list[Method]:
         """Every RPC of MessagingService with what serves it."""
@@ -191,10 +217,16 @@ class GrpcService:
         except OSError as exc:
             raise bind_error("grpcListenPort", config.bind_address, config.grpc_port, exc) from None
         self.server = server
+        self.renewals.loop.start()
 
     async def stop(self) -> None:
+        """Stop accepting calls (those in progress get a second), stop renewing, forget the
+        clients. What they held becomes visible when its invisible time is up."""
         if self.server is not None:
             await self.server.stop(grace_s=1.0)
             self.server = None
+        await self.renewals.loop.stop()
+        self.renewals.held.clear()
         for client_id in list(self.clients.clients):
             self.clients.remove(client_id, "broker_stopping")
+        await self._tasks.close(timeout_s=2.0)
