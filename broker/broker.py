@@ -465,7 +465,8 @@ class Broker:
 
     def listening(self) -> dict[str, int]:
         """Every port this broker listens on, by listener: ``main``, ``vip``, ``ha``,
-        ``metrics`` (those it opened). Each obeys ``tlsServerMode``."""
+        ``metrics``, ``grpc``, ``grpc-inner`` (those it opened). Each obeys
+        ``tlsServerMode`` but ``grpc-inner``, the loopback port behind the gRPC relay."""
         ports = {"main": self.server.port}
         if self.vip_server is not None:
             ports["vip"] = self.vip_server.port
@@ -475,6 +476,10 @@ class Broker:
             ports["metrics"] = self.metrics.port
         if self.grpc.port:
             ports["grpc"] = self.grpc.port
+        if self.grpc.server is not None and self.grpc.server.inner_port:
+            # gRPC's own port behind the TLS relay: loopback only, plaintext (what comes in
+            # on it went through the public port's TLS mode already)
+            ports["grpc-inner"] = self.grpc.server.inner_port
         return ports
 
     async def _reload_acl(self) -> None:

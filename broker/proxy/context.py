@@ -20,6 +20,7 @@ from grpc import aio
 
 from broker.acl import RETRY_PREFIX, SUB, PlainAcl
 from broker.proxy.apis import definition_pb2 as pb
+from broker.proxy.server import RELAYED_PEERS
 from broker.proxy.status import ProxyError
 from broker.subscriptions import check_group_name
 from broker.topics import SYSTEM_TOPIC_PREFIX, SYSTEM_TOPICS, check_topic_name
@@ -52,11 +53,15 @@ class CallContext:
 
 
 def peer_address(grpc_peer: str) -> str:
-    """grpc's ``ipv4:1.2.3.4:5``/``ipv6:[::1]:5`` as ``1.2.3.4:5``/``[::1]:5``."""
+    """grpc's ``ipv4:1.2.3.4:5``/``ipv6:[::1]:5`` as ``1.2.3.4:5``/``[::1]:5``: the
+    client's own address when the call came through the TLS relay."""
     kind, _, rest = grpc_peer.partition(":")
-    if kind in ("ipv4", "ipv6") and rest:
-        return rest
-    return grpc_peer
+    if kind not in ("ipv4", "ipv6") or not rest:
+        return grpc_peer
+    host, _, port = rest.rpartition(":")
+    if host == "127.0.0.1" and port.isdigit():
+        return RELAYED_PEERS.get(int(port), rest)
+    return rest
 
 
 def context_of(context: aio.ServicerContext[Any, Any]) -> CallContext:

@@ -7,23 +7,20 @@ registered by hand with the generated message classes' parsers (no generated ``_
 stubs): a request that is not valid protobuf fails in grpc's own deserialisation, with
 ``INTERNAL`` for that call only, and never reaches our code.
 
-TLS follows ``tlsServerMode``: DISABLED serves plaintext; ENFORCING serves TLS only, with
-the broker's certificate (and client certificates when a trust path is set); PERMISSIVE
-(both on one port, as the proxy's ``TlsModeHandler`` does) puts the remoting listeners'
-sniffing listener in front and relays each connection, TLS terminated by it, to gRPC on a
-Unix socket of its own. (gRPC then sees no client address: a message's born host is the
-client's own word, and ACL's whiteRemoteAddress cannot apply to those calls.)
+TLS: with ``direct_tls`` (tlsServerMode enforcing) gRPC serves TLS only, its own. With a
+``relay_context`` one port takes TLS and plaintext alike, as the proxy's
+``ProxyAndTlsProtocolNegotiator`` does: the remoting listeners' sniffing listener accepts,
+ends TLS itself (ALPN h2), and relays each connection's bytes to gRPC's plaintext port on
+loopback. gRPC then sees the relay's address as its peer; ``RELAYED_PEERS`` maps that
+(the relay's local port) back to the client's, so born hosts and ACL address rules see the
+real client.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import errno
-import os
-import shutil
 import ssl
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -33,7 +30,7 @@ import structlog
 from google.protobuf.message import Message
 from grpc import aio
 
-from remoting.listener import Listener, stream_listener
+from remoting.listener import Listener
 from remoting.tls import TlsMode
 
 log = structlog.get_logger(__name__)
@@ -41,7 +38,8 @@ log = structlog.get_logger(__name__)
 SERVICE = "apache.rocketmq.v2.MessagingService"
 # What one connection may send at once (the proxy's grpcMaxInboundMessageSize is 130 MB).
 MIN_INBOUND_BYTES = 4 << 20
-RELAY_CHUNK = 256 << 10
+# The relay's local port on loopback → the client it carries ("host:port").
+RELAYED_PEERS: dict[int, str] = {}
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,7 +70,14 @@ def _handler(method: Method) -> grpc.RpcMethodHandler[Any, Any]:
 
 
 class GrpcServer:
-    """Binds ``host:port`` and serves ``methods``; ``port`` is the real port once started."""
+    """Binds ``host:port`` and serves ``methods``; ``port`` is the real port once started.
+
+    Args:
+        direct_tls: (certificate chain, private key, trusted client CAs or None): gRPC's
+            own TLS, and nothing else, on the port.
+        relay_context: TLS and plaintext on the port, TLS ended with this context.
+        neither: plaintext only.
+    """
 
     def __init__(
         self,
@@ -81,26 +86,19 @@ class GrpcServer:
         port: int,
         *,
         max_inbound_bytes: int,
-        tls_mode: TlsMode = TlsMode.DISABLED,
-        cert_chain: bytes | None = None,
-        private_key: bytes | None = None,
-        trust_certs: bytes | None = None,
-        ssl_context: ssl.SSLContext | None = None,
+        direct_tls: tuple[bytes, bytes, bytes | None] | None = None,
+        relay_context: ssl.SSLContext | None = None,
     ) -> None:
         self._methods = methods
         self.host = host
         self.requested_port = port
         self.port = 0
+        self.inner_port = 0  # gRPC's own loopback port behind the relay
         self._max_inbound = max(max_inbound_bytes, MIN_INBOUND_BYTES)
-        self._tls_mode = tls_mode
-        self._cert_chain = cert_chain
-        self._private_key = private_key
-        self._trust_certs = trust_certs
-        self._ssl_context = ssl_context
+        self._direct_tls = direct_tls
+        self._relay_context = relay_context
         self._server: aio.Server | None = None
         self._front: Listener | None = None
-        self._inner_dir: str | None = None
-        self._inner_path = ""
 
     async def start(self) -> int:
         """Bind and serve; the port.
@@ -131,48 +129,39 @@ class GrpcServer:
         except BaseException:
             await self.stop()
             raise
-        log.info("grpc_listening", address=f"{self.host}:{self.port}", tls=str(self._tls_mode))
+        log.info(
+            "grpc_listening",
+            address=f"{self.host}:{self.port}",
+            tls="relay" if self._relay_context else "direct" if self._direct_tls else "none",
+        )
         return self.port
 
     async def _bind(self, server: aio.Server) -> int:
-        mode = self._tls_mode
-        if mode is TlsMode.ENFORCING:
-            assert self._cert_chain is not None and self._private_key is not None
+        address = f"{_host(self.host)}:{self.requested_port}"
+        if self._direct_tls is not None:
+            chain, key, trust = self._direct_tls
             creds = grpc.ssl_server_credentials(
-                [(self._private_key, self._cert_chain)],
-                root_certificates=self._trust_certs,
-                require_client_auth=self._trust_certs is not None,
+                [(key, chain)], root_certificates=trust, require_client_auth=trust is not None
             )
-            return _bound(
-                server.add_secure_port(f"{_host(self.host)}:{self.requested_port}", creds), self
-            )
-        if mode is TlsMode.PERMISSIVE:
-            # gRPC serves plaintext on a Unix socket of its own (no second TCP port to
-            # guard); the sniffing listener is the public one and relays there.
-            self._inner_dir = tempfile.mkdtemp(prefix="aerolite-grpc-")
-            self._inner_path = os.path.join(self._inner_dir, "grpc.sock")
-            _bound(server.add_insecure_port(f"unix:{self._inner_path}"), self)
-            front = stream_listener(
-                self._relay,
-                self.host,
-                self.requested_port,
-                tls_mode=mode,
-                ssl_context=self._ssl_context,
-                name="grpc",
-            )
-            port = await front.start()
-            self._front = front
-            return port
-        return _bound(server.add_insecure_port(f"{_host(self.host)}:{self.requested_port}"), self)
-
-    async def _relay(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        """One client connection of the permissive port, carried to the gRPC port."""
-        try:
-            up_reader, up_writer = await asyncio.open_unix_connection(self._inner_path)
-        except OSError:
-            writer.close()
-            return
-        await asyncio.gather(_pump(reader, up_writer), _pump(up_reader, writer))
+            return _bound(server.add_secure_port(address, creds), self)
+        if self._relay_context is None:
+            return _bound(server.add_insecure_port(address), self)
+        # The public port first: a taken one must fail before gRPC binds anything (an
+        # aio server never started keeps what it bound).
+        inner = _InnerPort()
+        front = Listener(
+            lambda: _ClientSide(inner.port),
+            self.host,
+            self.requested_port,
+            tls_mode=TlsMode.PERMISSIVE,
+            ssl_context=self._relay_context,
+            name="grpc",
+        )
+        port = await front.start(serve=False)
+        self._front = front
+        self.inner_port = inner.port = _bound(server.add_insecure_port("127.0.0.1:0"), self)
+        await front.serve()
+        return port
 
     async def stop(self, grace_s: float | None = 1.0) -> None:
         """Stop accepting, give calls in progress ``grace_s`` to end, then cancel them."""
@@ -183,9 +172,6 @@ class GrpcServer:
         if self._server is not None:
             await self._server.stop(grace_s)
             self._server = None
-        if self._inner_dir is not None:
-            shutil.rmtree(self._inner_dir, ignore_errors=True)
-            self._inner_dir = None
 
 
 def _host(host: str) -> str:
@@ -198,13 +184,113 @@ def _bound(port: int, server: GrpcServer) -> int:
     return port
 
 
-async def _pump(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-    try:
-        while data := await reader.read(RELAY_CHUNK):
-            writer.write(data)
-            await writer.drain()
-    except (ConnectionError, OSError):
-        pass
-    finally:
-        with contextlib.suppress(Exception):
-            writer.close()
+def _address(peer: Any) -> str:
+    host, port = peer[0], peer[1]
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+class _InnerPort:
+    """gRPC's loopback port, known once bound (after the relay's listener is)."""
+
+    port = 0
+
+
+class _ClientSide(asyncio.Protocol):
+    """A client's connection on the relayed port (TLS already ended by the listener): its
+    bytes go to gRPC's loopback port and back, each side's backpressure pausing the
+    other's reading."""
+
+    def __init__(self, inner_port: int) -> None:
+        self._inner_port = inner_port
+        self.transport: asyncio.Transport | None = None
+        self.grpc_side: asyncio.Transport | None = None
+        self._local_port = 0
+        self._closed = False
+        # Bytes that came before gRPC's side was connected (a transport may deliver what
+        # it read with the connection, pause or not).
+        self._early: list[bytes] = []
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        self.peer = _address(transport.get_extra_info("peername") or ("?", 0))
+        transport.pause_reading()  # type: ignore[attr-defined]
+        asyncio.get_running_loop().create_task(self._connect(), name="grpc-relay-connect")
+
+    async def _connect(self) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            transport, _ = await loop.create_connection(
+                lambda: _GrpcSide(self), "127.0.0.1", self._inner_port
+            )
+        except OSError:
+            self.close()
+            return
+        if self._closed:
+            transport.close()
+            return
+        self.grpc_side = transport
+        self._local_port = int(transport.get_extra_info("sockname")[1])
+        RELAYED_PEERS[self._local_port] = self.peer
+        if self._early:
+            transport.writelines(self._early)
+            self._early = []
+        assert self.transport is not None
+        self.transport.resume_reading()
+
+    def data_received(self, data: bytes) -> None:
+        if self.grpc_side is not None:
+            self.grpc_side.write(data)
+        else:
+            self._early.append(data)
+
+    def eof_received(self) -> bool | None:
+        if self.grpc_side is not None and self.grpc_side.can_write_eof():
+            self.grpc_side.write_eof()
+            return True
+        return None
+
+    def pause_writing(self) -> None:
+        if self.grpc_side is not None:
+            self.grpc_side.pause_reading()
+
+    def resume_writing(self) -> None:
+        if self.grpc_side is not None:
+            self.grpc_side.resume_reading()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        RELAYED_PEERS.pop(self._local_port, None)
+        for transport in (self.transport, self.grpc_side):
+            if transport is not None:
+                transport.close()
+
+
+class _GrpcSide(asyncio.Protocol):
+    """The relay's connection to gRPC's loopback port, for one client."""
+
+    def __init__(self, client: _ClientSide) -> None:
+        self._client = client
+        self.transport: asyncio.Transport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def data_received(self, data: bytes) -> None:
+        if self._client.transport is not None:
+            self._client.transport.write(data)
+
+    def pause_writing(self) -> None:
+        if self._client.transport is not None:
+            self._client.transport.pause_reading()
+
+    def resume_writing(self) -> None:
+        if self._client.transport is not None:
+            self._client.transport.resume_reading()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._client.close()

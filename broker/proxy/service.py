@@ -15,7 +15,9 @@ them) answer NOT_IMPLEMENTED as a status, as does the lite-topic RPC.
 from __future__ import annotations
 
 import asyncio
+import tempfile
 from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 import structlog
@@ -35,6 +37,7 @@ from broker.proxy.renew import Renewals
 from broker.proxy.route import RouteBroker, Routing
 from broker.proxy.server import GrpcServer, Method
 from broker.proxy.status import ProxyError, status
+from broker.proxy.tls import h2_context, self_signed
 from remoting.lifecycle import TaskGroup
 from remoting.tls import TlsMode
 
@@ -112,6 +115,7 @@ class GrpcService:
         self.producing = Producing(broker, self.clients, self.renewals)
         self.consuming = Consuming(broker, self.clients, self.renewals)
         self._tasks = TaskGroup("grpc")
+        self._cert_dir: tempfile.TemporaryDirectory[str] | None = None
         self.routing = Routing(broker, lambda: self.port)
         self.server: GrpcServer | None = None
         self.port = 0
@@ -193,31 +197,58 @@ class GrpcService:
         config = self.broker.config
         if not config.grpc_enable:
             return
-        cert = key = trust = None
-        if config.tls_server_mode is TlsMode.ENFORCING:
-            assert config.tls_server_cert_path is not None
-            assert config.tls_server_key_path is not None
-            cert = config.tls_server_cert_path.read_bytes()
-            key = config.tls_server_key_path.read_bytes()
-            if config.tls_server_trust_cert_path is not None:
-                trust = config.tls_server_trust_cert_path.read_bytes()
         server = GrpcServer(
             self.methods(),
             config.bind_address,
             config.grpc_port,
             max_inbound_bytes=4 * self.broker.store.config.max_message_bytes + (1 << 20),
-            tls_mode=config.tls_server_mode,
-            cert_chain=cert,
-            private_key=key,
-            trust_certs=trust,
-            ssl_context=getattr(self.broker, "server_ssl_context", None),
+            **self._tls(),
         )
         try:
             self.port = await server.start()
-        except OSError as exc:
-            raise bind_error("grpcListenPort", config.bind_address, config.grpc_port, exc) from None
+        except BaseException as exc:
+            self._remove_certificate()
+            if isinstance(exc, OSError):
+                raise bind_error(
+                    "grpcListenPort", config.bind_address, config.grpc_port, exc
+                ) from None
+            raise
         self.server = server
         self.renewals.loop.start()
+
+    def _tls(self) -> dict[str, Any]:
+        """The port's TLS, by tlsServerMode: enforcing is gRPC's own TLS with the broker's
+        certificate; permissive takes both with it; disabled takes both too, with a
+        certificate made now, because 5.x clients (Java, Go, C#, Node) turn TLS on by
+        default and RocketMQ's proxy answers them so."""
+        config = self.broker.config
+        mode = config.tls_server_mode
+        if mode is TlsMode.ENFORCING:
+            assert config.tls_server_cert_path is not None
+            assert config.tls_server_key_path is not None
+            trust = config.tls_server_trust_cert_path
+            return {
+                "direct_tls": (
+                    config.tls_server_cert_path.read_bytes(),
+                    config.tls_server_key_path.read_bytes(),
+                    trust.read_bytes() if trust is not None else None,
+                )
+            }
+        if mode is TlsMode.PERMISSIVE:
+            assert config.tls_server_cert_path is not None
+            assert config.tls_server_key_path is not None
+            context = h2_context(
+                config.tls_server_cert_path,
+                config.tls_server_key_path,
+                config.tls_server_trust_cert_path,
+            )
+            return {"relay_context": context}
+        self._cert_dir = tempfile.TemporaryDirectory(prefix="aerolite-grpc-")
+        hosts = ["localhost", "127.0.0.1", config.bind_address]
+        if config.broker_ip1:
+            hosts.append(config.broker_ip1)
+        files = self_signed(Path(self._cert_dir.name), hosts)
+        return {"relay_context": h2_context(files.cert, files.key)}
 
     async def stop(self) -> None:
         """Stop accepting calls (those in progress get a second), stop renewing, forget the
@@ -230,3 +261,9 @@ class GrpcService:
         for client_id in list(self.clients.clients):
             self.clients.remove(client_id, "broker_stopping")
         await self._tasks.close(timeout_s=2.0)
+        self._remove_certificate()
+
+    def _remove_certificate(self) -> None:
+        if self._cert_dir is not None:
+            self._cert_dir.cleanup()
+            self._cert_dir = None
