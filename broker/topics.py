@@ -90,6 +90,42 @@ def check_topic_name(topic: str) -> str | None:
     return None
 
 
+# RocketMQ 5's topic attribute for the message types a topic takes (TopicAttributes
+# .TOPIC_MESSAGE_TYPE_ATTRIBUTE); the only attribute served here.
+MESSAGE_TYPE_ATTRIBUTE = "message.type"
+TOPIC_MESSAGE_TYPES = ("UNSPECIFIED", "NORMAL", "FIFO", "DELAY", "TRANSACTION", "MIXED")
+
+
+def altered_attributes(current: dict[str, str], alter: str | None) -> dict[str, str]:
+    """``current`` changed as an UPDATE_AND_CREATE_TOPIC's ``attributes`` says
+    (``+key=value`` sets, ``-key`` removes, comma-separated; None or empty: unchanged).
+
+    Raises:
+        ValueError: an entry that is neither form, a key other than message.type, or a
+            message type RocketMQ does not know (named).
+    """
+    out = dict(current)
+    for raw in (alter or "").split(","):
+        entry = raw.strip()
+        if not entry:
+            continue
+        sign, body = entry[0], entry[1:]
+        key, eq, value = body.partition("=")
+        if sign not in "+-" or not key or (sign == "+" and not eq) or (sign == "-" and eq):
+            raise ValueError(f"attribute {entry!r} is neither +key=value nor -key")
+        if key != MESSAGE_TYPE_ATTRIBUTE:
+            raise ValueError(f"unsupported attribute key {key!r}: only {MESSAGE_TYPE_ATTRIBUTE}")
+        if sign == "-":
+            out.pop(key, None)
+        elif value.upper() not in TOPIC_MESSAGE_TYPES:
+            raise ValueError(
+                f"{MESSAGE_TYPE_ATTRIBUTE} {value!r} is none of {', '.join(TOPIC_MESSAGE_TYPES)}"
+            )
+        else:
+            out[key] = value.upper()
+    return out
+
+
 def send_forbidden(topic: str) -> bool:
     """Whether a client may not send to ``topic`` (``TopicValidator.isNotAllowedSendTopic``).
 

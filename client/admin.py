@@ -386,7 +386,11 @@ class Admin(ClientService):
             raise NoRouteError(topic, "the name server has no route for it")
         return route
 
-    async def create_topic(self, addr: str, config: TopicConfig) -> None:
+    async def create_topic(
+        self, addr: str, config: TopicConfig, *, attributes: str | None = None
+    ) -> None:
+        """UPDATE_AND_CREATE_TOPIC; ``attributes`` as RocketMQ 5's ``-a`` takes them
+        (``+message.type=FIFO``; None leaves a topic's attributes as they are)."""
         header = CreateTopicRequestHeader(
             topic=config.topic_name,
             default_topic="TBW102",
@@ -396,6 +400,7 @@ class Admin(ClientService):
             topic_filter_type=config.topic_filter_type,
             topic_sys_flag=config.topic_sys_flag,
             order=config.order,
+            attributes=attributes,
         )
         await self._call(
             addr,

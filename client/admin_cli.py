@@ -226,6 +226,11 @@ def _update_topic_opts(p: argparse.ArgumentParser) -> None:
     p.add_argument("-o", "--order", type=_bool, default=False)
     p.add_argument("-s", "--hasUnitSub", dest="unit_sub", type=_bool, default=False)
     p.add_argument("-u", "--unit", type=_bool, default=False)
+    p.add_argument(
+        "-a",
+        "--attributes",
+        help="RocketMQ 5 attributes: +message.type=NORMAL|FIFO|DELAY|TRANSACTION|MIXED, -key",
+    )
 
 
 @command(
@@ -236,7 +241,9 @@ async def update_topic(admin: Admin, a: argparse.Namespace, out: Out) -> None:
         raise UsageError(f"perm {a.perm} must be 2 (write), 4 (read) or 6 (read and write)")
     sys_flag = (0x1 if a.unit else 0) | (0x2 if a.unit_sub else 0)
     config = TopicConfig(a.topic, a.read, a.write, a.perm, "SINGLE_TAG", sys_flag, a.order)
-    addrs = await on_masters(admin, a, lambda addr: admin.create_topic(addr, config))
+    addrs = await on_masters(
+        admin, a, lambda addr: admin.create_topic(addr, config, attributes=a.attributes)
+    )
     doc = {"topic": a.topic, "brokers": addrs, "config": config.to_json()}
     out.line(f"create topic {a.topic} on {', '.join(addrs)} success.\n{config.to_json()}", doc)
 

@@ -131,9 +131,12 @@ class TopicConfig:
     topic_filter_type: str = "SINGLE_TAG"
     topic_sys_flag: int = 0
     order: bool = False
+    # RocketMQ 5's topic attributes (``message.type``: NORMAL, FIFO, DELAY, TRANSACTION,
+    # MIXED); written only when set, so a 4.x topic's JSON is 4.9's.
+    attributes: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        doc: dict[str, Any] = {
             "order": self.order,
             "perm": self.perm,
             "readQueueNums": self.read_queue_nums,
@@ -142,6 +145,9 @@ class TopicConfig:
             "topicSysFlag": self.topic_sys_flag,
             "writeQueueNums": self.write_queue_nums,
         }
+        if self.attributes:
+            doc["attributes"] = dict(self.attributes)
+        return doc
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> TopicConfig:
@@ -153,6 +159,11 @@ class TopicConfig:
             topic_filter_type=str(d.get("topicFilterType") or "SINGLE_TAG"),
             topic_sys_flag=_int(d.get("topicSysFlag")),
             order=_bool(d.get("order")),
+            attributes={
+                str(k): str(v) for k, v in (d.get("attributes") or {}).items() if v is not None
+            }
+            if isinstance(d.get("attributes"), dict)
+            else {},
         )
 
     def compact(self) -> str:

@@ -576,6 +576,7 @@ class CreateTopicRequestHeader(CommandHeader):
     topic_filter_type: str = wire("topicFilterType")
     topic_sys_flag: int | None = wire("topicSysFlag", None)
     order: bool = wire("order", False)
+    attributes: str | None = wire("attributes", None)  # 5.x: "+message.type=FIFO,-k"
 
 
 @dataclass(slots=True, kw_only=True)

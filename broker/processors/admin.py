@@ -30,7 +30,7 @@ from broker.facets import (
 )
 from broker.locks import QueueLocks
 from broker.subscriptions import check_group_name
-from broker.topics import check_topic_name
+from broker.topics import altered_attributes, check_topic_name
 from codec import RecordError, decode_properties, decode_record
 from remoting.bodies import (
     MALFORMED_BODY,
@@ -171,6 +171,13 @@ class AdminProcessor:
             return response_to(
                 request, ResponseCode.SYSTEM_ERROR, f"perm {h.perm} has bits other than 1|2|4|8"
             )
+        existing = broker.topics.get(h.topic)
+        try:
+            attributes = altered_attributes(
+                existing.attributes if existing is not None else {}, h.attributes
+            )
+        except ValueError as exc:
+            return response_to(request, ResponseCode.SYSTEM_ERROR, str(exc))
         broker.topics.update(
             TopicConfig(
                 h.topic,
@@ -180,6 +187,7 @@ class AdminProcessor:
                 h.topic_filter_type,
                 h.topic_sys_flag or 0,
                 h.order,
+                attributes,
             )
         )
         # registerIncrementBrokerData: the route is on the name servers when admin hears back.

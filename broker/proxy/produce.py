@@ -37,6 +37,7 @@ from broker.proxy.convert import RESERVED_PROPERTIES, millis, send_properties
 from broker.proxy.receipts import parse_handle
 from broker.proxy.renew import Renewals
 from broker.proxy.status import OK_STATUS, ProxyError, from_remoting, status
+from broker.topics import MESSAGE_TYPE_ATTRIBUTE
 from codec import (
     PROPERTY_PRODUCER_GROUP,
     TRANSACTION_COMMIT_TYPE,
@@ -92,6 +93,37 @@ def consistent_hash(key: int, buckets: int) -> int:
             return candidate
 
 
+def _type_of(message: pb.Message) -> str:
+    """``TopicMessageType.parseFromMessageProperty``: a transaction, else a delayed
+    message, else a FIFO one (a message group), else normal."""
+    sp = message.system_properties
+    if sp.message_type == pb.TRANSACTION:
+        return "TRANSACTION"
+    if sp.HasField("delivery_timestamp"):
+        return "DELAY"
+    if sp.message_group:
+        return "FIFO"
+    return "NORMAL"
+
+
+def _check_type(topic: str, expected: str | None, first: pb.Message) -> None:
+    """``DefaultTopicMessageTypeValidator``: a topic with a message type takes that type
+    only (MIXED any); retry and dead-letter topics are not checked.
+
+    Raises:
+        ProxyError: MESSAGE_PROPERTY_CONFLICT_WITH_TYPE.
+    """
+    if not expected or expected == "MIXED" or topic.startswith(("%RETRY%", "%DLQ%")):
+        return
+    actual = _type_of(first)
+    if actual != expected:
+        raise ProxyError(
+            pb.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,
+            f"TopicMessageType validate failed, the expected type is {expected}, "
+            f"but actual type is {actual}",
+        )
+
+
 def _has_control(text: str) -> bool:
     return any(ord(c) < 0x20 or ord(c) == 0x7F for c in text)
 
@@ -125,6 +157,7 @@ class Producing:
         tc = self.broker.topics.get(topic)
         if tc is None:
             raise ProxyError(pb.TOPIC_NOT_FOUND, f"topic[{topic}] not exist")
+        _check_type(topic, tc.attributes.get(MESSAGE_TYPE_ATTRIBUTE), messages[0])
         queue_id = self._queue_of(messages, max(tc.write_queue_nums, 1))
         channel = self.clients.get_or_create(call).channel
         if len(messages) == 1:

@@ -29,6 +29,7 @@ from broker.proxy.context import (
     valid_topic,
 )
 from broker.proxy.status import OK_STATUS, ProxyError
+from broker.topics import MESSAGE_TYPE_ATTRIBUTE
 from remoting.bodies import PERM_READ, PERM_WRITE
 from remoting.client import RemotingClient
 from remoting.codes import RequestCode, ResponseCode
@@ -38,6 +39,22 @@ from remoting.headers import GetRouteInfoRequestHeader
 from remoting.route import MASTER_ID, QueueData, TopicRouteData
 
 ALL_TYPES = (pb.NORMAL, pb.FIFO, pb.DELAY, pb.TRANSACTION)
+_ACCEPTED = {
+    "NORMAL": (pb.NORMAL,),
+    "FIFO": (pb.FIFO,),
+    "DELAY": (pb.DELAY,),
+    "TRANSACTION": (pb.TRANSACTION,),
+    "MIXED": ALL_TYPES,
+    "UNSPECIFIED": (pb.MESSAGE_TYPE_UNSPECIFIED,),
+}
+
+
+def accepted_types(attributes: dict[str, str]) -> tuple[int, ...]:
+    """The message types a topic takes: its ``message.type`` attribute's (RocketMQ 5's
+    ``TopicMessageType``); a topic without one (every 4.x topic) takes them all, as it
+    does from 4.x clients."""
+    kind = attributes.get(MESSAGE_TYPE_ATTRIBUTE)
+    return _ACCEPTED.get(kind, ALL_TYPES) if kind else ALL_TYPES
 
 
 class RouteBroker(HasConfig, HasTopics, Protocol):
@@ -59,7 +76,9 @@ def endpoints(host: str, port: int) -> pb.Endpoints:
     return pb.Endpoints(scheme=scheme, addresses=[pb.Address(host=host, port=port)])
 
 
-def queues_of(topic: str, qd: QueueData, broker: pb.Broker) -> list[pb.MessageQueue]:
+def queues_of(
+    topic: str, qd: QueueData, broker: pb.Broker, accepted: tuple[int, ...] = ALL_TYPES
+) -> list[pb.MessageQueue]:
     """``genMessageQueueFromQueueData``: read-write queues first, then the read-only or
     write-only rest; a broker that neither reads nor writes gets one NONE queue."""
     readable, writable = bool(qd.perm & PERM_READ), bool(qd.perm & PERM_WRITE)
@@ -75,7 +94,7 @@ def queues_of(topic: str, qd: QueueData, broker: pb.Broker) -> list[pb.MessageQu
                 id=queue_id,
                 permission=permission,  # type: ignore[arg-type]
                 broker=broker,
-                accept_message_types=ALL_TYPES,
+                accept_message_types=accepted,  # type: ignore[arg-type]
             )
         )
 
@@ -147,11 +166,15 @@ class Routing:
         check_access(self.broker.acl, call, {topic: ANY})
         route = await self._route(topic)
         brokers = self._brokers(route)
+        # The attributes are per broker; a cluster's topic is created with the same ones
+        # everywhere (mqadmin updateTopic -c), so this broker's copy speaks for all.
+        tc = self.broker.topics.get(topic)
+        accepted = accepted_types(tc.attributes) if tc is not None else ALL_TYPES
         queues = []
         for qd in route.queue_datas:
             broker = brokers.get(qd.broker_name)
             if broker is not None:
-                queues += queues_of(topic, qd, broker)
+                queues += queues_of(topic, qd, broker, accepted)
         return rpc.QueryRouteResponse(status=OK_STATUS, message_queues=queues)
 
     async def query_assignment(
