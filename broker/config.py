@@ -144,6 +144,9 @@ class BrokerConfig(ServerSettings):
     timer_flush_interval_ms: int = 1_000  # timerFlushIntervalMs
     mapped_file_size_timer_log: int = 100 << 20  # mappedFileSizeTimerLog
     revive_queue_num: int = 8  # reviveQueueNum: queues of the pop revive topic
+    # initPopOffsetByCheckMsgInMem: a new pop group starts at a queue's first message while
+    # it is still in memory (else at its last one), as 5.x does
+    init_pop_offset_by_check_msg_in_mem: bool = True
     ha_slave_fallbehind_max: int = 256 << 20  # haSlaveFallbehindMax (SYNC_MASTER)
     slave_read_enable: bool = False  # slaveReadEnable: point slow consumers at a slave
     offset_check_in_slave: bool = False  # offsetCheckInSlave: may a slave move offsets
@@ -417,6 +420,7 @@ BROKER_KEYS: dict[str, tuple[str, str]] = {
     "timerFlushIntervalMs": ("", "timer_flush_interval_ms"),
     "mappedFileSizeTimerLog": ("", "mapped_file_size_timer_log"),
     "reviveQueueNum": ("", "revive_queue_num"),
+    "initPopOffsetByCheckMsgInMem": ("", "init_pop_offset_by_check_msg_in_mem"),
     "haSlaveFallbehindMax": ("", "ha_slave_fallbehind_max"),
     "slaveReadEnable": ("", "slave_read_enable"),
     "offsetCheckInSlave": ("", "offset_check_in_slave"),

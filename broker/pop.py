@@ -41,6 +41,7 @@ import structlog
 
 from broker.facets import DelayBroker, HasOffsets, Tables
 from broker.parked import refused_for_good
+from broker.pop_order import ORDER_REVIVE_QID, OrderedPops
 from broker.topics import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX, check_topic_name
 from codec import (
     MessageInner,
@@ -175,6 +176,7 @@ class PopService:
         self.revived = 0
         self.dead_lettered = 0
         self.set_aside = 0
+        self.ordered = OrderedPops()  # FIFO groups' batches in flight
 
     # ------------------------------------------------------------------ revive log
 
@@ -258,7 +260,16 @@ class PopService:
             return max(offset, low)
         if init_mode == INIT_MODE_MIN or topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
             return low
-        return max(store.get_max_offset(topic, queue_id) - 1, 0)  # 5.x: the last one
+        # 5.x's getInitOffset: a queue that still starts at 0 with that message in memory
+        # is read from 0 (initPopOffsetByCheckMsgInMem); otherwise from the last message.
+        if (
+            self.broker.config.init_pop_offset_by_check_msg_in_mem
+            and low <= 0
+            and store.get_max_offset(topic, queue_id) > 0
+            and not store.check_in_disk_by_consume_offset(topic, queue_id, 0)
+        ):
+            return 0
+        return max(store.get_max_offset(topic, queue_id) - 1, 0)
 
     async def pop(
         self,
@@ -273,7 +284,8 @@ class PopService:
         read_queue_nums: int,
     ) -> PopResult:
         """Hand out up to ``max_nums`` messages of ``topic`` (one queue, or every queue in
-        turn) and of the group's pop retry topic, each batch under a checkpoint."""
+        turn) and of the group's pop retry topic, each batch under a checkpoint. A FIFO
+        group's pop is ``pop_in_order``."""
         broker = self.broker
         store = broker.store
         result = PopResult(pop_time=int(time.time() * 1000))
@@ -309,6 +321,68 @@ class PopService:
             if t == topic:
                 result.rest_num += max(store.get_max_offset(t, q) - next_offset, 0)
         return result
+
+    def pop_in_order(
+        self,
+        *,
+        group: str,
+        topic: str,
+        queue_id: int,
+        max_nums: int,
+        invisible_time: int,
+        init_mode: int,
+        tag_filter: TagFilter | None,
+        read_queue_nums: int,
+    ) -> PopResult:
+        """An orderly pop: from each queue not blocked by a batch in flight, the messages
+        from the group's offset on; the offset moves when they are acked."""
+        store = self.broker.store
+        result = PopResult(pop_time=int(time.time() * 1000), revive_qid=ORDER_REVIVE_QID)
+        remaining = max_nums
+        if queue_id >= 0:
+            queues = [queue_id]
+        else:
+            self._rotation += 1
+            first = self._rotation % max(read_queue_nums, 1)
+            queues = [(first + i) % read_queue_nums for i in range(read_queue_nums)]
+        for q in queues:
+            key = (group, topic, q)
+            start = self._start_offset(group, topic, q, init_mode)
+            if remaining <= 0 or self.ordered.blocked(key, result.pop_time):
+                result.rest_num += max(store.get_max_offset(topic, q) - start, 0)
+                continue
+            got = store.get_messages(topic, q, start, remaining, tag_filter)
+            try:
+                pairs = [(bytes(v), o) for v, o in zip(got.records, got.queue_offsets, strict=True)]
+                next_offset = got.next_begin_offset
+            finally:
+                got.release()
+            keep = set(self.ordered.skip_acked(key, [o for _, o in pairs]))
+            pairs = [(r, o) for r, o in pairs if o in keep]
+            if not pairs:
+                if next_offset > start:  # nothing there matches: move past it
+                    self.broker.offsets.commit(group, topic, q, next_offset)
+                continue
+            offsets = [o for _, o in pairs]
+            self.ordered.handed_out(key, start, offsets, result.pop_time, invisible_time)
+            result.records += [r for r, _ in pairs]
+            result.start_offsets.append((topic, q, str(start)))
+            result.msg_offsets.append((topic, q, ",".join(str(o) for o in offsets)))
+            remaining -= len(pairs)
+            result.rest_num += max(store.get_max_offset(topic, q) - next_offset, 0)
+        return result
+
+    def ack_in_order(
+        self, group: str, topic: str, queue_id: int, offset: int, pop_time: int
+    ) -> bool:
+        """Ack one message of an orderly pop; the group's offset moves over what is acked.
+        False when the receipt is not the queue's current batch's."""
+        commit = self.ordered.ack((group, topic, queue_id), offset, pop_time)
+        if commit is None:
+            return False
+        if commit > self.broker.offsets.query(group, topic, queue_id):
+            self.broker.offsets.commit(group, topic, queue_id, commit)
+        return True
 
     def _queues_to_pop(
         self, group: str, topic: str, queue_id: int, read_queue_nums: int

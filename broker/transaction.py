@@ -67,6 +67,7 @@ from codec import (
 from remoting.bodies import PERM_READ, PERM_WRITE
 from remoting.codes import RequestCode
 from remoting.command import RemotingCommand
+from remoting.errors import ConnectError
 from remoting.headers import CheckTransactionStateRequestHeader
 from remoting.lifecycle import Periodic
 from store.consume_queue import ConsumeQueue
@@ -472,7 +473,13 @@ class TransactionService:
         request = RemotingCommand.request(
             RequestCode.CHECK_TRANSACTION_STATE, header.to_ext_fields(), body
         )
-        conn.invoke_oneway(request)
+        try:
+            conn.invoke_oneway(request)
+        except ConnectError as exc:
+            # Closed since it was picked, or a 5.x producer without its Telemetry stream
+            # open: checked again next round, as a group without producers is.
+            log.warning("transaction_check_not_sent", producer_group=group, reason=str(exc))
+            return False
         self.checks_sent += 1
         log.info(
             "transaction_check_sent",

@@ -565,6 +565,14 @@ def _update_sub_group_opts(p: argparse.ArgumentParser) -> None:
     p.add_argument("-i", "--brokerId", dest="broker_id", type=int, default=0)
     p.add_argument("-w", "--whichBrokerWhenConsumeSlowly", dest="slow_broker", type=int, default=1)
     p.add_argument("-a", "--notifyConsumerIdsChanged", dest="notify", type=_bool, default=True)
+    p.add_argument(
+        "-o",
+        "--consumeMessageOrderly",
+        dest="orderly",
+        type=_bool,
+        default=False,
+        help="RocketMQ 5: a FIFO group (5.x consumers receive its queues in order)",
+    )
 
 
 @command("updateSubGroup", "create or update a subscription group", _update_sub_group_opts)
@@ -579,6 +587,7 @@ async def update_sub_group(admin: Admin, a: argparse.Namespace, out: Out) -> Non
         broker_id=a.broker_id,
         which_broker_when_consume_slowly=a.slow_broker,
         notify_consumer_ids_changed_enable=a.notify,
+        consume_message_orderly=a.orderly,
     )
     addrs = await on_masters(admin, a, lambda addr: admin.create_subscription_group(addr, config))
     out.line(

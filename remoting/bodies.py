@@ -657,6 +657,9 @@ class SubscriptionGroupConfig:
     broker_id: int = 0
     which_broker_when_consume_slowly: int = 1
     notify_consumer_ids_changed_enable: bool = True
+    # RocketMQ 5: a FIFO group (5.x clients get fifo settings and orderly pops); written
+    # only when set, so a 4.x group's JSON is 4.9's.
+    consume_message_orderly: bool = False
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -669,6 +672,7 @@ class SubscriptionGroupConfig:
             "retryMaxTimes": self.retry_max_times,
             "retryQueueNums": self.retry_queue_nums,
             "whichBrokerWhenConsumeSlowly": self.which_broker_when_consume_slowly,
+            **({"consumeMessageOrderly": True} if self.consume_message_orderly else {}),
         }
 
     @classmethod
@@ -683,4 +687,5 @@ class SubscriptionGroupConfig:
             broker_id=_int(d.get("brokerId")),
             which_broker_when_consume_slowly=_int(d.get("whichBrokerWhenConsumeSlowly"), 1),
             notify_consumer_ids_changed_enable=_bool(d.get("notifyConsumerIdsChangedEnable"), True),
+            consume_message_orderly=_bool(d.get("consumeMessageOrderly")),
         )

@@ -12,7 +12,7 @@ NO_MESSAGE, so a client learns its ack came too late.
 from __future__ import annotations
 
 import asyncio
-from typing import Protocol
+from typing import Any, Protocol
 
 import structlog
 
@@ -20,6 +20,7 @@ from broker.clients import normalize_subscription
 from broker.config import BrokerRole
 from broker.facets import BrokerFacts, Tables
 from broker.pop import Checkpoint, PopError, PopService
+from broker.pop_order import ORDER_REVIVE_QID
 from broker.processors.pull import consuming_group, tag_filter_of
 from broker.subscriptions import group_refusal
 from broker.topics import TOPIC_MAX_LENGTH
@@ -183,16 +184,18 @@ class PopProcessor:
             return response_to(request, ResponseCode.TOPIC_NOT_EXIST, f"topic[{h.topic}] not exist")
         sub = normalize_subscription(SubscriptionData(h.topic, h.exp or "*"))
         try:
-            result = await broker.pop.pop(
-                group=h.consumer_group,
-                topic=h.topic,
-                queue_id=h.queue_id,
-                max_nums=h.max_msg_nums,
-                invisible_time=h.invisible_time,
-                init_mode=h.init_mode,
-                tag_filter=tag_filter_of(sub),
-                read_queue_nums=tc.read_queue_nums,
-            )
+            args: dict[str, Any] = {
+                "group": h.consumer_group,
+                "topic": h.topic,
+                "queue_id": h.queue_id,
+                "max_nums": h.max_msg_nums,
+                "invisible_time": h.invisible_time,
+                "init_mode": h.init_mode,
+                "tag_filter": tag_filter_of(sub),
+                "read_queue_nums": tc.read_queue_nums,
+            }
+            # A FIFO group's pop hands out each queue in order (broker/pop_order.py).
+            result = broker.pop.pop_in_order(**args) if h.order else await broker.pop.pop(**args)
         except PopError as exc:
             return response_to(request, exc.code, exc.remark)
         header = PopMessageResponseHeader(
@@ -276,6 +279,9 @@ class PopProcessor:
 
     async def ack(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         h = AckMessageRequestHeader.from_ext_fields(request.ext_fields)
+        ordered = self._in_order(request, h)
+        if ordered is not None:
+            return ordered
         ck = self._checkpoint(request, h)
         if isinstance(ck, RemotingCommand):
             return ck
@@ -292,6 +298,9 @@ class PopProcessor:
                 ResponseCode.INVALID_PARAMETER,
                 f"invisibleTime {h.invisible_time} ms is too short (at least {MIN_INVISIBLE_MS})",
             )
+        ordered = self._in_order(request, h)
+        if ordered is not None:
+            return ordered
         ck = self._checkpoint(request, h)
         if isinstance(ck, RemotingCommand):
             return ck
@@ -301,6 +310,40 @@ class PopProcessor:
             return response_to(request, exc.code, exc.remark)
         header = ChangeInvisibleTimeResponseHeader(
             pop_time=new.pop_time, invisible_time=new.invisible_time, revive_qid=new.revive_qid
+        )
+        return response_to(request, ResponseCode.SUCCESS, None, header.to_ext_fields())
+
+    def _in_order(
+        self,
+        request: RemotingCommand,
+        h: AckMessageRequestHeader | ChangeInvisibleTimeRequestHeader,
+    ) -> RemotingCommand | None:
+        """An ack or change of an orderly pop's message (its receipt names revive queue
+        999): done on the queue's batch in flight; None for any other receipt."""
+        try:
+            receipt = Receipt.parse(h.extra_info)
+        except ValueError:
+            return None  # refused with its reason by _checkpoint
+        if receipt.revive_qid != ORDER_REVIVE_QID:
+            return None
+        pop = self.broker.pop
+        group, topic, queue_id = h.consumer_group, h.topic, h.queue_id
+        expired = response_to(
+            request,
+            ResponseCode.NO_MESSAGE,
+            f"the orderly receipt of offset {h.offset} in {topic}:{queue_id} is expired or "
+            "unknown (acked, or handed out again since)",
+        )
+        if isinstance(h, AckMessageRequestHeader):
+            ok = pop.ack_in_order(group, topic, queue_id, h.offset, receipt.pop_time)
+            return response_to(request, ResponseCode.SUCCESS) if ok else expired
+        new_time = pop.ordered.change(
+            (group, topic, queue_id), h.offset, receipt.pop_time, h.invisible_time
+        )
+        if new_time is None:
+            return expired
+        header = ChangeInvisibleTimeResponseHeader(
+            pop_time=new_time, invisible_time=h.invisible_time, revive_qid=ORDER_REVIVE_QID
         )
         return response_to(request, ResponseCode.SUCCESS, None, header.to_ext_fields())
 

@@ -204,7 +204,7 @@ class GrpcClients:
             sub.long_polling_timeout.CopyFrom(duration(config.grpc_max_long_polling_timeout_ms))
             group = self.broker.subscription_groups.find(sub.group.name)
             retry_max = group.retry_max_times if group is not None else 16
-            sub.fifo = False
+            sub.fifo = group is not None and group.consume_message_orderly
             policy = out.backoff_policy
             policy.max_attempts = retry_max + 1
             # The group's retries wait through the delay levels from the third (10 s), as

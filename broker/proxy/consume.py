@@ -24,6 +24,8 @@ from grpc import aio
 
 from broker.acl import PlainAcl
 from broker.facets import BrokerFacts, HasStore, Tables
+from broker.pop import PopService
+from broker.pop_order import ORDER_REVIVE_QID
 from broker.proxy.apis import definition_pb2 as pb
 from broker.proxy.apis import service_pb2 as rpc
 from broker.proxy.clients import GrpcClients
@@ -63,16 +65,23 @@ AUTO_RENEW_INVISIBLE_MS = 60_000  # defaultInvisibleTimeMills, for auto-renewed 
 MAX_BATCH = 32
 
 
-class ConsumeBroker(BrokerFacts, Tables, HasStore, Protocol):
+class HasProcessors(Protocol):
+    """The broker's processor table (the requests a receive, ack or change is made of)."""
+
     @property
     def processors(self) -> ProcessorTable: ...
+
+
+class ConsumeBroker(BrokerFacts, Tables, HasStore, HasProcessors, Protocol):
+    @property
+    def pop(self) -> PopService: ...
 
     @property
     def acl(self) -> PlainAcl | None: ...
 
 
 async def ack_one(
-    broker: ConsumeBroker, channel: LocalChannel, group: str, topic: str, handle: Handle
+    broker: HasProcessors, channel: LocalChannel, group: str, topic: str, handle: Handle
 ) -> RemotingCommand:
     """ACK_MESSAGE for one received message."""
     header = AckMessageRequestHeader(
@@ -87,7 +96,7 @@ async def ack_one(
 
 
 async def change_one(
-    broker: ConsumeBroker,
+    broker: HasProcessors,
     channel: LocalChannel,
     group: str,
     topic: str,
@@ -254,6 +263,7 @@ class Consuming:
             init_mode=INIT_MODE_MAX,
             exp_type="TAG",
             exp=expression.expression or "*",
+            order=settings.subscription.fifo,
             attempt_id=request.attempt_id or None,
         )
 
@@ -276,18 +286,17 @@ class Consuming:
         broker_name = self.broker.config.broker_name
         out: list[pb.Message] = []
         for view in decode_records(response.body_bytes, broker_name, MessageExt):
-            kind = topic_type(view.topic)
-            receipt = Receipt(
-                ck_queue_offset=int(starts.get((kind, view.queue_id), view.queue_offset)),
-                pop_time=header.pop_time,
-                invisible_time=header.invisible_time,
-                revive_qid=header.revive_qid,
-                kind=kind,
-                broker_name=broker_name,
-                queue_id=view.queue_id,
-                queue_offset=view.queue_offset,
-            )
-            handle = Handle(receipt, view.commit_log_offset)
+            handle = _handle_of(view, header, starts, broker_name)
+            receipt = handle.receipt
+            if receipt.revive_qid == ORDER_REVIVE_QID:
+                # An orderly pop's message never goes through a retry topic: its attempts
+                # are the times its batch was handed out.
+                view.reconsume_times = (
+                    self.broker.pop.ordered.attempts(
+                        (group, view.topic, view.queue_id), view.queue_offset
+                    )
+                    - 1
+                )
             if view.reconsume_times >= max_attempts:
                 await self._to_dlq(
                     channel,
@@ -413,6 +422,27 @@ class Consuming:
             return rpc.ChangeInvisibleDurationResponse(status=_receipt_status(changed))
         self.renewals.forget(group, handle)  # the client decides its invisible time now
         return rpc.ChangeInvisibleDurationResponse(status=OK_STATUS, receipt_handle=str(changed))
+
+
+def _handle_of(
+    view: MessageExt,
+    header: PopMessageResponseHeader,
+    starts: dict[tuple[str, int], str],
+    broker_name: str,
+) -> Handle:
+    """A popped message's receipt handle, from its pop's answer (``createHandle``)."""
+    kind = topic_type(view.topic)
+    receipt = Receipt(
+        ck_queue_offset=int(starts.get((kind, view.queue_id), view.queue_offset)),
+        pop_time=header.pop_time,
+        invisible_time=header.invisible_time,
+        revive_qid=header.revive_qid,
+        kind=kind,
+        broker_name=broker_name,
+        queue_id=view.queue_id,
+        queue_offset=view.queue_offset,
+    )
+    return Handle(receipt, view.commit_log_offset)
 
 
 def _receipt_status(response: RemotingCommand) -> pb.Status:

@@ -18,7 +18,7 @@ from typing import Any, Protocol
 from grpc import aio
 
 from broker.acl import ANY, SUB, PlainAcl
-from broker.facets import HasConfig, HasTopics
+from broker.facets import HasConfig, Tables
 from broker.proxy.apis import definition_pb2 as pb
 from broker.proxy.apis import service_pb2 as rpc
 from broker.proxy.context import (
@@ -57,7 +57,7 @@ def accepted_types(attributes: dict[str, str]) -> tuple[int, ...]:
     return _ACCEPTED.get(kind, ALL_TYPES) if kind else ALL_TYPES
 
 
-class RouteBroker(HasConfig, HasTopics, Protocol):
+class RouteBroker(HasConfig, Tables, Protocol):
     @property
     def client(self) -> RemotingClient: ...
 
@@ -189,17 +189,24 @@ class Routing:
         check_access(self.broker.acl, call, need)
         route = await self._route(topic)
         brokers = self._brokers(route)
+        sgc = self.broker.subscription_groups.find(group)
+        fifo = sgc is not None and sgc.consume_message_orderly
         assignments = []
         for qd in route.queue_datas:
             broker = brokers.get(qd.broker_name)
             if broker is None or not qd.perm & PERM_READ or qd.read_queue_nums <= 0:
                 continue
-            queue = pb.MessageQueue(
-                topic=pb.Resource(name=topic),
-                id=-1,
-                permission=pb.READ_WRITE,
-                broker=broker,
-                accept_message_types=ALL_TYPES,
-            )
-            assignments.append(pb.Assignment(message_queue=queue))
+            # A FIFO group is assigned each queue (a broker's pop goes across them all
+            # otherwise, queue id -1), as the proxy's RouteActivity does.
+            for queue_id in range(qd.read_queue_nums) if fifo else (-1,):
+                queue = pb.MessageQueue(
+                    topic=pb.Resource(name=topic),
+                    id=queue_id,
+                    permission=pb.READ_WRITE,
+                    broker=broker,
+                    accept_message_types=ALL_TYPES,
+                )
+                assignments.append(pb.Assignment(message_queue=queue))
+        if not assignments:
+            raise ProxyError(pb.FORBIDDEN, "no readable queue")
         return rpc.QueryAssignmentResponse(status=OK_STATUS, assignments=assignments)

@@ -38,6 +38,7 @@ log = structlog.get_logger(__name__)
 SERVICE = "apache.rocketmq.v2.MessagingService"
 # What one connection may send at once (the proxy's grpcMaxInboundMessageSize is 130 MB).
 MIN_INBOUND_BYTES = 4 << 20
+MAX_CONCURRENT_RPCS = 20_000
 # The relay's local port on loopback → the client it carries ("host:port").
 RELAYED_PEERS: dict[int, str] = {}
 
@@ -107,6 +108,9 @@ class GrpcServer:
             OSError: the port cannot be bound.
         """
         server = aio.server(
+            # Calls at once, parked receives included: past it a call is refused with
+            # RESOURCE_EXHAUSTED rather than queued without bound.
+            maximum_concurrent_rpcs=MAX_CONCURRENT_RPCS,
             options=[
                 ("grpc.max_receive_message_length", self._max_inbound),
                 ("grpc.max_send_message_length", self._max_inbound),
