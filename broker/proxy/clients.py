@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import itertools
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
@@ -44,10 +45,12 @@ from broker.proxy.status import OK_STATUS, ProxyError, status
 from codec import decode_records
 from codec.view import MessageExt
 from remoting.bodies import ConsumeFromWhere, ConsumeType, MessageModel, SubscriptionData
-from remoting.codes import LanguageCode, RequestCode
-from remoting.command import RemotingCommand
+from remoting.codes import LanguageCode, RequestCode, ResponseCode
+from remoting.command import RemotingCommand, response_to
 from remoting.connection import Connection
-from remoting.headers import CheckTransactionStateRequestHeader
+from remoting.headers import CheckTransactionStateRequestHeader, ConsumerRunningInfoRequestHeader
+from remoting.lifecycle import TaskGroup
+from remoting.route import dumps
 
 log = structlog.get_logger(__name__)
 
@@ -59,6 +62,7 @@ PRODUCER_BACKOFF_MULTIPLIER = 2.0
 RECEIVE_BATCH_SIZE = 32  # grpcClientConsumerLongPollingBatchSize
 TELEMETRY_QUEUE = 1024  # commands waiting for a slow client's stream; more are dropped
 SETTINGS_WAIT_S = 3.0  # a call that comes before its client's settings waits this long
+RELAY_TIMEOUT_S = 5.0  # grpcProxyRelayRequestTimeoutInSeconds: a client's answer to a command
 
 
 class ClientsBroker(HasConfig, Tables, Clients, HasStore, Protocol):
@@ -84,6 +88,9 @@ class GrpcClient:
     outbox: asyncio.Queue[rpc.TelemetryCommand] | None = None
     producer_groups: set[str] = field(default_factory=set)
     consumer_groups: set[str] = field(default_factory=set)
+    started_ms: int = field(default_factory=lambda: int(time.time() * 1000))
+    # Commands sent with a nonce, waiting for the client's answer on Telemetry.
+    waiting: dict[str, asyncio.Future[rpc.TelemetryCommand]] = field(default_factory=dict)
 
     @property
     def client_type(self) -> int:
@@ -122,6 +129,8 @@ class GrpcClients:
         self.broker = broker
         self.clients: dict[str, GrpcClient] = {}
         self._on_removed = on_removed
+        self.tasks = TaskGroup("grpc-clients")  # answers to requests relayed to clients
+        self._nonces = itertools.count(1)
 
     # ------------------------------------------------------------------ registry
 
@@ -360,7 +369,10 @@ class GrpcClients:
                     rpc.TelemetryCommand(status=OK_STATUS, settings=self.merged(command.settings))
                 )
             elif kind in ("thread_stack_trace", "verify_message_result"):
-                log.info("grpc_telemetry_result", client_id=client.client_id, kind=kind)
+                result = getattr(command, kind)
+                waiter = client.waiting.pop(result.nonce, None)
+                if waiter is not None and not waiter.done():
+                    waiter.set_result(command)
 
     def _check_settings(self, call: CallContext, settings: pb.Settings) -> None:
         """Settings a client may register: a known type, legal names, and (ACL on) PUB on
@@ -407,7 +419,71 @@ class GrpcClients:
                     ),
                 )
             )
+        if cmd.code == RequestCode.GET_CONSUMER_RUNNING_INFO and not cmd.is_oneway:
+            self.tasks.spawn(self._running_info(client, cmd), name="grpc-running-info")
+            return True
         return cmd.code == RequestCode.NOTIFY_CONSUMER_IDS_CHANGED
+
+    async def _running_info(self, client: GrpcClient, cmd: RemotingCommand) -> None:
+        """GET_CONSUMER_RUNNING_INFO (mqadmin consumerStatus) for a 5.x consumer: what its
+        settings say, and with jstackEnable its threads' stacks, asked for with a
+        PrintThreadStackTraceCommand (``GrpcClientChannel``)."""
+        header = ConsumerRunningInfoRequestHeader.from_ext_fields(cmd.ext_fields)
+        settings = client.settings or pb.Settings()
+        sub = settings.subscription
+        info: dict[str, Any] = {
+            "properties": {
+                "PROP_CONSUMEORDERLY": str(bool(sub.fifo)).lower(),
+                "PROP_CONSUME_TYPE": "CONSUME_PASSIVELY"
+                if settings.client_type == pb.PUSH_CONSUMER
+                else "CONSUME_ACTIVELY",
+                "PROP_CONSUMER_START_TIMESTAMP": str(client.started_ms),
+                "PROP_CLIENT_VERSION": client.version,
+                "messageModel": "CLUSTERING",
+                "language": client.language,
+                "protocol": "GRPC_V2",
+            },
+            "subscriptionSet": [
+                SubscriptionData(
+                    e.topic.name,
+                    e.expression.expression or "*",
+                    expression_type="SQL92" if e.expression.type == pb.SQL else "TAG",
+                ).to_json()
+                for e in sub.subscriptions
+            ],
+            "mqTable": {},
+            "statusTable": {},
+        }
+        if header.jstack_enable:
+            answer = await self._ask(
+                client,
+                rpc.TelemetryCommand(
+                    print_thread_stack_trace_command=rpc.PrintThreadStackTraceCommand()
+                ),
+            )
+            if answer is not None and answer.HasField("thread_stack_trace"):
+                info["jstack"] = answer.thread_stack_trace.thread_stack_trace
+        client.channel.answer(response_to(cmd, ResponseCode.SUCCESS, None, None, dumps(info)))
+
+    async def _ask(
+        self, client: GrpcClient, command: rpc.TelemetryCommand
+    ) -> rpc.TelemetryCommand | None:
+        """Send ``command`` with a fresh nonce and wait (5 s, the proxy's relay timeout) for
+        the client's answer to it; None without one."""
+        nonce = str(next(self._nonces))
+        kind = command.WhichOneof("command")
+        assert kind is not None
+        getattr(command, kind).nonce = nonce
+        waiter: asyncio.Future[rpc.TelemetryCommand] = asyncio.get_running_loop().create_future()
+        client.waiting[nonce] = waiter
+        try:
+            if not client.push(command):
+                return None
+            return await asyncio.wait_for(waiter, RELAY_TIMEOUT_S)
+        except TimeoutError:
+            return None
+        finally:
+            client.waiting.pop(nonce, None)
 
 
 def channel_of(clients: GrpcClients, call: CallContext) -> Connection:

@@ -81,6 +81,11 @@ class LocalChannel(Connection):
             return False
         return self.on_command(cmd)
 
+    def answer(self, response: RemotingCommand) -> None:
+        """The client's answer to a request the broker sent it (``invoke``), come back by
+        another way than a socket: it resolves the request's future."""
+        self._on_response(response)
+
     def flush(self) -> None:
         """Nothing is corked: responses resolve their futures as they are written."""
 

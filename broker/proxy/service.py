@@ -261,6 +261,7 @@ class GrpcService:
         for client_id in list(self.clients.clients):
             self.clients.remove(client_id, "broker_stopping")
         await self._tasks.close(timeout_s=2.0)
+        await self.clients.tasks.close(timeout_s=2.0)
         self._remove_certificate()
 
     def _remove_certificate(self) -> None:

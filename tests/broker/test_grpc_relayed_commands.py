@@ -1,0 +1,94 @@
+"""What the broker asks a 5.x client goes out on its Telemetry stream, and the answer comes
+back to the asker: GET_CONSUMER_RUNNING_INFO (mqadmin consumerStatus) answered from the
+client's settings, with ``jstackEnable`` a PrintThreadStackTraceCommand whose answer is the
+info's ``jstack`` (RocketMQ 5 proxy's ``GrpcClientChannel``)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+
+from grpc import aio
+
+from broker.broker import Broker
+from broker.proxy.apis import definition_pb2 as pb
+from broker.proxy.apis import service_pb2 as rpc
+from client.admin import Admin
+from remoting.client import RemotingClient
+from remoting.codes import RequestCode, ResponseCode
+from remoting.headers import ConsumerRunningInfoRequestHeader
+from tests.support import call
+
+SERVICE = "/apache.rocketmq.v2.MessagingService/"
+
+
+async def test_consumer_status_of_a_5x_consumer_comes_through_its_telemetry_stream(
+    broker: Broker, client: RemotingClient
+) -> None:
+    group, topic = f"g5_{uuid.uuid4().hex[:6]}", f"t5_{uuid.uuid4().hex[:6]}"
+    broker.topics.create_internal(topic, 2, 6)
+    client_id = f"five-{uuid.uuid4().hex[:6]}"
+    metadata = [
+        ("x-mq-client-id", client_id),
+        ("x-mq-language", "JAVA"),
+        ("x-mq-client-version", "5.0.7"),
+        ("x-mq-date-time", time.strftime("%Y%m%dT%H%M%SZ")),
+    ]
+    settings = pb.Settings(
+        client_type=pb.PUSH_CONSUMER,
+        subscription=pb.Subscription(
+            group=pb.Resource(name=group),
+            subscriptions=[
+                pb.SubscriptionEntry(
+                    topic=pb.Resource(name=topic),
+                    expression=pb.FilterExpression(type=pb.TAG, expression="TagA"),
+                )
+            ],
+        ),
+    )
+    async with aio.insecure_channel(f"127.0.0.1:{broker.grpc.port}") as channel:
+        telemetry = channel.stream_stream(
+            SERVICE + "Telemetry",
+            request_serializer=rpc.TelemetryCommand.SerializeToString,
+            response_deserializer=rpc.TelemetryCommand.FromString,
+        )(metadata=metadata)  # type: ignore[call-arg]
+        await telemetry.write(rpc.TelemetryCommand(settings=settings))
+        reply = await asyncio.wait_for(telemetry.read(), 10)
+        assert isinstance(reply, rpc.TelemetryCommand) and reply.status.code == pb.OK
+
+        # Without jstack: answered from the settings at once.
+        async with Admin(broker.config.namesrv_addr or "") as admin:
+            info = await admin.consumer_running_info(group, client_id)
+        assert info["properties"]["PROP_CONSUME_TYPE"] == "CONSUME_PASSIVELY"
+        assert info["properties"]["language"] == "JAVA"
+        assert [s["topic"] for s in info["subscriptionSet"]] == [topic]
+        assert info["subscriptionSet"][0]["subString"] == "TagA"
+
+        # With jstack: the client is asked for its stacks, by nonce, and its answer is kept.
+        async def answer_stack_trace() -> None:
+            command = await asyncio.wait_for(telemetry.read(), 10)
+            assert isinstance(command, rpc.TelemetryCommand)
+            nonce = command.print_thread_stack_trace_command.nonce
+            assert nonce
+            await telemetry.write(
+                rpc.TelemetryCommand(
+                    status=pb.Status(code=pb.OK),
+                    thread_stack_trace=rpc.ThreadStackTrace(
+                        nonce=nonce, thread_stack_trace="main: at Foo.bar()"
+                    ),
+                )
+            )
+
+        helper = asyncio.create_task(answer_stack_trace())
+        ext = ConsumerRunningInfoRequestHeader(
+            consumer_group=group, client_id=client_id, jstack_enable=True
+        ).to_ext_fields()
+        response = await call(
+            client, broker.address, RequestCode.GET_CONSUMER_RUNNING_INFO, ext, timeout_s=15
+        )
+        await helper
+        assert response.code == ResponseCode.SUCCESS, response
+        assert json.loads(bytes(response.body_bytes))["jstack"] == "main: at Foo.bar()"
+        telemetry.cancel()
