@@ -336,6 +336,7 @@ PERMISSIONS: Mapping[int, Rule] = {
     ),  # 5.x GET; 4.9: none
     RequestCode.GET_CONSUMER_CONNECTION_LIST: Rule(needs=(_group("consumerGroup"),)),  # 5.x GET
     RequestCode.GET_CONSUMER_RUNNING_INFO: Rule(needs=(_group("consumerGroup"),)),  # 5.x GET
+    RequestCode.CONSUME_MESSAGE_DIRECTLY: Rule(needs=(_group("consumerGroup"),)),  # 5.x SUB
     # 4.9, 5.x: none; our SDK reads it to pick its header encoding
     RequestCode.GET_BROKER_RUNTIME_INFO: OPEN,
     # --- admin: 4.9's ADMIN_CODE

@@ -347,6 +347,7 @@ class Broker:
             RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: ops.reset_offset,
             RequestCode.CLONE_GROUP_OFFSET: ops.clone_group_offset,
             RequestCode.GET_CONSUMER_RUNNING_INFO: ops.consumer_running_info,
+            RequestCode.CONSUME_MESSAGE_DIRECTLY: ops.consume_message_directly,
             RequestCode.UPDATE_AND_CREATE_ACL_CONFIG: ops.update_acl_config,
             RequestCode.DELETE_ACL_CONFIG: ops.delete_acl_config,
             RequestCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG: ops.update_global_white_addrs,

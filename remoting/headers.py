@@ -688,6 +688,19 @@ class CloneGroupOffsetRequestHeader(CommandHeader):
 
 
 @dataclass(slots=True, kw_only=True)
+class ConsumeMessageDirectlyResultRequestHeader(CommandHeader):
+    """CONSUME_MESSAGE_DIRECTLY (309): admin → broker → the client (mqadmin
+    consumeMessage): one stored message, by its offset message id, for the client to
+    consume now."""
+
+    consumer_group: str = wire("consumerGroup")
+    client_id: str | None = wire("clientId", None)
+    msg_id: str = wire("msgId")
+    broker_name: str | None = wire("brokerName", None)
+    topic: str | None = wire("topic", None)
+
+
+@dataclass(slots=True, kw_only=True)
 class ConsumerRunningInfoRequestHeader(CommandHeader):
     """GET_CONSUMER_RUNNING_INFO (307): admin → broker → the client."""
 

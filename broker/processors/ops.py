@@ -32,6 +32,7 @@ from broker.config import (
 )
 from broker.facets import BrokerFacts, Clients, HasStore, HasTopics
 from broker.subscriptions import group_refusal
+from codec import decode_offset_msg_id
 from remoting.bodies import encode_reset_offset_body
 from remoting.codes import LanguageCode, RequestCode, ResponseCode
 from remoting.command import RemotingCommand, response_to
@@ -39,6 +40,7 @@ from remoting.connection import Connection
 from remoting.errors import ConfigError, RemotingError
 from remoting.headers import (
     CloneGroupOffsetRequestHeader,
+    ConsumeMessageDirectlyResultRequestHeader,
     ConsumerGroupRequestHeader,
     ConsumerRunningInfoRequestHeader,
     CreateAccessConfigRequestHeader,
@@ -152,22 +154,63 @@ class OpsProcessor:
         """GET_CONSUMER_RUNNING_INFO (307): ask one online consumer for its state and pass
         its answer on (mqadmin consumerStatus)."""
         h = ConsumerRunningInfoRequestHeader.from_ext_fields(request.ext_fields)
-        info = self.broker.consumers.get(h.consumer_group)
+        # Passed on with every field as it came, known to us or not, as Java's callConsumer
+        # passes the admin's request on.
+        return await self._call_consumer(request, h.consumer_group, h.client_id, None)
+
+    async def consume_message_directly(
+        self, conn: Connection, request: RemotingCommand
+    ) -> RemotingCommand:
+        """CONSUME_MESSAGE_DIRECTLY (309): hand one stored message (by its offset message
+        id) to one online consumer to consume now, and pass its result on (mqadmin
+        consumeMessage; ``AdminBrokerProcessor.consumeMessageDirectly``)."""
+        h = ConsumeMessageDirectlyResultRequestHeader.from_ext_fields(request.ext_fields)
+        try:
+            _host, offset = decode_offset_msg_id(h.msg_id)
+        except ValueError:
+            return response_to(
+                request, ResponseCode.SYSTEM_ERROR, f"msgId {h.msg_id!r} is no offset message id"
+            )
+        record = self.broker.store.look_message_by_offset(offset)
+        if record is None:
+            return response_to(
+                request, ResponseCode.SYSTEM_ERROR, f"no message at the offset of {h.msg_id}"
+            )
+        # Passed on as it came, with this broker's name put in (callConsumer's request).
+        ext = {
+            **request.ext_fields,
+            **ConsumeMessageDirectlyResultRequestHeader(
+                consumer_group=h.consumer_group,
+                client_id=h.client_id,
+                msg_id=h.msg_id,
+                broker_name=self.broker.config.broker_name,
+                topic=h.topic,
+            ).to_ext_fields(),
+        }
+        return await self._call_consumer(request, h.consumer_group, h.client_id or "", record, ext)
+
+    async def _call_consumer(
+        self,
+        request: RemotingCommand,
+        group: str,
+        client_id: str,
+        body: bytes | None,
+        ext: dict[str, str] | None = None,
+    ) -> RemotingCommand:
+        """``callConsumer``: the same request to the client ``client_id`` of ``group``, its
+        answer passed back."""
+        info = self.broker.consumers.get(group)
         target = None
         if info is not None:
-            target = next(
-                (c for c, ch in info.channels.items() if ch.client_id == h.client_id), None
-            )
+            target = next((c for c, ch in info.channels.items() if ch.client_id == client_id), None)
         if target is None:
             return response_to(
                 request,
                 ResponseCode.SYSTEM_ERROR,
-                f"The Consumer <{h.consumer_group}> <{h.client_id}> not online",
+                f"The Consumer <{group}> <{client_id}> not online",
             )
-        # Passed on with every field as it came, known to us or not, as Java's callConsumer
-        # passes the admin's request on.
         ask = RemotingCommand.request(
-            RequestCode.GET_CONSUMER_RUNNING_INFO, dict(request.ext_fields)
+            request.code, dict(ext if ext is not None else request.ext_fields), body
         )
         try:
             answer = await target.invoke(ask, RUNNING_INFO_TIMEOUT_S)
@@ -175,7 +218,7 @@ class OpsProcessor:
             return response_to(
                 request,
                 ResponseCode.SYSTEM_ERROR,
-                f"consumer {h.client_id} did not answer: {exc}",
+                f"consumer {client_id} did not answer: {exc}",
             )
         return response_to(request, answer.code, answer.remark, None, answer.body)
 

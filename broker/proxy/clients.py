@@ -62,6 +62,12 @@ PRODUCER_BACKOFF_MULTIPLIER = 2.0
 RECEIVE_BATCH_SIZE = 32  # grpcClientConsumerLongPollingBatchSize
 TELEMETRY_QUEUE = 1024  # commands waiting for a slow client's stream; more are dropped
 SETTINGS_WAIT_S = 3.0  # a call that comes before its client's settings waits this long
+# A verify command's answer status as ConsumeMessageDirectlyResult's consumeResult.
+_VERIFY_RESULTS = {
+    pb.OK: "CR_SUCCESS",
+    pb.FAILED_TO_CONSUME_MESSAGE: "CR_LATER",
+    pb.MESSAGE_CORRUPTED: "CR_RETURN_NULL",
+}
 RELAY_TIMEOUT_S = 5.0  # grpcProxyRelayRequestTimeoutInSeconds: a client's answer to a command
 
 
@@ -422,6 +428,9 @@ class GrpcClients:
         if cmd.code == RequestCode.GET_CONSUMER_RUNNING_INFO and not cmd.is_oneway:
             self.tasks.spawn(self._running_info(client, cmd), name="grpc-running-info")
             return True
+        if cmd.code == RequestCode.CONSUME_MESSAGE_DIRECTLY and not cmd.is_oneway:
+            self.tasks.spawn(self._verify(client, cmd), name="grpc-verify")
+            return True
         return cmd.code == RequestCode.NOTIFY_CONSUMER_IDS_CHANGED
 
     async def _running_info(self, client: GrpcClient, cmd: RemotingCommand) -> None:
@@ -464,6 +473,42 @@ class GrpcClients:
             if answer is not None and answer.HasField("thread_stack_trace"):
                 info["jstack"] = answer.thread_stack_trace.thread_stack_trace
         client.channel.answer(response_to(cmd, ResponseCode.SUCCESS, None, None, dumps(info)))
+
+    async def _verify(self, client: GrpcClient, cmd: RemotingCommand) -> None:
+        """CONSUME_MESSAGE_DIRECTLY (mqadmin consumeMessage) for a 5.x consumer: the message
+        sent as a VerifyMessageCommand; the status of its answer is the result (OK
+        CR_SUCCESS, FAILED_TO_CONSUME_MESSAGE CR_LATER, MESSAGE_CORRUPTED CR_RETURN_NULL)."""
+        views = decode_records(cmd.body_bytes, self.broker.config.broker_name, MessageExt)
+        if not views:
+            client.channel.answer(response_to(cmd, ResponseCode.SYSTEM_ERROR, "no message"))
+            return
+        started = time.monotonic()
+        answer = await self._ask(
+            client,
+            rpc.TelemetryCommand(
+                verify_message_command=rpc.VerifyMessageCommand(message=to_v2(views[0]))
+            ),
+        )
+        if answer is None:
+            client.channel.answer(
+                response_to(
+                    cmd,
+                    ResponseCode.SYSTEM_ERROR,
+                    f"client {client.client_id} did not answer the verify command",
+                )
+            )
+            return
+        result = _VERIFY_RESULTS.get(answer.status.code, "CR_THROW_EXCEPTION")
+        body = dumps(
+            {
+                "order": False,
+                "autoCommit": True,
+                "consumeResult": result,
+                "remark": answer.status.message or "from gRPC client",
+                "spentTimeMills": int((time.monotonic() - started) * 1000),
+            }
+        )
+        client.channel.answer(response_to(cmd, ResponseCode.SUCCESS, None, None, body))
 
     async def _ask(
         self, client: GrpcClient, command: rpc.TelemetryCommand

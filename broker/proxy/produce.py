@@ -57,6 +57,7 @@ from remoting.headers import (
     ConsumerSendMsgBackRequestHeader,
     EndTransactionRequestHeader,
     SendMessageRequestHeader,
+    SendMessageResponseHeader,
 )
 
 MAX_USER_PROPERTIES = 128  # userPropertyMaxNum
@@ -314,9 +315,9 @@ class Producing:
             return rpc.SendMessageResponse(
                 status=st, entries=[rpc.SendResultEntry(status=st) for _ in messages]
             )
-        ext = response.ext_fields
-        offset = int(ext.get("queueOffset", "0"))
-        offset_ids = ext.get("msgId", "").split(",")
+        answer = SendMessageResponseHeader.from_ext_fields(response.ext_fields)
+        offset = answer.queue_offset
+        offset_ids = answer.msg_id.split(",")
         entries = []
         for i, message in enumerate(messages):
             sp = message.system_properties

@@ -1,7 +1,8 @@
 """What the broker asks a 5.x client goes out on its Telemetry stream, and the answer comes
-back to the asker: GET_CONSUMER_RUNNING_INFO (mqadmin consumerStatus) answered from the
-client's settings, with ``jstackEnable`` a PrintThreadStackTraceCommand whose answer is the
-info's ``jstack`` (RocketMQ 5 proxy's ``GrpcClientChannel``)."""
+back to the asker (RocketMQ 5 proxy's ``GrpcClientChannel``): GET_CONSUMER_RUNNING_INFO
+(mqadmin consumerStatus) answered from the client's settings, with ``jstackEnable`` a
+PrintThreadStackTraceCommand whose answer is the info's ``jstack``; CONSUME_MESSAGE_DIRECTLY
+(mqadmin consumeMessage) as a VerifyMessageCommand whose answer is the consume result."""
 
 from __future__ import annotations
 
@@ -18,8 +19,11 @@ from broker.proxy.apis import service_pb2 as rpc
 from client.admin import Admin
 from remoting.client import RemotingClient
 from remoting.codes import RequestCode, ResponseCode
-from remoting.headers import ConsumerRunningInfoRequestHeader
-from tests.support import call
+from remoting.headers import (
+    ConsumeMessageDirectlyResultRequestHeader,
+    ConsumerRunningInfoRequestHeader,
+)
+from tests.support import call, send_ok, wait_dispatched
 
 SERVICE = "/apache.rocketmq.v2.MessagingService/"
 
@@ -91,4 +95,72 @@ async def test_consumer_status_of_a_5x_consumer_comes_through_its_telemetry_stre
         await helper
         assert response.code == ResponseCode.SUCCESS, response
         assert json.loads(bytes(response.body_bytes))["jstack"] == "main: at Foo.bar()"
+        telemetry.cancel()
+
+
+async def test_consume_message_directly_reaches_a_5x_consumer_as_a_verify_command(
+    broker: Broker, client: RemotingClient
+) -> None:
+    """CONSUME_MESSAGE_DIRECTLY (mqadmin consumeMessage): the stored message goes to the
+    client as a VerifyMessageCommand; its answer's status becomes the consume result."""
+    group, topic = f"gv_{uuid.uuid4().hex[:6]}", f"tv_{uuid.uuid4().hex[:6]}"
+    broker.topics.create_internal(topic, 1, 6)
+    sent = await send_ok(client, broker.address, topic, b"verify me", tags="TagV")
+    await wait_dispatched(broker)
+    offset_id = sent.ext_fields["msgId"]
+    client_id = f"five-{uuid.uuid4().hex[:6]}"
+    metadata = [
+        ("x-mq-client-id", client_id),
+        ("x-mq-language", "JAVA"),
+        ("x-mq-client-version", "5.0.7"),
+        ("x-mq-date-time", time.strftime("%Y%m%dT%H%M%SZ")),
+    ]
+    settings = pb.Settings(
+        client_type=pb.PUSH_CONSUMER,
+        subscription=pb.Subscription(
+            group=pb.Resource(name=group),
+            subscriptions=[pb.SubscriptionEntry(topic=pb.Resource(name=topic))],
+        ),
+    )
+    async with aio.insecure_channel(f"127.0.0.1:{broker.grpc.port}") as channel:
+        telemetry = channel.stream_stream(
+            SERVICE + "Telemetry",
+            request_serializer=rpc.TelemetryCommand.SerializeToString,
+            response_deserializer=rpc.TelemetryCommand.FromString,
+        )(metadata=metadata)  # type: ignore[call-arg]
+        await telemetry.write(rpc.TelemetryCommand(settings=settings))
+        await asyncio.wait_for(telemetry.read(), 10)
+
+        seen: list[pb.Message] = []
+
+        async def consume_it() -> None:
+            command = await asyncio.wait_for(telemetry.read(), 10)
+            assert isinstance(command, rpc.TelemetryCommand)
+            verify = command.verify_message_command
+            seen.append(verify.message)
+            await telemetry.write(
+                rpc.TelemetryCommand(
+                    status=pb.Status(code=pb.FAILED_TO_CONSUME_MESSAGE, message="busy"),
+                    verify_message_result=rpc.VerifyMessageResult(nonce=verify.nonce),
+                )
+            )
+
+        helper = asyncio.create_task(consume_it())
+        ext = ConsumeMessageDirectlyResultRequestHeader(
+            consumer_group=group, client_id=client_id, msg_id=offset_id
+        ).to_ext_fields()
+        response = await call(
+            client, broker.address, RequestCode.CONSUME_MESSAGE_DIRECTLY, ext, timeout_s=15
+        )
+        await helper
+        assert response.code == ResponseCode.SUCCESS, response
+        result = json.loads(bytes(response.body_bytes))
+        assert result["consumeResult"] == "CR_LATER" and result["remark"] == "busy"
+        assert [(m.body, m.system_properties.tag) for m in seen] == [(b"verify me", "TagV")]
+
+        unknown = ConsumeMessageDirectlyResultRequestHeader(
+            consumer_group=group, client_id="nobody", msg_id=offset_id
+        ).to_ext_fields()
+        refused = await call(client, broker.address, RequestCode.CONSUME_MESSAGE_DIRECTLY, unknown)
+        assert refused.code == ResponseCode.SYSTEM_ERROR and "not online" in (refused.remark or "")
         telemetry.cancel()
