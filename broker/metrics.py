@@ -29,7 +29,7 @@ import contextlib
 import os
 import shutil
 import ssl
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Protocol
 
 import structlog
@@ -97,6 +97,18 @@ class MetricsBroker(HasConfig, HasStats, HasStore, HasOffsets, HasPullHold, HasH
 
     @property
     def pop(self) -> SetAsideCounter: ...
+
+    @property
+    def grpc(self) -> GrpcFigures: ...
+
+
+class GrpcFigures(Protocol):
+    """The gRPC front end's counts (``broker.proxy.service.GrpcService``)."""
+
+    @property
+    def calls(self) -> Mapping[tuple[str, str], int]: ...
+
+    def client_kinds(self) -> dict[str, int]: ...
 
 
 class MetricsNamesrv(Protocol):
@@ -309,6 +321,26 @@ class BrokerCollector(Collector):
         yield depth
         yield busy
         yield from listener_families(base, node, broker.server.budget)
+        yield from self._grpc(base, node)
+
+    def _grpc(self, base: list[str], node: list[str]) -> Iterator[Metric]:
+        """RocketMQ 5 clients on the gRPC port: how many of each kind, and the calls they
+        made by RPC and the status each was answered with."""
+        grpc = self.broker.grpc
+        clients = GaugeMetricFamily(
+            "rocketmq_grpc_clients", "RocketMQ 5 clients known by kind", labels=[*base, "kind"]
+        )
+        for kind, count in sorted(grpc.client_kinds().items()):
+            clients.add_metric([*node, kind], count)
+        calls = CounterMetricFamily(
+            "rocketmq_grpc_calls",
+            "gRPC calls answered, by RPC and status code",
+            labels=[*base, "rpc", "code"],
+        )
+        for (name, code), count in sorted(grpc.calls.items()):
+            calls.add_metric([*node, name, code], count)
+        yield clients
+        yield calls
 
     def _replication(self, base: list[str], node: list[str]) -> Iterator[Metric]:
         """A master's slaves and how far behind they are; nothing on a slave."""

@@ -15,6 +15,7 @@ them) answer NOT_IMPLEMENTED as a status, as does the lite-topic RPC.
 from __future__ import annotations
 
 import asyncio
+import collections
 import tempfile
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
@@ -54,19 +55,42 @@ class ProxyBroker(ClientsBroker, ProduceBroker, ConsumeBroker, RouteBroker, Prot
     def acl(self) -> PlainAcl | None: ...
 
 
+# Calls answered, by RPC and the status code they were answered with (the metrics'
+# rocketmq_grpc_calls_total).
+CallCounts = collections.Counter[tuple[str, str]]
+
+
 def _unary(
-    name: str, fn: Callable[[Any, Context], Awaitable[R]], response: type[R]
+    name: str, fn: Callable[[Any, Context], Awaitable[R]], response: type[R], calls: CallCounts
 ) -> Callable[[Any, Context], Awaitable[R]]:
     async def behaviour(request: Any, context: Context) -> R:
         try:
-            return await fn(request, context)
+            answer = await fn(request, context)
         except ProxyError as exc:
-            return response(status=status(exc.code, exc.message))
+            answer = response(status=status(exc.code, exc.message))
         except asyncio.CancelledError:
             raise
         except Exception as exc:
             log.exception("grpc_call_failed", rpc=name)
-            return response(status=status(pb.INTERNAL_SERVER_ERROR, f"{type(exc).__name__}: {exc}"))
+            answer = response(
+                status=status(pb.INTERNAL_SERVER_ERROR, f"{type(exc).__name__}: {exc}")
+            )
+        calls[name, pb.Code.Name(answer.status.code)] += 1  # type: ignore[attr-defined]
+        return answer
+
+    return behaviour
+
+
+def _counted_receive(
+    fn: Callable[[Any, Context], AsyncIterator[rpc.ReceiveMessageResponse]], calls: CallCounts
+) -> Callable[[Any, Context], AsyncIterator[rpc.ReceiveMessageResponse]]:
+    async def behaviour(
+        request: Any, context: Context
+    ) -> AsyncIterator[rpc.ReceiveMessageResponse]:
+        async for answer in fn(request, context):
+            if answer.HasField("status"):
+                calls["ReceiveMessage", pb.Code.Name(answer.status.code)] += 1
+            yield answer
 
     return behaviour
 
@@ -119,6 +143,15 @@ class GrpcService:
         self.routing = Routing(broker, lambda: self.port)
         self.server: GrpcServer | None = None
         self.port = 0
+        self.calls: CallCounts = collections.Counter()
+
+    def client_kinds(self) -> dict[str, int]:
+        """How many clients of each kind (PRODUCER, SIMPLE_CONSUMER, …) are known."""
+        kinds = collections.Counter(
+            pb.ClientType.Name(c.client_type)
+            for c in self.clients.clients.values()
+        )
+        return dict(kinds)
 
     async def _change(
         self, channel: LocalChannel, group: str, topic: str, handle: Handle, invisible_ms: int
@@ -167,7 +200,13 @@ class GrpcService:
             ),
         ]
         methods = [
-            Method(name, "unary", req, _response_of(name), _unary(name, fn, _response_of(name)))
+            Method(
+                name,
+                "unary",
+                req,
+                _response_of(name),
+                _unary(name, fn, _response_of(name), self.calls),
+            )
             for name, fn, req in unary
         ]
         for name in NOT_SERVED:
@@ -179,7 +218,7 @@ class GrpcService:
                 "server_stream",
                 rpc.ReceiveMessageRequest,
                 rpc.ReceiveMessageResponse,
-                q.receive_message,
+                _counted_receive(q.receive_message, self.calls),
             )
         )
         methods.append(
