@@ -27,7 +27,7 @@ from broker.topics import TOPIC_MAX_LENGTH
 from remoting.bodies import PERM_READ, SubscriptionData
 from remoting.codes import POLLING_TIMEOUT, ResponseCode
 from remoting.command import RemotingCommand, response_to
-from remoting.connection import Connection
+from remoting.connection import SLOT_PARKED, Connection
 from remoting.dispatch import send_response
 from remoting.headers import (
     AckMessageRequestHeader,
@@ -227,7 +227,9 @@ class PopProcessor:
             while True:
                 left = deadline - loop.time()
                 await pop.wait_for_messages(h.topic, max(left, 0.0))
-                if conn.closed:
+                if conn.closed or request.slot != SLOT_PARKED:
+                    # Its connection went, or (an in-process caller, a 5.x client's receive)
+                    # the caller gave up: popping now would hide messages nobody receives.
                     return
                 response = await self._pop_once(request, h)
                 if response.code != POLLING_TIMEOUT or loop.time() >= deadline:
