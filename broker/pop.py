@@ -339,13 +339,7 @@ class PopService:
         store = self.broker.store
         result = PopResult(pop_time=int(time.time() * 1000), revive_qid=ORDER_REVIVE_QID)
         remaining = max_nums
-        if queue_id >= 0:
-            queues = [queue_id]
-        else:
-            self._rotation += 1
-            first = self._rotation % max(read_queue_nums, 1)
-            queues = [(first + i) % read_queue_nums for i in range(read_queue_nums)]
-        for q in queues:
+        for q in self._queue_ids(queue_id, read_queue_nums):
             key = (group, topic, q)
             start = self._start_offset(group, topic, q, init_mode)
             if remaining <= 0 or self.ordered.blocked(key, result.pop_time):
@@ -384,17 +378,21 @@ class PopService:
             self.broker.offsets.commit(group, topic, queue_id, commit)
         return True
 
+    def _queue_ids(self, queue_id: int, read_queue_nums: int) -> list[int]:
+        """The queue asked for, or every read queue from the next in rotation (so that
+        pops spread over the queues)."""
+        if queue_id >= 0:
+            return [queue_id]
+        self._rotation += 1
+        first = self._rotation % max(read_queue_nums, 1)
+        return [(first + i) % read_queue_nums for i in range(read_queue_nums)]
+
     def _queues_to_pop(
         self, group: str, topic: str, queue_id: int, read_queue_nums: int
     ) -> list[tuple[str, int]]:
         """The queue asked for, or every read queue from the next in rotation; and the
         group's pop retry topic, first now and then (as 5.x does), else last."""
-        if queue_id >= 0:
-            queues = [(topic, queue_id)]
-        else:
-            self._rotation += 1
-            first = self._rotation % max(read_queue_nums, 1)
-            queues = [(topic, (first + i) % read_queue_nums) for i in range(read_queue_nums)]
+        queues = [(topic, q) for q in self._queue_ids(queue_id, read_queue_nums)]
         retry = pop_retry_topic(group, topic)
         if self.broker.store.queues.get(retry, 0) is not None:
             if random.random() < 0.2:  # noqa: S311

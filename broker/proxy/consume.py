@@ -95,6 +95,37 @@ async def ack_one(
     return await channel.call(broker.processors.async_handler(RequestCode.ACK_MESSAGE), command)
 
 
+async def dead_letter(
+    broker: HasProcessors,
+    channel: LocalChannel,
+    group: str,
+    topic: str,
+    handle: Handle,
+    *,
+    message_id: str,
+    max_reconsume_times: int,
+) -> RemotingCommand:
+    """One received message to its group's dead-letter queue (CONSUMER_SEND_MSG_BACK with
+    delay level -1, which the broker takes as "straight to %DLQ%"), then acked; the
+    send-back's answer (nothing is acked when it is refused)."""
+    header = ConsumerSendMsgBackRequestHeader(
+        offset=handle.commit_log_offset,
+        group=group,
+        delay_level=-1,
+        origin_msg_id=message_id,
+        origin_topic=topic,
+        unit_mode=False,
+        max_reconsume_times=max_reconsume_times,
+    )
+    command = RemotingCommand.request(RequestCode.CONSUMER_SEND_MSG_BACK, header.to_ext_fields())
+    response = await channel.call(
+        broker.processors.async_handler(RequestCode.CONSUMER_SEND_MSG_BACK), command
+    )
+    if response.code == ResponseCode.SUCCESS:
+        await ack_one(broker, channel, group, topic, handle)
+    return response
+
+
 async def change_one(
     broker: HasProcessors,
     channel: LocalChannel,
@@ -338,23 +369,16 @@ class Consuming:
         handle: Handle,
         max_attempts: int,
     ) -> None:
-        header = ConsumerSendMsgBackRequestHeader(
-            offset=view.commit_log_offset,
-            group=group,
-            delay_level=-1,
-            origin_msg_id=view.msg_id,
-            origin_topic=topic,
-            unit_mode=False,
+        response = await dead_letter(
+            self.broker,
+            channel,
+            group,
+            topic,
+            handle,
+            message_id=view.msg_id,
             max_reconsume_times=max_attempts - 1,
         )
-        command = RemotingCommand.request(
-            RequestCode.CONSUMER_SEND_MSG_BACK, header.to_ext_fields()
-        )
-        response = await channel.call(
-            self.broker.processors.async_handler(RequestCode.CONSUMER_SEND_MSG_BACK), command
-        )
         if response.code == ResponseCode.SUCCESS:
-            await ack_one(self.broker, channel, group, topic, handle)
             log.info("grpc_message_to_dlq", group=group, topic=topic, msg_id=view.msg_id)
 
     # ------------------------------------------------------------------- ack

@@ -25,7 +25,7 @@ from broker.facets import BrokerFacts, HasStore, Tables
 from broker.proxy.apis import definition_pb2 as pb
 from broker.proxy.apis import service_pb2 as rpc
 from broker.proxy.clients import GrpcClients
-from broker.proxy.consume import ack_one
+from broker.proxy.consume import dead_letter
 from broker.proxy.context import (
     check_access,
     consume_need,
@@ -54,7 +54,6 @@ from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
 from remoting.dispatch import ProcessorTable
 from remoting.headers import (
-    ConsumerSendMsgBackRequestHeader,
     EndTransactionRequestHeader,
     SendMessageRequestHeader,
     SendMessageResponseHeader,
@@ -265,20 +264,33 @@ class Producing:
             return consistent_hash(java_hash(group), queues)
         return next(self._round_robin) % queues
 
-    def _single(self, message: pb.Message, topic: str, queue_id: int) -> RemotingCommand:
-        props, sys_flag = send_properties(message, topic)
-        sp = message.system_properties
-        header = SendMessageRequestHeader(
+    @staticmethod
+    def _header(
+        topic: str, queue_id: int, sys_flag: int, first: pb.Message, **more: Any
+    ) -> SendMessageRequestHeader:
+        """``buildSendMessageRequestHeader``: the topic is the producer group."""
+        return SendMessageRequestHeader(
             producer_group=topic,
             topic=topic,
             default_topic="TBW102",
             default_topic_queue_nums=4,
             queue_id=queue_id,
             sys_flag=sys_flag,
-            born_timestamp=millis(sp.born_timestamp) or int(time.time() * 1000),
+            born_timestamp=millis(first.system_properties.born_timestamp)
+            or int(time.time() * 1000),
             flag=0,
+            **more,
+        )
+
+    def _single(self, message: pb.Message, topic: str, queue_id: int) -> RemotingCommand:
+        props, sys_flag = send_properties(message, topic)
+        header = self._header(
+            topic,
+            queue_id,
+            sys_flag,
+            message,
             properties=encode_properties(props),
-            reconsume_times=sp.delivery_attempt,
+            reconsume_times=message.system_properties.delivery_attempt,
         )
         return RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, header.to_v2(), message.body)
 
@@ -289,19 +301,7 @@ class Producing:
             props, flag = send_properties(message, topic)
             sys_flag |= flag
             parts.append(encode_batch_entry(0, message.body, encode_properties(props).encode()))
-        first = messages[0].system_properties
-        header = SendMessageRequestHeader(
-            producer_group=topic,
-            topic=topic,
-            default_topic="TBW102",
-            default_topic_queue_nums=4,
-            queue_id=queue_id,
-            sys_flag=sys_flag,
-            born_timestamp=millis(first.born_timestamp) or int(time.time() * 1000),
-            flag=0,
-            properties="",
-            batch=True,
-        )
+        header = self._header(topic, queue_id, sys_flag, messages[0], properties="", batch=True)
         return RemotingCommand.request(
             RequestCode.SEND_BATCH_MESSAGE, header.to_v2(), b"".join(parts)
         )
@@ -404,25 +404,18 @@ class Producing:
         check_access(self.broker.acl, call, consume_need(topic, group))
         handle = self.renewals.latest(group, parse_handle(request.receipt_handle))
         channel = self.clients.get_or_create(call).channel
-        header = ConsumerSendMsgBackRequestHeader(
-            offset=handle.commit_log_offset,
-            group=group,
-            delay_level=-1,
-            origin_msg_id=request.message_id,
-            origin_topic=topic,
-            unit_mode=False,
-            max_reconsume_times=request.max_delivery_attempts,
-        )
-        command = RemotingCommand.request(
-            RequestCode.CONSUMER_SEND_MSG_BACK, header.to_ext_fields()
-        )
-        response = await channel.call(
-            self.broker.processors.async_handler(RequestCode.CONSUMER_SEND_MSG_BACK), command
+        response = await dead_letter(
+            self.broker,
+            channel,
+            group,
+            topic,
+            handle,
+            message_id=request.message_id,
+            max_reconsume_times=0,
         )
         if response.code != ResponseCode.SUCCESS:
             return rpc.ForwardMessageToDeadLetterQueueResponse(
                 status=from_remoting(response.code, response.remark)
             )
         self.renewals.forget(group, handle)
-        await ack_one(self.broker, channel, group, topic, handle)
         return rpc.ForwardMessageToDeadLetterQueueResponse(status=OK_STATUS)

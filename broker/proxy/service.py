@@ -148,8 +148,7 @@ class GrpcService:
     def client_kinds(self) -> dict[str, int]:
         """How many clients of each kind (PRODUCER, SIMPLE_CONSUMER, …) are known."""
         kinds = collections.Counter(
-            pb.ClientType.Name(c.client_type)
-            for c in self.clients.clients.values()
+            pb.ClientType.Name(c.client_type) for c in self.clients.clients.values()
         )
         return dict(kinds)
 
