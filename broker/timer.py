@@ -91,7 +91,11 @@ class TimerPropertyError(ValueError):
 
 
 def has_trigger(props: dict[str, str]) -> bool:
-    return any(key in props for key in TRIGGERS)
+    """Whether a message waits in the timer wheel: it names a time, and has not been
+    through the wheel already (TIMER_OUT_MS, which a delivered timer message keeps, as
+    5.x's ``HookUtils.checkIfTimerMessage`` double-checks: a consumer's send-back of one
+    is not timed again)."""
+    return PROPERTY_TIMER_OUT_MS not in props and any(key in props for key in TRIGGERS)
 
 
 def deliver_time_ms(props: dict[str, str], now_ms: int, max_delay_ms: int) -> int | None:
@@ -459,13 +463,15 @@ class TimerService:
         return delivered
 
     async def _deliver(self, commit_log_offset: int, deliver_ms: int) -> Delivery:
-        # The trigger properties go with REAL_TOPIC / REAL_QID, as 5.x's convertMessage
-        # drops them; TIMER_OUT_MS stays to say when it was due.
+        # As 5.x's convertMessage: REAL_TOPIC / REAL_QID go (put_back), the TIMER_*
+        # properties stay (a 5.x client reads the delivery time from TIMER_DELIVER_MS; a
+        # 4.x one ignores them) with TIMER_OUT_MS to say when it was due. Aliyun's
+        # __STARTDELIVERTIME, which 5.x does not know, goes.
         delivery, topic = await put_back(
             self.broker,
             commit_log_offset,
             what="timer",
-            strip=TRIGGERS,
+            strip=(PROPERTY_START_DELIVER_TIME,),
             where={"deliver_ms": deliver_ms},
         )
         lateness = int(time.time() * 1000) - deliver_ms

@@ -335,6 +335,7 @@ class GrpcClients:
         outbox: asyncio.Queue[rpc.TelemetryCommand] = asyncio.Queue(TELEMETRY_QUEUE)
         client.outbox = outbox
         reader = asyncio.ensure_future(self._read_telemetry(client, call, requests, outbox))
+        getter: asyncio.Future[rpc.TelemetryCommand] | None = None
         try:
             while True:
                 getter = asyncio.ensure_future(outbox.get())
@@ -342,12 +343,15 @@ class GrpcClients:
                 if getter in done:
                     yield getter.result()
                     continue
-                getter.cancel()
                 while not outbox.empty():  # what the reader answered last
                     yield outbox.get_nowait()
                 return
         finally:
-            reader.cancel()
+            # Both tasks end with the stream, however it ends (the client's end, a cancel
+            # when it went): neither is left pending for the collector to find.
+            for task in (reader, getter):
+                if task is not None and not task.done():
+                    task.cancel()
             if client.outbox is outbox:
                 client.outbox = None
 

@@ -83,10 +83,12 @@ async def test_each_trigger_delivers_on_time_and_cleans_its_properties(
     for info, props in got.values():
         assert 0 <= lateness(info, props) <= 100 + SLACK_MS, props
         assert (props["TAGS"], props["KEYS"]) == ("TagT", "k1")
-        for gone in ("REAL_TOPIC", "REAL_QID", "TIMER_DELIVER_MS", "TIMER_DELAY_MS"):
+        # As 5.x's convertMessage: the real topic's keys go, the TIMER_* trigger stays (a
+        # 5.x client reads the delivery time from it), Aliyun's __STARTDELIVERTIME goes.
+        for gone in ("REAL_TOPIC", "REAL_QID", "__STARTDELIVERTIME"):
             assert gone not in props
-        assert "TIMER_DELAY_SEC" not in props and "__STARTDELIVERTIME" not in props
     assert int(got[b"abs"][1]["TIMER_OUT_MS"]) == t0 + 400
+    assert got[b"ms"][1]["TIMER_DELAY_MS"] == "600" and got[b"sec"][1]["TIMER_DELAY_SEC"] == "1"
     assert broker.timers.delivered == 4 and broker.timers.pending == 0
 
 
@@ -231,3 +233,14 @@ async def test_pending_timers_live_in_the_log_not_in_memory(start_broker: Broker
     assert timers.pending == count
     wheel_bytes = 3 * slots * 8  # head, count and time of each slot, allocated anew
     assert after - before < wheel_bytes + 64 * 1024, f"{after - before} bytes for {count} timers"
+
+
+def test_a_delivered_timer_message_is_not_timed_again() -> None:
+    """A delivered timer message keeps its trigger and TIMER_OUT_MS; sent again (a 4.x
+    consumer's send-back copies its properties) it is no timer message any more, as 5.x's
+    checkIfTimerMessage double-checks, or TIMER_DELAY_SEC would delay every retry again."""
+    from broker.timer import has_trigger
+
+    assert has_trigger({"TIMER_DELAY_SEC": "5"})
+    assert not has_trigger({"TIMER_DELAY_SEC": "5", "TIMER_OUT_MS": "1700000000000"})
+    assert not has_trigger({"TAGS": "a"})

@@ -1,0 +1,1 @@
+"""RocketMQ 5 clients against the broker's gRPC front end (broker/proxy)."""
