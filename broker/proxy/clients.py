@@ -345,6 +345,11 @@ class GrpcClients:
                     continue
                 while not outbox.empty():  # what the reader answered last
                     yield outbox.get_nowait()
+                failure = reader.exception()
+                if failure is not None:
+                    # An unreadable command (the parser aborted the call with INTERNAL
+                    # already) or a failure of ours: the call ends with it, not cleanly.
+                    raise failure
                 return
         finally:
             # Both tasks end with the stream, however it ends (the client's end, a cancel

@@ -3,9 +3,9 @@ by grpc.aio on the broker's own event loop.
 
 RocketMQ counterpart: ``proxy/grpc/GrpcServer`` + ``GrpcServerBuilder`` (port
 ``grpcServerPort``, 8081) with ``GrpcMessagingApplication`` as the service. Each method is
-registered by hand with the generated message classes' parsers (no generated ``_pb2_grpc``
-stubs): a request that is not valid protobuf fails in grpc's own deserialisation, with
-``INTERNAL`` for that call only, and never reaches our code.
+registered by hand (no generated ``_pb2_grpc`` stubs) and parses its own requests: bytes
+that are not valid protobuf end that call with ``INTERNAL``, as RocketMQ's proxy answers
+them, and never reach the RPC's code.
 
 TLS: with ``direct_tls`` (tlsServerMode enforcing) gRPC serves TLS only, its own. With a
 ``relay_context`` one port takes TLS and plaintext alike, as the proxy's
@@ -21,13 +21,13 @@ from __future__ import annotations
 import asyncio
 import errno
 import ssl
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
 import grpc
 import structlog
-from google.protobuf.message import Message
+from google.protobuf.message import DecodeError, Message
 from grpc import aio
 
 from remoting.listener import Listener
@@ -55,19 +55,54 @@ class Method:
 
 
 def _handler(method: Method) -> grpc.RpcMethodHandler[Any, Any]:
-    parse = method.request.FromString
+    """The method's handler: requests arrive as bytes and are parsed here, so that bytes
+    that are no such message end the call with INTERNAL, as RocketMQ's proxy (grpc-java)
+    answers them (grpc.aio's own deserialiser would answer UNKNOWN)."""
     dump = method.response.SerializeToString
+    parse = _parser(method.request)
+    behaviour = method.behaviour
     if method.kind == "unary":
-        return grpc.unary_unary_rpc_method_handler(
-            method.behaviour, request_deserializer=parse, response_serializer=dump
-        )
+
+        async def unary(raw: bytes, context: aio.ServicerContext[Any, Any]) -> Any:
+            return await behaviour(await parse(raw, context), context)
+
+        return grpc.unary_unary_rpc_method_handler(unary, response_serializer=dump)
     if method.kind == "server_stream":
-        return grpc.unary_stream_rpc_method_handler(
-            method.behaviour, request_deserializer=parse, response_serializer=dump
-        )
-    return grpc.stream_stream_rpc_method_handler(
-        method.behaviour, request_deserializer=parse, response_serializer=dump
-    )
+
+        async def server_stream(
+            raw: bytes, context: aio.ServicerContext[Any, Any]
+        ) -> AsyncIterator[Any]:
+            async for answer in behaviour(await parse(raw, context), context):
+                yield answer
+
+        return grpc.unary_stream_rpc_method_handler(server_stream, response_serializer=dump)
+
+    async def bidi(
+        raws: AsyncIterator[bytes], context: aio.ServicerContext[Any, Any]
+    ) -> AsyncIterator[Any]:
+        async def requests() -> AsyncIterator[Message]:
+            async for raw in raws:
+                yield await parse(raw, context)
+
+        async for answer in behaviour(requests(), context):
+            yield answer
+
+    return grpc.stream_stream_rpc_method_handler(bidi, response_serializer=dump)
+
+
+def _parser(
+    cls: type[Message],
+) -> Callable[[bytes, aio.ServicerContext[Any, Any]], Awaitable[Message]]:
+    async def parse(raw: bytes, context: aio.ServicerContext[Any, Any]) -> Message:
+        try:
+            return cls.FromString(raw)
+        except DecodeError as exc:
+            await context.abort(
+                grpc.StatusCode.INTERNAL, f"not a {cls.DESCRIPTOR.full_name}: {exc}"
+            )
+            raise  # abort raises; this keeps type checkers sure
+
+    return parse
 
 
 class GrpcServer:
