@@ -154,6 +154,11 @@ class GrpcServer:
                 # client pings every 30 s; grpc's default minimum is 5 min).
                 ("grpc.http2.min_ping_interval_without_data_ms", 10_000),
                 ("grpc.http2.max_ping_strikes", 0),
+                # Calls the core queues until our loop takes them: past gRPC's defaults
+                # (1,000 soft, 3,000 hard) it cancels some at random, which a burst of a
+                # few thousand async sends reached; the bound is maximum_concurrent_rpcs.
+                ("grpc.server.max_pending_requests", MAX_CONCURRENT_RPCS),
+                ("grpc.server.max_pending_requests_hard_limit", 2 * MAX_CONCURRENT_RPCS),
             ],
         )
         handlers = {m.name: _handler(m) for m in self._methods}

@@ -23,6 +23,7 @@ import structlog
 from tests.bench import (
     broker_bench,
     goals,
+    grpc_bench,
     ha_bench,
     memory_bench,
     profile_bench,
@@ -44,6 +45,7 @@ BENCHMARKS: dict[str, Callable[[bool], Report]] = {
     timer_bench.NAME: lambda quick: timer_bench.run(quick=quick),
     memory_bench.NAME: lambda quick: memory_bench.run(quick=quick),
     profile_bench.NAME: lambda quick: profile_bench.run(quick=quick),
+    grpc_bench.NAME: lambda quick: grpc_bench.run(quick=quick),
 }
 
 DEFAULT_RESULTS_DIR = REPO_ROOT / "bench-results"
