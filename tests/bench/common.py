@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 
 import structlog
 
+from remoting import ClientConfig, RemotingClient, RemotingCommand, RequestCode, ResponseCode
 from tests.bench.peers import (
     DriverResult,
     NatsServer,
@@ -227,3 +228,38 @@ class DriverRun:
                 module, command, self.args(**extra), home=self.home, timeout_s=timeout_s + 60.0
             )
         return result, probe.summary()
+
+
+async def _stored(address: str, topic: str, queues: int) -> int:
+    """The sum of the topic's max queue offsets on the broker at ``address``: how many
+    messages its queues hold (GET_MAX_OFFSET, which Aerolite and Apache RocketMQ answer)."""
+    client = RemotingClient(ClientConfig(request_timeout_s=10.0))
+    await client.start()
+    try:
+        total = 0
+        for queue in range(queues):
+            response = await client.invoke(
+                address,
+                RemotingCommand.request(
+                    RequestCode.GET_MAX_OFFSET, {"topic": topic, "queueId": str(queue)}
+                ),
+            )
+            if response.code != ResponseCode.SUCCESS:
+                raise RuntimeError(f"GET_MAX_OFFSET {topic}/{queue}: {response.code}")
+            total += int(response.ext_fields.get("offset", "0"))
+        return total
+    finally:
+        await client.shutdown()
+
+
+def stored_settled(address: str, topic: str, queues: int, want: int) -> int:
+    """How many messages ``topic`` holds once dispatch has caught up (it runs behind the
+    commit log): counted until it reaches ``want`` or stops moving, for at most 5 s."""
+    deadline = time.monotonic() + 5.0
+    last = -1
+    while True:
+        now = asyncio.run(_stored(address, topic, queues))
+        if now >= want or now == last or time.monotonic() > deadline:
+            return now
+        last = now
+        time.sleep(0.2)

@@ -43,9 +43,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import hashlib
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -56,7 +54,6 @@ from pathlib import Path
 from typing import Any
 
 from client.admin import Admin
-from remoting import ClientConfig, RemotingClient, RemotingCommand, RequestCode, ResponseCode
 from remoting.bodies import SubscriptionGroupConfig
 from tests.bench.broker_bench import Addressed, _admin
 from tests.bench.common import (
@@ -66,19 +63,26 @@ from tests.bench.common import (
     first_line,
     progress,
     results_head,
+    stored_settled,
 )
-from tests.bench.java_rocketmq import JVM_OPENS, _port_with_neighbours, rss_kb
+from tests.bench.java_rocketmq import (
+    _port_with_neighbours,
+    missing_reason,
+    resolve_maven,
+    rss_kb,
+    start_jvm,
+    wait_for_line,
+)
 from tests.bench.peers import (
     AeroliteBroker,
-    DriverError,
     Peer,
     Service,
     _stop_pid,
     _wait_port,
     free_port,
     pin_pid,
+    run_driver,
     scan_log,
-    tail,
 )
 from tests.bench.repeat import merge_rows, rate_range
 from tests.bench.report import (
@@ -223,43 +227,10 @@ def tail_text(text: str, lines: int = 3) -> str:
 
 def run_rmq5(command: str, args: dict[str, Any], *, home: Path, timeout_s: float) -> dict[str, Any]:
     """Run ``rmq5_driver COMMAND`` with ``args`` under .venv-rmq5's interpreter; its ``done``
-    line. Raises ``DriverError`` (with its stderr's tail) when it fails or overruns; one
-    that overruns is killed by PID."""
-    home.mkdir(parents=True, exist_ok=True)
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONASYNCIODEBUG")}
-    env["HOME"] = str(home)  # the client logs to ~/logs/rocketmq_python
-    stderr_path = home / f"rmq5-{command}-{time.monotonic_ns()}.stderr"
-    with stderr_path.open("wb") as stderr:
-        proc = subprocess.Popen(  # our own driver module, fixed argument list
-            [str(RMQ5_PYTHON), "-m", DRIVER, command],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=stderr,
-            cwd=REPO_ROOT,
-            env=env,
-            text=True,
-        )
-    try:
-        out, _ = proc.communicate(json.dumps(args) + "\n", timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.communicate()
-        raise DriverError(
-            f"rmq5 {command}: still running after {timeout_s:g} s, killed:\n{tail(stderr_path)}"
-        ) from None
-    finally:
-        if proc.poll() is None:
-            _stop_pid(proc)
-    done: dict[str, Any] | None = None
-    for line in out.splitlines():
-        with contextlib.suppress(ValueError):
-            event = json.loads(line)
-            if isinstance(event, dict) and event.get("event") == "done":
-                done = event
-    if done is None or "error" in done or proc.returncode != 0:
-        why = done.get("error") if done else f"exit {proc.returncode}, no done line"
-        raise DriverError(f"rmq5 {command}: {why}\n{tail(stderr_path)}")
-    return {k: v for k, v in done.items() if k != "event"}
+    line (``peers.run_driver``: ``DriverError`` when it fails or overruns)."""
+    return run_driver(
+        DRIVER, command, args, home=home, timeout_s=timeout_s, python=str(RMQ5_PYTHON)
+    ).done
 
 
 # ------------------------------------------------------------------------- the servers
@@ -286,48 +257,14 @@ class AeroliteGrpc(AeroliteBroker):
         return [self.pid]
 
 
-def java_reason() -> str | None:
-    """Why Apache RocketMQ 5 cannot run here, or None when it may."""
-    for tool in ("java", "mvn"):
-        if shutil.which(tool) is None:
-            return f"{tool} is not on PATH (Java 17 and Maven resolve RocketMQ from Maven Central)"
-    return None
-
-
 def resolve_jars() -> Path:
     """The directory of RocketMQ 5's jars, resolved from Maven Central when the pom changed."""
-    mvn = shutil.which("mvn")
-    if mvn is None:
-        raise RuntimeError("mvn is not on PATH")
-    lib, stamp, pom = JARS_DIR / "lib", JARS_DIR / "lib.stamp", JARS_DIR / "pom.xml"
-    digest = hashlib.sha256(POM.encode()).hexdigest()
-    if stamp.is_file() and stamp.read_text() == digest and lib.is_dir():
-        return lib
-    progress(f"resolving Apache RocketMQ {JAVA_VERSION} from Maven Central")
     JARS_DIR.mkdir(parents=True, exist_ok=True)
-    pom.write_text(POM)
-    shutil.rmtree(lib, ignore_errors=True)
-    proc = subprocess.run(  # Maven with fixed arguments, resolving from Maven Central
-        [
-            mvn,
-            "-q",
-            "-B",
-            "dependency:copy-dependencies",
-            f"-DoutputDirectory={lib}",
-            "-DincludeScope=runtime",
-        ],
-        cwd=JARS_DIR,
-        capture_output=True,
-        text=True,
-        timeout=RESOLVE_TIMEOUT_S,
-        check=False,
-    )
-    if proc.returncode != 0:
-        raise RuntimeError(
-            f"mvn could not resolve RocketMQ {JAVA_VERSION}: {tail_text(proc.stdout)}"
-        )
-    stamp.write_text(digest)
-    return lib
+    pom = JARS_DIR / "pom.xml"
+    if not pom.is_file() or pom.read_text() != POM:
+        progress(f"resolving Apache RocketMQ {JAVA_VERSION} from Maven Central")
+        pom.write_text(POM)
+    return resolve_maven(pom, JARS_DIR / "lib", JARS_DIR / "lib.stamp")
 
 
 class RocketMQ5Proxy(Service):
@@ -360,40 +297,9 @@ class RocketMQ5Proxy(Service):
         return [self.pid, self.namesrv_proc.pid if self.namesrv_proc else 0]
 
     def _jvm(self, main: str, heap: str, args: list[str], log: Path) -> subprocess.Popen[bytes]:
-        java = shutil.which("java")
-        if java is None:
-            raise RuntimeError("java is not on PATH")
         self.home.mkdir(parents=True, exist_ok=True)
-        with log.open("wb") as out:
-            return subprocess.Popen(  # RocketMQ's own entry points, fixed arguments
-                [
-                    java,
-                    f"-Xms{heap}",
-                    f"-Xmx{heap}",
-                    *JVM_OPENS,
-                    f"-Drocketmq.home.dir={self.home}",
-                    f"-Duser.home={self.home}",
-                    "-cp",
-                    f"{resolve_jars()}/*",
-                    main,
-                    *args,
-                ],
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                cwd=self.work,
-            )
-
-    @staticmethod
-    def _wait_line(proc: subprocess.Popen[bytes], log: Path, text: str) -> None:
-        deadline = time.monotonic() + BOOT_TIMEOUT_S
-        while time.monotonic() < deadline:
-            if text in tail(log, 20_000):
-                return
-            if proc.poll() is not None:
-                raise RuntimeError(f"exited ({proc.returncode}):\n{tail(log)}")
-            time.sleep(0.2)
-        raise RuntimeError(f"no {text!r} within {BOOT_TIMEOUT_S:g} s:\n{tail(log)}")
+        lib = resolve_jars()
+        return start_jvm(main, heap, args, lib=lib, home=self.home, log=log, cwd=self.work)
 
     def start(self) -> None:
         self.work.mkdir(parents=True, exist_ok=True)
@@ -406,7 +312,7 @@ class RocketMQ5Proxy(Service):
             ["-c", str(ns_conf)],
             self.namesrv_log,
         )
-        self._wait_line(self.namesrv_proc, self.namesrv_log, "boot success")
+        wait_for_line(self.namesrv_proc, self.namesrv_log, "boot success")
         pin_pid(self.namesrv_proc.pid, self.cpu)
         self.namesrv = f"127.0.0.1:{ns_port}"
         port = _port_with_neighbours()
@@ -431,7 +337,7 @@ class RocketMQ5Proxy(Service):
             ["-pm", "local", "-bc", str(broker_conf), "-pc", str(proxy_conf)],
             self.log,
         )
-        self._wait_line(self.proc, self.log, "rocketmq-proxy startup successfully")
+        wait_for_line(self.proc, self.log, "rocketmq-proxy startup successfully")
         _wait_port(self.grpc_port, self.proc, self.log, 30.0)
         self.address = f"127.0.0.1:{port}"
 
@@ -496,40 +402,6 @@ async def _make_group(server: Addressed, group: str) -> None:
         await admin.create_subscription_group(server.address, SubscriptionGroupConfig(group))
 
 
-async def _stored(server: Addressed, topic: str, queues: int) -> int:
-    """The sum of the topic's max queue offsets: how many messages its queues hold."""
-    client = RemotingClient(ClientConfig(request_timeout_s=10.0))
-    await client.start()
-    try:
-        total = 0
-        for queue in range(queues):
-            response = await client.invoke(
-                server.address,
-                RemotingCommand.request(
-                    RequestCode.GET_MAX_OFFSET, {"topic": topic, "queueId": str(queue)}
-                ),
-            )
-            if response.code != ResponseCode.SUCCESS:
-                raise RuntimeError(f"GET_MAX_OFFSET {topic}/{queue}: {response.code}")
-            total += int(response.ext_fields.get("offset", "0"))
-        return total
-    finally:
-        await client.shutdown()
-
-
-def stored_settled(server: Addressed, topic: str, queues: int, want: int) -> int:
-    """``_stored`` once dispatch caught up: until it reaches ``want`` or stops moving, 5 s
-    at most."""
-    deadline = time.monotonic() + 5.0
-    last = -1
-    while True:
-        now = asyncio.run(_stored(server, topic, queues))
-        if now >= want or now == last or time.monotonic() > deadline:
-            return now
-        last = now
-        time.sleep(0.2)
-
-
 # ------------------------------------------------------------------------- the runs
 
 
@@ -573,7 +445,7 @@ class Runner:
             timeout_s=max_s + warmup_s + 120.0,
         )
         row["acknowledged"] = int(row.get("ok") or 0) + int(row.get("warmup_ok") or 0)
-        row["stored"] = stored_settled(self.server, topic, cfg.queues, row["acknowledged"])
+        row["stored"] = stored_settled(self.server.address, topic, cfg.queues, row["acknowledged"])
         return row
 
     def preload(self) -> dict[str, Any]:
@@ -585,7 +457,7 @@ class Runner:
             home=self.home,
             timeout_s=240.0,
         )
-        row["stored"] = stored_settled(self.server, BACKLOG_TOPIC, cfg.queues, row["ok"])
+        row["stored"] = stored_settled(self.server.address, BACKLOG_TOPIC, cfg.queues, row["ok"])
         return row
 
     def consume(self, group: str, expect: int) -> dict[str, Any]:
@@ -842,7 +714,7 @@ def _peers(cfg: GrpcBenchConfig) -> dict[str, Peer]:
     label = f"Apache RocketMQ {JAVA_VERSION}"
     if not cfg.java:
         java = Peer("rocketmq5", label, False, "not run with --quick (two JVMs and Maven)")
-    elif (reason := java_reason()) is not None:
+    elif (reason := missing_reason()) is not None:
         java = Peer("rocketmq5", label, False, reason)
     else:
         java = Peer(

@@ -69,26 +69,92 @@ def java_peer(quick: bool) -> Peer:
 
 def resolve_jars() -> Path:
     """The directory of RocketMQ's jars, resolved from Maven Central when the pom changed."""
+    return resolve_maven(POM_DIR / "pom.xml", LIB, STAMP)
+
+
+def resolve_maven(pom: Path, lib: Path, stamp: Path) -> Path:
+    """``lib``: the runtime jars of ``pom`` (``mvn dependency:copy-dependencies``), resolved
+    again only when the pom's bytes changed since ``stamp`` was written.
+
+    Raises:
+        RuntimeError: no mvn, or Maven could not resolve them (its output's tail).
+    """
     mvn = shutil.which("mvn")
     if mvn is None:
         raise RuntimeError("mvn is not on PATH")
-    digest = hashlib.sha256((POM_DIR / "pom.xml").read_bytes()).hexdigest()
-    if not (STAMP.is_file() and STAMP.read_text() == digest and LIB.is_dir()):
-        subprocess.run(  # Maven with fixed arguments, resolving from Maven Central
+    digest = hashlib.sha256(pom.read_bytes()).hexdigest()
+    if stamp.is_file() and stamp.read_text() == digest and lib.is_dir():
+        return lib
+    shutil.rmtree(lib, ignore_errors=True)
+    proc = subprocess.run(  # Maven with fixed arguments, resolving from Maven Central
+        [
+            mvn,
+            "-q",
+            "-B",
+            "dependency:copy-dependencies",
+            f"-DoutputDirectory={lib}",
+            "-DincludeScope=runtime",
+        ],
+        cwd=pom.parent,
+        capture_output=True,
+        text=True,
+        timeout=RESOLVE_TIMEOUT_S,
+        check=False,
+    )
+    if proc.returncode != 0:
+        last = " / ".join((proc.stdout + proc.stderr).strip().splitlines()[-3:])
+        raise RuntimeError(f"mvn could not resolve {pom}: {last}")
+    stamp.write_text(digest)
+    return lib
+
+
+def start_jvm(
+    main: str, heap: str, args: list[str], *, lib: Path, home: Path, log: Path, cwd: Path
+) -> subprocess.Popen[bytes]:
+    """One of RocketMQ's entry points on the jars in ``lib``, with the options its run
+    scripts pass on JDK 9+ and a fixed heap; its output to ``log``.
+
+    Raises:
+        RuntimeError: no java on PATH.
+    """
+    java = shutil.which("java")
+    if java is None:
+        raise RuntimeError("java is not on PATH")
+    with log.open("wb") as out:
+        return subprocess.Popen(  # RocketMQ's own entry points, fixed arguments
             [
-                mvn,
-                "-q",
-                "-B",
-                "dependency:copy-dependencies",
-                f"-DoutputDirectory={LIB}",
-                "-DincludeScope=runtime",
+                java,
+                f"-Xms{heap}",
+                f"-Xmx{heap}",
+                *JVM_OPENS,
+                f"-Drocketmq.home.dir={home}",
+                f"-Duser.home={home}",
+                "-cp",
+                f"{lib}/*",
+                main,
+                *args,
             ],
-            cwd=POM_DIR,
-            check=True,
-            timeout=RESOLVE_TIMEOUT_S,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            cwd=cwd,
         )
-        STAMP.write_text(digest)
-    return LIB
+
+
+def wait_for_line(proc: subprocess.Popen[bytes], log: Path, text: str) -> None:
+    """Until ``text`` is in the last 20 kB of ``log`` (``BOOT_TIMEOUT_S`` at most).
+
+    Raises:
+        RuntimeError: the process exited first, or the time ran out (the log's tail).
+    """
+    deadline = time.monotonic() + BOOT_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if text in tail(log, 20_000):
+            return
+        if proc.poll() is not None:
+            raise RuntimeError(f"exited ({proc.returncode}):\n{tail(log)}")
+        time.sleep(0.2)
+    raise RuntimeError(f"no {text!r} within {BOOT_TIMEOUT_S:g} s:\n{tail(log)}")
 
 
 def _port_with_neighbours() -> int:
@@ -145,9 +211,6 @@ class RocketMQJavaBroker(Service):
         self.namesrv_log = work / "java-namesrv.log"
 
     def _jvm(self, main: str, heap: str, conf: Path, log: Path) -> subprocess.Popen[bytes]:
-        java = shutil.which("java")
-        if java is None:
-            raise RuntimeError("java is not on PATH")
         home = self.work / f"home-{log.stem}"
         (home / "conf").mkdir(parents=True, exist_ok=True)
         for name in ("logback_namesrv.xml", "logback_broker.xml"):
@@ -158,37 +221,9 @@ class RocketMQJavaBroker(Service):
                 "%m%n</pattern></encoder></appender><root level='WARN'><appender-ref ref='F'/>"
                 "</root></configuration>"
             )
-        with log.open("wb") as out:
-            return subprocess.Popen(  # RocketMQ's own entry points, fixed arguments
-                [
-                    java,
-                    f"-Xms{heap}",
-                    f"-Xmx{heap}",
-                    *JVM_OPENS,
-                    f"-Drocketmq.home.dir={home}",
-                    f"-Duser.home={home}",
-                    "-cp",
-                    f"{resolve_jars()}/*",
-                    main,
-                    "-c",
-                    str(conf),
-                ],
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                cwd=self.work,
-            )
-
-    @staticmethod
-    def _wait_boot(proc: subprocess.Popen[bytes], log: Path) -> None:
-        deadline = time.monotonic() + BOOT_TIMEOUT_S
-        while time.monotonic() < deadline:
-            if "boot success" in tail(log, 20_000):
-                return
-            if proc.poll() is not None:
-                raise RuntimeError(f"Apache RocketMQ exited ({proc.returncode}):\n{tail(log)}")
-            time.sleep(0.2)
-        raise RuntimeError(f"Apache RocketMQ printed no 'boot success':\n{tail(log)}")
+        return start_jvm(
+            main, heap, ["-c", str(conf)], lib=resolve_jars(), home=home, log=log, cwd=self.work
+        )
 
     def start(self) -> None:
         self.work.mkdir(parents=True, exist_ok=True)
@@ -198,7 +233,7 @@ class RocketMQJavaBroker(Service):
         self.namesrv_proc = self._jvm(
             "org.apache.rocketmq.namesrv.NamesrvStartup", NAMESRV_HEAP, ns_conf, self.namesrv_log
         )
-        self._wait_boot(self.namesrv_proc, self.namesrv_log)
+        wait_for_line(self.namesrv_proc, self.namesrv_log, "boot success")
         pin_pid(self.namesrv_proc.pid, self.cpu)
         self.namesrv = f"127.0.0.1:{ns_port}"
         port = _port_with_neighbours()
@@ -207,7 +242,7 @@ class RocketMQJavaBroker(Service):
         self.proc = self._jvm(
             "org.apache.rocketmq.broker.BrokerStartup", BROKER_HEAP, conf, self.log
         )
-        self._wait_boot(self.proc, self.log)
+        wait_for_line(self.proc, self.log, "boot success")
         self.address = f"127.0.0.1:{port}"
 
     def stop(self) -> None:

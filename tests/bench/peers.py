@@ -583,22 +583,27 @@ def run_driver(
     *,
     home: Path,
     timeout_s: float,
+    python: str = sys.executable,
 ) -> DriverResult:
     """Run ``python -m module command`` with ``args`` on stdin; its ``done`` line.
+    ``python``: another interpreter (a client that needs a venv of its own), which gets no
+    PYTHONPATH of ours.
 
     Raises ``DriverError`` (with the driver's stderr tail) when it fails or overruns; a
     driver that overruns is killed by PID.
     """
     home.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ)
-    env["HOME"] = str(home)  # the C++ client logs to ~/logs/rocketmq-cpp
+    if python != sys.executable:
+        env.pop("PYTHONPATH", None)
+    env["HOME"] = str(home)  # the clients log under ~/logs (rocketmq-cpp, rocketmq_python)
     env.pop("NAMESRV_ADDR", None)
     env.pop("PYTHONASYNCIODEBUG", None)
     stderr_path = home / f"{module.rsplit('.', 1)[-1]}-{command}-{time.monotonic_ns()}.stderr"
     started = time.perf_counter()
     with stderr_path.open("wb") as stderr:
         proc = subprocess.Popen(  # our own driver modules, fixed argument lists
-            [sys.executable, "-m", module, command],
+            [python, "-m", module, command],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=stderr,

@@ -57,7 +57,6 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from remoting import ClientConfig, RemotingClient, RemotingCommand, RequestCode, ResponseCode
 from tests.bench import common, loadgen, plots
 from tests.bench.broker_bench import _admin
 from tests.bench.common import (
@@ -73,6 +72,7 @@ from tests.bench.common import (
     results_head,
     send_failures,
     server_log_lines,
+    stored_settled,
 )
 from tests.bench.common import row_rate as _rate
 from tests.bench.java_rocketmq import RocketMQJavaBroker, java_peer, rss_kb
@@ -449,42 +449,6 @@ def _echo_summary(latencies_ns: list[int]) -> dict[str, Any]:
 # ---------------------------------------------------------------------------- Aerolite
 
 
-async def _stored(broker: AeroliteBroker | RocketMQJavaBroker, topic: str, queues: int) -> int:
-    """The sum of the topic's max queue offsets: how many messages its queues hold."""
-    client = RemotingClient(ClientConfig(request_timeout_s=10.0))
-    await client.start()
-    try:
-        total = 0
-        for queue in range(queues):
-            response = await client.invoke(
-                broker.address,
-                RemotingCommand.request(
-                    RequestCode.GET_MAX_OFFSET, {"topic": topic, "queueId": str(queue)}
-                ),
-            )
-            if response.code != ResponseCode.SUCCESS:
-                raise RuntimeError(f"GET_MAX_OFFSET {topic}/{queue}: {response.code}")
-            total += int(response.ext_fields.get("offset", "0"))
-        return total
-    finally:
-        await client.shutdown()
-
-
-def _stored_settled(
-    broker: AeroliteBroker | RocketMQJavaBroker, topic: str, queues: int, want: int
-) -> int:
-    """``_stored`` once dispatch has caught up (it runs behind the commit log): until it
-    reaches ``want`` or stops moving, for at most 5 s."""
-    deadline = time.monotonic() + 5.0
-    last = -1
-    while True:
-        now = asyncio.run(_stored(broker, topic, queues))
-        if now >= want or now == last or time.monotonic() > deadline:
-            return now
-        last = now
-        time.sleep(0.2)
-
-
 def produce_runs(cfg: SdkBenchConfig, sync: bool) -> list[tuple[str, str, int]]:
     """(run key, shape, body bytes) of a system's produce runs: every shape at 1 KiB and at
     the other sizes (``window@128``), or, flushing per acknowledgement, ``sync_shapes``."""
@@ -511,7 +475,7 @@ def _aerolite_produce(
         extra = {"echo_port": echo_port, "echo_block": run.cfg.echo_block}
     row = run.produce(SDK_DRIVER, shape, size, namesrv=broker.namesrv, topic=topic, **extra)
     acknowledged = int(row.get("ok") or 0) + int(row.get("warmup_ok") or 0)
-    row["stored"] = _stored_settled(broker, topic, run.cfg.queues, acknowledged)
+    row["stored"] = stored_settled(broker.address, topic, run.cfg.queues, acknowledged)
     row["acknowledged"] = acknowledged
     return row
 
