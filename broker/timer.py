@@ -95,7 +95,8 @@ def has_trigger(props: dict[str, str]) -> bool:
     through the wheel already (TIMER_OUT_MS, which a delivered timer message keeps, as
     5.x's ``HookUtils.checkIfTimerMessage`` double-checks: a consumer's send-back of one
     is not timed again)."""
-    return PROPERTY_TIMER_OUT_MS not in props and any(key in props for key in TRIGGERS)
+    # The trigger first: every send asks, and almost none has one.
+    return any(key in props for key in TRIGGERS) and PROPERTY_TIMER_OUT_MS not in props
 
 
 def deliver_time_ms(props: dict[str, str], now_ms: int, max_delay_ms: int) -> int | None:

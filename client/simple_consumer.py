@@ -45,7 +45,7 @@ from remoting.headers import (
     PopMessageRequestHeader,
     PopMessageResponseHeader,
 )
-from remoting.receipt import NORMAL, Receipt, parse_offset_info, topic_type
+from remoting.receipt import NORMAL, Receipt, parse_offset_info, popped_receipt
 
 log = logging.getLogger(__name__)
 
@@ -226,18 +226,17 @@ class SimpleConsumer(ClientService):
         messages = decode_messages(response.body_bytes, broker_name, ReceivedMessage)
         until = (pop_time + invisible) / 1000
         for msg in messages:
-            kind = topic_type(msg.topic)
-            receipt = Receipt(
-                ck_queue_offset=int(starts.get((kind, msg.queue_id), msg.queue_offset)),
+            receipt = popped_receipt(
+                starts,
                 pop_time=pop_time,
                 invisible_time=invisible,
                 revive_qid=revive_qid,
-                kind=kind,
                 broker_name=broker_name,
+                topic=msg.topic,
                 queue_id=msg.queue_id,
                 queue_offset=msg.queue_offset,
             )
-            if kind != NORMAL:
+            if receipt.kind != NORMAL:
                 # A message back from the group's retry topic shows its own topic.
                 msg.topic = msg.properties.get("RETRY_TOPIC", msg.topic)
             msg.receipt_handle = str(receipt)

@@ -70,6 +70,26 @@ RESERVED_PROPERTIES: Final = frozenset(
 )
 
 
+# MessageConst.STRING_HASH_SET, with the 5.x names beside it: every property a client library
+# or the broker sets, none a user's own. RocketMQ 5's proxy refuses a send that names one as a
+# user property (ILLEGAL_MESSAGE_PROPERTY_KEY) and leaves them out of a received message's user
+# properties (broker/proxy/convert.py). RESERVED_PROPERTIES, the SDK's narrower rule, is part.
+SYSTEM_PROPERTIES: Final = RESERVED_PROPERTIES | frozenset(
+    {
+        "TRACE_ON", "MSG_REGION", "BUYER_ID", "TRANSFER_FLAG", "CORRECTION_FLAG", "MQ2_FLAG",
+        "CONSUME_START_TIME", "POP_CK", "POP_CK_OFFSET", "1ST_POP_TIME",
+        PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET, "DUP_INFO", "EXTEND_UNIQ_INFO",
+        "INSTANCE_ID", "CORRELATION_ID", "REPLY_TO_CLIENT", "TTL", "ARRIVE_TIME",
+        "PUSH_REPLY_TIME", "MSG_TYPE", "INNER_MULTI_QUEUE_OFFSET",
+        PROPERTY_TRANSACTION_CHECK_TIMES, PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS,
+        "SHARDING_KEY", "__SHARDINGKEY", PROPERTY_TIMER_DELAY_SEC, PROPERTY_TIMER_DELIVER_MS,
+        PROPERTY_TIMER_DELAY_MS, PROPERTY_TIMER_OUT_MS, "TIMER_ENQUEUE_MS", "TIMER_DEQUEUE_MS",
+        "TIMER_ROLL_TIMES", "TIMER_DEL_UNIQKEY", PROPERTY_START_DELIVER_TIME, "TRACE_CONTEXT",
+        "__BORNHOST", "INNER_NUM", "INNER_BASE", "DLQ_ORIGIN_TOPIC", "DLQ_ORIGIN_MESSAGE_ID",
+    }
+)  # fmt: skip
+
+
 def encode_properties(props: dict[str, str]) -> str:
     """``name\\x01value`` pairs joined by ``\\x02``, without a trailing separator (as Java
     4.9.1+ writes them)."""

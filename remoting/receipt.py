@@ -87,6 +87,34 @@ class Receipt:
         return " ".join(str(f) for f in fields)
 
 
+def popped_receipt(
+    starts: dict[tuple[str, int], str],
+    *,
+    pop_time: int,
+    invisible_time: int,
+    revive_qid: int,
+    broker_name: str,
+    topic: str,
+    queue_id: int,
+    queue_offset: int,
+) -> Receipt:
+    """The receipt of one popped message (``processPopResponse`` / the proxy's
+    ``createHandle``): its checkpoint starts where its pop read that queue (``starts``, the
+    answer's parsed startOffsetInfo), the answer's pop time, invisible time and revive queue,
+    the message's own queue and offset."""
+    kind = topic_type(topic)
+    return Receipt(
+        ck_queue_offset=int(starts.get((kind, queue_id), queue_offset)),
+        pop_time=pop_time,
+        invisible_time=invisible_time,
+        revive_qid=revive_qid,
+        kind=kind,
+        broker_name=broker_name,
+        queue_id=queue_id,
+        queue_offset=queue_offset,
+    )
+
+
 def join_offset_info(entries: list[tuple[str, int, str]]) -> str:
     """``buildStartOffsetInfo`` / ``buildMsgOffsetInfo``: (topic, queueId, value) triples."""
     return ";".join(f"{topic_type(t)} {q} {v}" for t, q, v in entries)

@@ -47,7 +47,6 @@ from codec.view import MessageExt
 from remoting.bodies import ConsumeFromWhere, ConsumeType, MessageModel, SubscriptionData
 from remoting.codes import LanguageCode, RequestCode, ResponseCode
 from remoting.command import RemotingCommand, response_to
-from remoting.connection import Connection
 from remoting.headers import CheckTransactionStateRequestHeader, ConsumerRunningInfoRequestHeader
 from remoting.lifecycle import TaskGroup
 from remoting.route import dumps
@@ -92,8 +91,6 @@ class GrpcClient:
     last_seen_ms: int = 0
     # The open Telemetry stream's outbox (None while none is open).
     outbox: asyncio.Queue[rpc.TelemetryCommand] | None = None
-    producer_groups: set[str] = field(default_factory=set)
-    consumer_groups: set[str] = field(default_factory=set)
     started_ms: int = field(default_factory=lambda: int(time.time() * 1000))
     # Commands sent with a nonce, waiting for the client's answer on Telemetry.
     waiting: dict[str, asyncio.Future[rpc.TelemetryCommand]] = field(default_factory=dict)
@@ -174,13 +171,11 @@ class GrpcClients:
         client = self.clients.pop(client_id, None)
         if client is None:
             return
-        clients = self.broker
-        for group in client.producer_groups:
-            clients.producers.unregister(group, client.channel)
-        for group in client.consumer_groups:
-            clients.consumers.unregister(group, client.channel, notify=False)
-        if client.outbox is not None:
-            client.outbox = None
+        # Out of every group its channel is in, as a remoting client whose connection
+        # closes (a consumer group's other members are told, to rebalance).
+        self.broker.producers.connection_closed(client.channel, reason)
+        self.broker.consumers.connection_closed(client.channel, reason)
+        client.outbox = None
         log.info("grpc_client_left", client_id=client_id, reason=reason)
         if self._on_removed is not None:
             self._on_removed(client_id, client.channel)
@@ -242,7 +237,6 @@ class GrpcClients:
         )
         if settings.HasField("publishing"):
             for topic in settings.publishing.topics:
-                client.producer_groups.add(topic.name)
                 self.broker.producers.register(topic.name, client.channel, channel)
         elif settings.HasField("subscription"):
             self._register_consumer(client, settings, channel)
@@ -262,7 +256,6 @@ class GrpcClients:
             )
             for entry in sub.subscriptions
         ]
-        client.consumer_groups.add(group)
         self.broker.consumers.register(
             group,
             client.channel,
@@ -538,7 +531,3 @@ class GrpcClients:
             return None
         finally:
             client.waiting.pop(nonce, None)
-
-
-def channel_of(clients: GrpcClients, call: CallContext) -> Connection:
-    return clients.get_or_create(call).channel

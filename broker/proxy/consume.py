@@ -55,7 +55,7 @@ from remoting.headers import (
     PopMessageRequestHeader,
     PopMessageResponseHeader,
 )
-from remoting.receipt import Receipt, parse_offset_info, topic_type
+from remoting.receipt import Receipt, parse_offset_info, popped_receipt
 
 log = structlog.get_logger(__name__)
 
@@ -455,14 +455,13 @@ def _handle_of(
     broker_name: str,
 ) -> Handle:
     """A popped message's receipt handle, from its pop's answer (``createHandle``)."""
-    kind = topic_type(view.topic)
-    receipt = Receipt(
-        ck_queue_offset=int(starts.get((kind, view.queue_id), view.queue_offset)),
+    receipt = popped_receipt(
+        starts,
         pop_time=header.pop_time,
         invisible_time=header.invisible_time,
         revive_qid=header.revive_qid,
-        kind=kind,
         broker_name=broker_name,
+        topic=view.topic,
         queue_id=view.queue_id,
         queue_offset=view.queue_offset,
     )

@@ -76,12 +76,6 @@ def context_of(context: aio.ServicerContext[Any, Any]) -> CallContext:
     )
 
 
-def require_client_id(call: CallContext) -> str:
-    if not call.client_id:
-        raise ProxyError(pb.CLIENT_ID_REQUIRED, "x-mq-client-id is required in the metadata")
-    return call.client_id
-
-
 def _credential(header: str) -> tuple[str, str]:
     """The access key and signature of an ``authorization`` value.
 

@@ -13,7 +13,6 @@ client reads the same to a 5.x client and the other way round.
 from __future__ import annotations
 
 import hashlib
-import zlib
 
 from google.protobuf.duration_pb2 import Duration
 from google.protobuf.timestamp_pb2 import Timestamp
@@ -30,6 +29,7 @@ from codec import (
     PROPERTY_TIMER_DELIVER_MS,
     PROPERTY_TRANSACTION_PREPARED,
     PROPERTY_UNIQ_KEY,
+    SYSTEM_PROPERTIES,
     TRANSACTION_PREPARED_TYPE,
 )
 from codec.view import MessageExt
@@ -40,27 +40,6 @@ PROPERTY_BORN_HOST = "__BORNHOST"  # MessageConst.PROPERTY_BORN_HOST: the client
 PROPERTY_DLQ_ORIGIN_TOPIC = "DLQ_ORIGIN_TOPIC"
 PROPERTY_DLQ_ORIGIN_MESSAGE_ID = "DLQ_ORIGIN_MESSAGE_ID"
 KEY_SEPARATOR = " "  # MessageConst.KEY_SEPARATOR
-
-# MessageConst.STRING_HASH_SET: properties a client may not set as its own (the proxy
-# refuses them with ILLEGAL_MESSAGE_PROPERTY_KEY); they are the broker's bookkeeping.
-RESERVED_PROPERTIES = frozenset(
-    {
-        "TRACE_ON", "MSG_REGION", "KEYS", "TAGS", "WAIT", "DELAY", "RETRY_TOPIC", "REAL_TOPIC",
-        "REAL_QID", "TRAN_MSG", "PGROUP", "MIN_OFFSET", "MAX_OFFSET", "BUYER_ID",
-        "ORIGIN_MESSAGE_ID", "TRANSFER_FLAG", "CORRECTION_FLAG", "MQ2_FLAG", "RECONSUME_TIME",
-        "UNIQ_KEY", "MAX_RECONSUME_TIMES", "CONSUME_START_TIME", "POP_CK", "POP_CK_OFFSET",
-        "1ST_POP_TIME", "TRAN_PREPARED_QUEUE_OFFSET", "DUP_INFO", "EXTEND_UNIQ_INFO",
-        "INSTANCE_ID", "CORRELATION_ID", "REPLY_TO_CLIENT", "TTL", "ARRIVE_TIME",
-        "PUSH_REPLY_TIME", "CLUSTER", "MSG_TYPE", "INNER_MULTI_QUEUE_OFFSET",
-        "TRANSACTION_CHECK_TIMES", "CHECK_IMMUNITY_TIME_IN_SECONDS", "SHARDING_KEY",
-        "__SHARDINGKEY", "TIMER_DELAY_SEC", "TIMER_DELIVER_MS", "TIMER_DELAY_MS",
-        "TIMER_OUT_MS", "TIMER_ENQUEUE_MS", "TIMER_DEQUEUE_MS", "TIMER_ROLL_TIMES",
-        "TIMER_DEL_UNIQKEY", "__STARTDELIVERTIME", "TRACE_CONTEXT", "__BORNHOST",
-        "INNER_NUM", "INNER_BASE", "DLQ_ORIGIN_TOPIC", "DLQ_ORIGIN_MESSAGE_ID",
-    }
-)  # fmt: skip
-# What a v2 message carries in system_properties, left out of its user_properties.
-_SYSTEM_PROPERTIES = RESERVED_PROPERTIES
 
 
 def timestamp(ms: int) -> Timestamp:
@@ -83,18 +62,6 @@ def digest_of(body: bytes) -> pb.Digest:
     """The body's MD5 as the proxy sends it (``GrpcConverter``): upper-case hex, which the
     Python and Java clients compare exactly."""
     return pb.Digest(type=pb.MD5, checksum=hashlib.md5(body).hexdigest().upper())  # noqa: S324
-
-
-def digest_matches(body: bytes, digest: pb.Digest) -> bool:
-    """A sent body against the digest its client computed (any case of hex)."""
-    kind, given = digest.type, digest.checksum.upper()
-    if kind == pb.CRC32:
-        return given == f"{zlib.crc32(body) & 0xFFFFFFFF:08X}"
-    if kind == pb.MD5:
-        return given == hashlib.md5(body).hexdigest().upper()  # noqa: S324 - a checksum
-    if kind == pb.SHA1:
-        return given == hashlib.sha1(body).hexdigest().upper()  # noqa: S324 - a checksum
-    return True  # no digest given
 
 
 def send_properties(message: pb.Message, producer_group: str) -> tuple[dict[str, str], int]:
@@ -183,7 +150,7 @@ def to_v2(
             )
         )
     name = topic or props.get(PROPERTY_RETRY_TOPIC) or view.topic
-    user = {k: v for k, v in props.items() if k not in _SYSTEM_PROPERTIES}
+    user = {k: v for k, v in props.items() if k not in SYSTEM_PROPERTIES}
     return pb.Message(
         topic=pb.Resource(name=name),
         user_properties=user,

@@ -33,13 +33,14 @@ from broker.proxy.context import (
     valid_group,
     valid_topic,
 )
-from broker.proxy.convert import RESERVED_PROPERTIES, millis, send_properties
+from broker.proxy.convert import millis, send_properties
 from broker.proxy.receipts import parse_handle
 from broker.proxy.renew import Renewals
 from broker.proxy.status import OK_STATUS, ProxyError, from_remoting, status
 from broker.topics import MESSAGE_TYPE_ATTRIBUTE
 from codec import (
     PROPERTY_PRODUCER_GROUP,
+    SYSTEM_PROPERTIES,
     TRANSACTION_COMMIT_TYPE,
     TRANSACTION_ROLLBACK_TYPE,
     RecordError,
@@ -191,7 +192,7 @@ class Producing:
             )
         size = 0
         for key, value in user.items():
-            if key in RESERVED_PROPERTIES:
+            if key in SYSTEM_PROPERTIES:
                 raise ProxyError(
                     pb.ILLEGAL_MESSAGE_PROPERTY_KEY, f"property is used by system: {key}"
                 )

@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 from grpc import aio
 
-from broker.acl import ANY, SUB, PlainAcl
+from broker.acl import ANY, PlainAcl
 from broker.facets import HasConfig, Tables
 from broker.proxy.apis import definition_pb2 as pb
 from broker.proxy.apis import service_pb2 as rpc
@@ -184,9 +184,7 @@ class Routing:
     ) -> rpc.QueryAssignmentResponse:
         call = context_of(context)
         topic, group = valid_topic(request.topic.name), valid_group(request.group.name)
-        need = consume_need(topic, group)
-        need[topic] = SUB
-        check_access(self.broker.acl, call, need)
+        check_access(self.broker.acl, call, consume_need(topic, group))
         route = await self._route(topic)
         brokers = self._brokers(route)
         sgc = self.broker.subscription_groups.find(group)

@@ -142,8 +142,12 @@ class GrpcService:
         self._cert_dir: tempfile.TemporaryDirectory[str] | None = None
         self.routing = Routing(broker, lambda: self.port)
         self.server: GrpcServer | None = None
-        self.port = 0
         self.calls: CallCounts = collections.Counter()
+
+    @property
+    def port(self) -> int:
+        """The port served (0 while not serving)."""
+        return self.server.port if self.server is not None else 0
 
     def client_kinds(self) -> dict[str, int]:
         """How many clients of each kind (PRODUCER, SIMPLE_CONSUMER, …) are known."""
@@ -243,7 +247,7 @@ class GrpcService:
             **self._tls(),
         )
         try:
-            self.port = await server.start()
+            await server.start()
         except BaseException as exc:
             self._remove_certificate()
             if isinstance(exc, OSError):

@@ -59,9 +59,3 @@ def from_remoting(code: int, remark: str | None) -> pb.Status:
     """The v2 status of a processor's response code and remark."""
     v2 = _FROM_REMOTING.get(code, pb.INTERNAL_SERVER_ERROR)
     return status(v2, remark or (Code.Name(v2) if v2 != pb.OK else "OK"))
-
-
-def refused(code: int, remark: str | None) -> ProxyError:
-    """A processor's refusal, raised as the v2 status it maps to."""
-    st = from_remoting(code, remark)
-    return ProxyError(st.code, st.message)
