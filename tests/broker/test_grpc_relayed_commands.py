@@ -8,10 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 import uuid
-
-from grpc import aio
 
 from broker.broker import Broker
 from broker.proxy.apis import definition_pb2 as pb
@@ -23,9 +20,15 @@ from remoting.headers import (
     ConsumeMessageDirectlyResultRequestHeader,
     ConsumerRunningInfoRequestHeader,
 )
+from tests.proxy.grpc_raw import LANGUAGE, RawClient, consumer_settings
 from tests.support import call, send_ok, wait_dispatched
 
-SERVICE = "/apache.rocketmq.v2.MessagingService/"
+
+def push_settings(group: str, topic: str, expression: str = "*") -> pb.Settings:
+    settings = consumer_settings(group, topic)
+    settings.client_type = pb.PUSH_CONSUMER
+    settings.subscription.subscriptions[0].expression.expression = expression
+    return settings
 
 
 async def test_consumer_status_of_a_5x_consumer_comes_through_its_telemetry_stream(
@@ -33,50 +36,27 @@ async def test_consumer_status_of_a_5x_consumer_comes_through_its_telemetry_stre
 ) -> None:
     group, topic = f"g5_{uuid.uuid4().hex[:6]}", f"t5_{uuid.uuid4().hex[:6]}"
     broker.topics.create_internal(topic, 2, 6)
-    client_id = f"five-{uuid.uuid4().hex[:6]}"
-    metadata = [
-        ("x-mq-client-id", client_id),
-        ("x-mq-language", "JAVA"),
-        ("x-mq-client-version", "5.0.7"),
-        ("x-mq-date-time", time.strftime("%Y%m%dT%H%M%SZ")),
-    ]
-    settings = pb.Settings(
-        client_type=pb.PUSH_CONSUMER,
-        subscription=pb.Subscription(
-            group=pb.Resource(name=group),
-            subscriptions=[
-                pb.SubscriptionEntry(
-                    topic=pb.Resource(name=topic),
-                    expression=pb.FilterExpression(type=pb.TAG, expression="TagA"),
-                )
-            ],
-        ),
-    )
-    async with aio.insecure_channel(f"127.0.0.1:{broker.grpc.port}") as channel:
-        telemetry = channel.stream_stream(
-            SERVICE + "Telemetry",
-            request_serializer=rpc.TelemetryCommand.SerializeToString,
-            response_deserializer=rpc.TelemetryCommand.FromString,
-        )(metadata=metadata)  # type: ignore[call-arg]
-        await telemetry.write(rpc.TelemetryCommand(settings=settings))
-        reply = await asyncio.wait_for(telemetry.read(), 10)
-        assert isinstance(reply, rpc.TelemetryCommand) and reply.status.code == pb.OK
+    async with (
+        RawClient(broker.grpc.port) as five,
+        five.telemetry(push_settings(group, topic, "TagA")) as stream,
+    ):
+        assert stream.reply.status.code == pb.OK
 
         # Without jstack: answered from the settings at once.
         async with Admin(broker.config.namesrv_addr or "") as admin:
-            info = await admin.consumer_running_info(group, client_id)
+            info = await admin.consumer_running_info(group, five.client_id)
         assert info["properties"]["PROP_CONSUME_TYPE"] == "CONSUME_PASSIVELY"
-        assert info["properties"]["language"] == "JAVA"
+        assert info["properties"]["language"] == LANGUAGE
         assert [s["topic"] for s in info["subscriptionSet"]] == [topic]
         assert info["subscriptionSet"][0]["subString"] == "TagA"
 
         # With jstack: the client is asked for its stacks, by nonce, and its answer is kept.
         async def answer_stack_trace() -> None:
-            command = await asyncio.wait_for(telemetry.read(), 10)
-            assert isinstance(command, rpc.TelemetryCommand)
+            command = await stream.read(10)
+            assert command is not None
             nonce = command.print_thread_stack_trace_command.nonce
             assert nonce
-            await telemetry.write(
+            await stream.call.write(
                 rpc.TelemetryCommand(
                     status=pb.Status(code=pb.OK),
                     thread_stack_trace=rpc.ThreadStackTrace(
@@ -87,7 +67,7 @@ async def test_consumer_status_of_a_5x_consumer_comes_through_its_telemetry_stre
 
         helper = asyncio.create_task(answer_stack_trace())
         ext = ConsumerRunningInfoRequestHeader(
-            consumer_group=group, client_id=client_id, jstack_enable=True
+            consumer_group=group, client_id=five.client_id, jstack_enable=True
         ).to_ext_fields()
         response = await call(
             client, broker.address, RequestCode.GET_CONSUMER_RUNNING_INFO, ext, timeout_s=15
@@ -95,7 +75,6 @@ async def test_consumer_status_of_a_5x_consumer_comes_through_its_telemetry_stre
         await helper
         assert response.code == ResponseCode.SUCCESS, response
         assert json.loads(bytes(response.body_bytes))["jstack"] == "main: at Foo.bar()"
-        telemetry.cancel()
 
 
 async def test_consume_message_directly_reaches_a_5x_consumer_as_a_verify_command(
@@ -108,37 +87,18 @@ async def test_consume_message_directly_reaches_a_5x_consumer_as_a_verify_comman
     sent = await send_ok(client, broker.address, topic, b"verify me", tags="TagV")
     await wait_dispatched(broker)
     offset_id = sent.ext_fields["msgId"]
-    client_id = f"five-{uuid.uuid4().hex[:6]}"
-    metadata = [
-        ("x-mq-client-id", client_id),
-        ("x-mq-language", "JAVA"),
-        ("x-mq-client-version", "5.0.7"),
-        ("x-mq-date-time", time.strftime("%Y%m%dT%H%M%SZ")),
-    ]
-    settings = pb.Settings(
-        client_type=pb.PUSH_CONSUMER,
-        subscription=pb.Subscription(
-            group=pb.Resource(name=group),
-            subscriptions=[pb.SubscriptionEntry(topic=pb.Resource(name=topic))],
-        ),
-    )
-    async with aio.insecure_channel(f"127.0.0.1:{broker.grpc.port}") as channel:
-        telemetry = channel.stream_stream(
-            SERVICE + "Telemetry",
-            request_serializer=rpc.TelemetryCommand.SerializeToString,
-            response_deserializer=rpc.TelemetryCommand.FromString,
-        )(metadata=metadata)  # type: ignore[call-arg]
-        await telemetry.write(rpc.TelemetryCommand(settings=settings))
-        await asyncio.wait_for(telemetry.read(), 10)
-
+    async with (
+        RawClient(broker.grpc.port) as five,
+        five.telemetry(push_settings(group, topic)) as stream,
+    ):
         seen: list[pb.Message] = []
 
         async def consume_it() -> None:
-            command = await asyncio.wait_for(telemetry.read(), 10)
-            assert isinstance(command, rpc.TelemetryCommand)
+            command = await stream.read(10)
+            assert command is not None
             verify = command.verify_message_command
             seen.append(verify.message)
-            await telemetry.write(
+            await stream.call.write(
                 rpc.TelemetryCommand(
                     status=pb.Status(code=pb.FAILED_TO_CONSUME_MESSAGE, message="busy"),
                     verify_message_result=rpc.VerifyMessageResult(nonce=verify.nonce),
@@ -147,7 +107,7 @@ async def test_consume_message_directly_reaches_a_5x_consumer_as_a_verify_comman
 
         helper = asyncio.create_task(consume_it())
         ext = ConsumeMessageDirectlyResultRequestHeader(
-            consumer_group=group, client_id=client_id, msg_id=offset_id
+            consumer_group=group, client_id=five.client_id, msg_id=offset_id
         ).to_ext_fields()
         response = await call(
             client, broker.address, RequestCode.CONSUME_MESSAGE_DIRECTLY, ext, timeout_s=15
@@ -163,4 +123,3 @@ async def test_consume_message_directly_reaches_a_5x_consumer_as_a_verify_comman
         ).to_ext_fields()
         refused = await call(client, broker.address, RequestCode.CONSUME_MESSAGE_DIRECTLY, unknown)
         assert refused.code == ResponseCode.SYSTEM_ERROR and "not online" in (refused.remark or "")
-        telemetry.cancel()

@@ -215,44 +215,13 @@ async def test_the_grafana_dashboard_charts_exported_metrics(
 async def test_grpc_calls_and_clients_are_counted(broker: Broker) -> None:
     """rocketmq_grpc_calls_total by RPC and the status code the call was answered with;
     rocketmq_grpc_clients by kind once a client sent its settings."""
-    import time
+    from tests.proxy.grpc_raw import RawClient, producer_settings
 
-    from grpc import aio
-
-    from broker.proxy.apis import definition_pb2 as pb
-    from broker.proxy.apis import service_pb2 as rpc
-
-    metadata = [
-        ("x-mq-client-id", "metrics-test"),
-        ("x-mq-language", "PYTHON"),
-        ("x-mq-date-time", time.strftime("%Y%m%dT%H%M%SZ")),
-    ]
-    service = "/apache.rocketmq.v2.MessagingService/"
-    async with aio.insecure_channel(f"127.0.0.1:{broker.grpc.port}") as channel:
-        route = channel.unary_unary(
-            service + "QueryRoute",
-            request_serializer=rpc.QueryRouteRequest.SerializeToString,
-            response_deserializer=rpc.QueryRouteResponse.FromString,
-        )
+    async with RawClient(broker.grpc.port) as five:
         for _ in range(2):
-            answer = await route(
-                rpc.QueryRouteRequest(topic=pb.Resource(name="NoSuchTopicHere")),
-                metadata=metadata,
-                timeout=10,
-            )
-            assert answer.status.code == pb.TOPIC_NOT_FOUND
-        telemetry = channel.stream_stream(
-            service + "Telemetry",
-            request_serializer=rpc.TelemetryCommand.SerializeToString,
-            response_deserializer=rpc.TelemetryCommand.FromString,
-        )(metadata=metadata)  # type: ignore[call-arg]
-        settings = pb.Settings(
-            client_type=pb.PRODUCER,
-            publishing=pb.Publishing(topics=[pb.Resource(name="TopicTest")]),
-        )
-        await telemetry.write(rpc.TelemetryCommand(settings=settings))
-        await asyncio.wait_for(telemetry.read(), 10)
-        s = await scrape(broker.metrics_port)
-        telemetry.cancel()
+            answer = await five.query_route("NoSuchTopicHere")
+            assert answer.status.code == 40402  # TOPIC_NOT_FOUND
+        async with five.telemetry(producer_settings("TopicTest")):
+            s = await scrape(broker.metrics_port)
     assert value(s, "rocketmq_grpc_calls_total", rpc="QueryRoute", code="TOPIC_NOT_FOUND") == 2
     assert value(s, "rocketmq_grpc_clients", kind="PRODUCER") == 1

@@ -9,9 +9,6 @@ import asyncio
 import time
 import uuid
 
-from google.protobuf.duration_pb2 import Duration
-from grpc import aio
-
 from broker.broker import Broker
 from broker.pop_order import ORDER_REVIVE_QID, OrderedPops
 from broker.proxy.apis import definition_pb2 as pb
@@ -25,6 +22,7 @@ from remoting.headers import (
     PopMessageRequestHeader,
 )
 from remoting.receipt import Receipt, parse_offset_info
+from tests.proxy.grpc_raw import RawClient, consumer_settings, messages_of, receive_request
 from tests.support import call, records, send_ok, wait_dispatched
 
 GROUP = "cg-fifo"
@@ -172,58 +170,23 @@ async def test_a_fifo_group_gets_fifo_settings_queue_assignments_and_orderly_rec
     for n in range(2):
         await send_ok(client, broker.address, topic, f"m{n}".encode(), queue_id=1)
     await wait_dispatched(broker)
-    metadata = [
-        ("x-mq-client-id", f"fifo-{uuid.uuid4().hex[:6]}"),
-        ("x-mq-language", "PYTHON"),
-        ("x-mq-client-version", "5.1.2"),
-        ("x-mq-date-time", time.strftime("%Y%m%dT%H%M%SZ")),
-    ]
-    service = "/apache.rocketmq.v2.MessagingService/"
-    settings = pb.Settings(
-        client_type=pb.SIMPLE_CONSUMER,
-        subscription=pb.Subscription(
-            group=pb.Resource(name=group),
-            subscriptions=[pb.SubscriptionEntry(topic=pb.Resource(name=topic))],
-        ),
-    )
-    async with aio.insecure_channel(f"127.0.0.1:{broker.grpc.port}") as channel:
-        telemetry = channel.stream_stream(
-            service + "Telemetry",
-            request_serializer=rpc.TelemetryCommand.SerializeToString,
-            response_deserializer=rpc.TelemetryCommand.FromString,
-        )(metadata=metadata)  # type: ignore[call-arg]
-        await telemetry.write(rpc.TelemetryCommand(settings=settings))
-        reply = await asyncio.wait_for(telemetry.read(), 10)
-        assert isinstance(reply, rpc.TelemetryCommand)
-        assert reply.settings.subscription.fifo is True
-
-        assignment = await channel.unary_unary(
-            service + "QueryAssignment",
-            request_serializer=rpc.QueryAssignmentRequest.SerializeToString,
-            response_deserializer=rpc.QueryAssignmentResponse.FromString,
-        )(
+    async with (
+        RawClient(broker.grpc.port) as five,
+        five.telemetry(consumer_settings(group, topic)) as stream,
+    ):
+        assert stream.reply.settings.subscription.fifo is True
+        assignment = await five.unary(
+            "QueryAssignment",
             rpc.QueryAssignmentRequest(
                 topic=pb.Resource(name=topic), group=pb.Resource(name=group)
             ),
-            metadata=metadata,
+            rpc.QueryAssignmentResponse,
         )
         assert sorted(a.message_queue.id for a in assignment.assignments) == [0, 1]
-
-        receive = channel.unary_stream(
-            service + "ReceiveMessage",
-            request_serializer=rpc.ReceiveMessageRequest.SerializeToString,
-            response_deserializer=rpc.ReceiveMessageResponse.FromString,
-        )
-        request = rpc.ReceiveMessageRequest(
-            group=pb.Resource(name=group),
-            message_queue=pb.MessageQueue(topic=pb.Resource(name=topic), id=1),
-            batch_size=1,
-            invisible_duration=Duration(seconds=30),
-            long_polling_timeout=Duration(seconds=5),
-        )
-        got = [r async for r in receive(request, metadata=metadata, timeout=30)]
-        messages = [r.message for r in got if r.HasField("message")]
+        got = await five.receive(receive_request(group, topic, invisible_s=30, batch=1))
+        messages = messages_of(got)
         assert [m.body for m in messages] == [b"m0"]
         handle = messages[0].system_properties.receipt_handle
         assert handle.split(" ")[3] == str(ORDER_REVIVE_QID)
-        telemetry.cancel()
+        # m1 waits for m0's ack: the queue is held for the group while m0 is out.
+        assert broker.pop.ordered.blocked((group, topic, 1), int(time.time() * 1000))

@@ -7,22 +7,17 @@ attribute (every topic a 4.x path creates) takes every type."""
 from __future__ import annotations
 
 import json
-import time
 import uuid
-from typing import Any
 
 import pytest
-from grpc import aio
 
 from broker.broker import Broker
 from broker.proxy.apis import definition_pb2 as pb
-from broker.proxy.apis import service_pb2 as rpc
 from broker.topics import altered_attributes
 from client.admin import Admin
 from client.errors import BrokerError
 from remoting.bodies import TopicConfig
-
-SERVICE = "/apache.rocketmq.v2.MessagingService/"
+from tests.proxy.grpc_raw import RawClient, message
 
 
 def test_altered_attributes_sets_removes_and_refuses_what_it_does_not_know() -> None:
@@ -63,34 +58,13 @@ async def test_create_topic_with_a_message_type_keeps_it_until_removed(broker: B
         assert "attributes" not in broker.topics.get(topic).to_json()  # type: ignore[union-attr]
 
 
-def _metadata() -> list[tuple[str, str]]:
-    return [
-        ("x-mq-client-id", f"typed-test-{uuid.uuid4().hex[:6]}"),
-        ("x-mq-language", "PYTHON"),
-        ("x-mq-protocol", "GRPC_V2"),
-        ("x-mq-client-version", "5.1.2"),
-        ("x-mq-date-time", time.strftime("%Y%m%dT%H%M%SZ")),
-    ]
-
-
-async def _unary(channel: aio.Channel, name: str, request: Any, response: Any) -> Any:
-    call = channel.unary_unary(
-        SERVICE + name,
-        request_serializer=type(request).SerializeToString,
-        response_deserializer=response.FromString,
-    )
-    return await call(request, metadata=_metadata(), timeout=10)
-
-
 def _message(topic: str, *, group: str = "") -> pb.Message:
-    sp = pb.SystemProperties(
-        message_id=uuid.uuid4().hex.upper(),
-        message_type=pb.FIFO if group else pb.NORMAL,
-        body_encoding=pb.IDENTITY,
-    )
+    """A message a 5.x producer sends: NORMAL, or FIFO with a message group."""
+    msg = message(topic, b"typed")
     if group:
-        sp.message_group = group
-    return pb.Message(topic=pb.Resource(name=topic), system_properties=sp, body=b"typed")
+        msg.system_properties.message_type = pb.FIFO
+        msg.system_properties.message_group = group
+    return msg
 
 
 async def test_a_fifo_topic_takes_fifo_messages_only_over_grpc(broker: Broker) -> None:
@@ -100,21 +74,11 @@ async def test_a_fifo_topic_takes_fifo_messages_only_over_grpc(broker: Broker) -
             broker.address, TopicConfig(fifo, 2, 2), attributes="+message.type=FIFO"
         )
         await admin.create_topic(broker.address, TopicConfig(plain, 2, 2))
-    async with aio.insecure_channel(f"127.0.0.1:{broker.grpc.port}") as channel:
-        route = await _unary(
-            channel,
-            "QueryRoute",
-            rpc.QueryRouteRequest(topic=pb.Resource(name=fifo)),
-            rpc.QueryRouteResponse,
-        )
+    async with RawClient(broker.grpc.port) as five:
+        route = await five.query_route(fifo)
         assert route.status.code == pb.OK, route.status
         assert {tuple(q.accept_message_types) for q in route.message_queues} == {(pb.FIFO,)}
-        route = await _unary(
-            channel,
-            "QueryRoute",
-            rpc.QueryRouteRequest(topic=pb.Resource(name=plain)),
-            rpc.QueryRouteResponse,
-        )
+        route = await five.query_route(plain)
         assert set(route.message_queues[0].accept_message_types) == {
             pb.NORMAL,
             pb.FIFO,
@@ -122,25 +86,10 @@ async def test_a_fifo_topic_takes_fifo_messages_only_over_grpc(broker: Broker) -
             pb.TRANSACTION,
         }
 
-        refused = await _unary(
-            channel,
-            "SendMessage",
-            rpc.SendMessageRequest(messages=[_message(fifo)]),
-            rpc.SendMessageResponse,
-        )
+        refused = await five.send(_message(fifo))
         assert refused.status.code == pb.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE, refused.status
         assert "expected type is FIFO, but actual type is NORMAL" in refused.status.message
-        sent = await _unary(
-            channel,
-            "SendMessage",
-            rpc.SendMessageRequest(messages=[_message(fifo, group="g1")]),
-            rpc.SendMessageResponse,
-        )
+        sent = await five.send(_message(fifo, group="g1"))
         assert sent.status.code == pb.OK, sent.status
-        sent = await _unary(
-            channel,
-            "SendMessage",
-            rpc.SendMessageRequest(messages=[_message(plain, group="g1"), _message(plain)]),
-            rpc.SendMessageResponse,
-        )
+        sent = await five.send(_message(plain, group="g1"), _message(plain))
         assert sent.status.code == pb.OK, sent.status  # an untyped topic takes any

@@ -23,7 +23,6 @@ what reached the broker is read back with the 4.x SDK. Every process is stopped 
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
 import os
 import shutil
@@ -31,16 +30,32 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from client import ConsumeFromWhere, Message, MessageView, Producer, SimpleConsumer
+from client import Message, MessageView, Producer
 from client.admin import Admin
 from remoting.route import MessageQueue
+from tests.bench.java_rocketmq import resolve_maven
 from tests.processes import DEFAULT_SETTINGS, Broker, DriverRun, launch_standalone, tail, unique
+from tests.proxy.scenarios import (
+    assert_like,
+    change_steps,
+    check_change,
+    check_dlq_tries,
+    check_invisible,
+    check_normal,
+    check_read_by_4x,
+    dlq_steps,
+    invisible_steps,
+    lines,
+    normal_steps,
+    read_by_4x,
+    send_steps,
+    spec,
+)
 from tests.remoting.test_tls import make_cert
 
 pytestmark = pytest.mark.interop
@@ -51,7 +66,6 @@ LIB = JAVA5_DIR / "target" / "lib"
 STAMP = JAVA5_DIR / "target" / "lib.stamp"
 DRIVER = JAVA5_DIR / "Java5Client.java"
 CLIENT_VERSION = "5.2.0"  # pinned in java5/pom.xml
-RESOLVE_TIMEOUT_S = 900.0
 ADMIN_TIMEOUT_S = 120.0
 # A run's own deadline is its steps' time; the JVM compiling the driver comes on top.
 JVM_SLACK_S = 60.0
@@ -73,12 +87,7 @@ QUICK = {
     "enablePropertyFilter": "true",  # SQL92 subscriptions
 }
 
-SPEC: dict[str, Any] = {
-    "body": "hello from java five",
-    "tag": "TagA",
-    "keys": ["order-1", "user-7"],
-    "properties": {"color": "red", "seq": "1"},
-}
+SPEC = spec("hello from java five")
 
 
 # ------------------------------------------------------------------------------- the jars
@@ -88,36 +97,13 @@ def resolve_java5_jars() -> Path:
     """``java5/target/lib``: the client's jars, resolved from Maven Central when the pom
     changed (the directory is emptied first, so that no other version stays on the class
     path)."""
-    mvn = shutil.which("mvn")
-    assert mvn is not None
-    digest = hashlib.sha256(POM.read_bytes()).hexdigest()
-    if STAMP.is_file() and STAMP.read_text() == digest and LIB.is_dir():
-        return LIB
-    shutil.rmtree(LIB, ignore_errors=True)
-    STAMP.unlink(missing_ok=True)
     try:
-        result = subprocess.run(  # Maven with fixed arguments, resolving from Maven Central
-            [
-                mvn,
-                "-q",
-                "-B",
-                "-Dstyle.color=never",
-                "dependency:copy-dependencies",
-                f"-DoutputDirectory={LIB}",
-                "-DincludeScope=runtime",
-            ],
-            cwd=JAVA5_DIR,
-            capture_output=True,
-            text=True,
-            timeout=RESOLVE_TIMEOUT_S,
-            check=False,
-        )
-    except subprocess.TimeoutExpired:
-        pytest.fail(f"mvn dependency:copy-dependencies took more than {RESOLVE_TIMEOUT_S:g} s")
-    if result.returncode != 0 or not any(LIB.glob("rocketmq-client-java-*.jar")):
-        pytest.fail(f"mvn in {JAVA5_DIR} failed ({result.returncode}):\n{result.stdout[-6000:]}")
-    STAMP.write_text(digest)
-    return LIB
+        lib = resolve_maven(POM, LIB, STAMP)
+    except (RuntimeError, subprocess.TimeoutExpired) as exc:
+        pytest.fail(f"resolving the Java 5.x client in {JAVA5_DIR}: {exc}")
+    if not any(lib.glob("rocketmq-client-java-*.jar")):
+        pytest.fail(f"mvn in {JAVA5_DIR} resolved no rocketmq-client-java jar")
+    return lib
 
 
 @pytest.fixture(scope="session")
@@ -339,53 +325,15 @@ def java5(java5_lib: Path, aerolite5: Aerolite5, tmp_path: Path) -> Iterator[Jav
         print(clients.report())  # captured: shown for a failing test
 
 
-def lines(run: DriverRun, event: str, label: str | None = None) -> list[dict[str, Any]]:
-    """The ``event`` lines of ``run`` (of the step ``label`` only, if given)."""
-    return [e for e in run.of(event) if label is None or e["label"] == label]
-
-
-def assert_like(msg: dict[str, Any], spec: dict[str, Any]) -> None:
-    """A received message carries the body, tag, keys and user properties it was sent with."""
-    got = (msg["body"], msg["tag"], msg["keys"], msg["properties"])
-    want = (spec["body"], spec.get("tag"), sorted(spec.get("keys", [])), spec.get("properties", {}))
-    assert got == want
-
-
-async def receive_4x(consumer: SimpleConsumer, count: int, within_s: float = 15) -> list[Any]:
-    """Receive with the 4.x SDK's SimpleConsumer until ``count`` messages came."""
-    got: list[Any] = []
-    async with asyncio.timeout(within_s):
-        while len(got) < count:
-            got += await consumer.receive(16, timedelta(seconds=10))
-    return got
-
-
 # ------------------------------------------------------------------ producer, simple consumer
 
 
 async def test_normal_send_then_receive_and_ack(aerolite5: Aerolite5, java5: Java5) -> None:
     topic = create_topic(aerolite5, "j5_normal")
-    run = await java5.arun(
-        [
-            {"op": "producer", "topics": [topic]},
-            {"op": "send", "topic": topic, "messages": [SPEC]},
-            {"op": "simple", "group": unique("j5g_normal"), "topic": topic},
-            {"label": "first", "op": "receive", "invisible_s": 2, "until": 1, "within_s": 15,
-             "ack": True},
-            {"op": "sleep", "s": 2.5},  # past the invisible time: an un-acked one would be back
-            {"label": "again", "op": "receive", "invisible_s": 2},
-        ],
-    )  # fmt: skip
-    (sent,) = lines(run, "sent")
-    (msg,) = lines(run, "msg", "first")
-    assert_like(msg, SPEC)
-    assert msg["message_id"] == sent["message_id"]
-    assert (msg["topic"], msg["delivery_attempt"], msg["message_group"]) == (topic, 1, None)
-    assert msg["delivery_timestamp"] is None
-    assert not msg["corrupted"]  # the broker's MD5 digest matched the client's
-    assert [a["index"] for a in lines(run, "acked")] == [0]
+    run = await java5.arun(normal_steps(topic, unique("j5g_normal"), SPEC, within_s=15))
+    sent, msg = check_normal(run, topic, SPEC)
+    assert (msg["message_group"], msg["delivery_timestamp"]) == (None, None)
     assert lines(run, "ack_error") == []
-    assert lines(run, "msg", "again") == []
     stored = [m for q in (await read_topic(aerolite5, topic)).values() for m in q]
     assert [(m.body, m.msg_id, m.tags) for m in stored] == [
         (SPEC["body"].encode(), sent["message_id"], SPEC["tag"])
@@ -592,59 +540,15 @@ def test_an_unacked_message_comes_back_after_its_invisible_time(
     aerolite5: Aerolite5, java5: Java5
 ) -> None:
     topic = create_topic(aerolite5, "j5_invisible")
-    run = java5.run(
-        [
-            {"op": "producer", "topics": [topic]},
-            {"op": "send", "topic": topic, "messages": [SPEC]},
-            {"op": "simple", "group": unique("j5g_invisible"), "topic": topic},
-            {"label": "first", "op": "receive", "invisible_s": 1, "until": 1, "within_s": 15},
-            {"label": "back", "op": "receive", "invisible_s": 10, "until": 1, "within_s": 15,
-             "ack": True},
-            {"op": "sleep", "s": 1.5},
-            {"label": "after", "op": "receive", "invisible_s": 10},
-        ],
-    )  # fmt: skip
-    (sent,) = lines(run, "sent")
-    (first,) = lines(run, "msg", "first")
-    (back,) = lines(run, "msg", "back")
-    for msg in (first, back):
-        assert_like(msg, SPEC)
-        assert (msg["message_id"], msg["topic"]) == (sent["message_id"], topic)
-    assert (first["delivery_attempt"], back["delivery_attempt"]) == (1, 2)
-    assert back["at_ms"] - first["at_ms"] >= 1000 - 50
-    assert back["receipt_handle"] != first["receipt_handle"]
-    assert [a["index"] for a in lines(run, "acked")] == [1]
-    assert lines(run, "msg", "after") == []
+    steps = invisible_steps(topic, unique("j5g_invisible"), SPEC, within_s=15)
+    check_invisible(java5.run(steps), topic, SPEC)
 
 
 def test_change_invisible_duration_extends_and_its_new_handle_acks(
     aerolite5: Aerolite5, java5: Java5
 ) -> None:
     topic = create_topic(aerolite5, "j5_change")
-    run = java5.run(
-        [
-            {"op": "producer", "topics": [topic]},
-            {"op": "send", "topic": topic, "messages": [SPEC]},
-            {"op": "simple", "group": unique("j5g_change"), "topic": topic},
-            {"label": "first", "op": "receive", "invisible_s": 2, "until": 1, "within_s": 15},
-            {"op": "change", "index": 0, "invisible_s": 6},
-            {"op": "sleep", "s": 3},  # past the first 2 s: still invisible
-            {"label": "extended", "op": "receive", "invisible_s": 10},
-            {"op": "ack", "indices": [0]},  # with the handle the change answered
-            {"op": "sleep", "s": 3.5},  # past the 6 s: acked, so gone for good
-            {"label": "after", "op": "receive", "invisible_s": 10},
-        ],
-    )  # fmt: skip
-    (msg,) = lines(run, "msg", "first")
-    assert_like(msg, SPEC)
-    (changed,) = lines(run, "changed")
-    assert changed["old"] == msg["receipt_handle"] and changed["new"]
-    assert changed["new"] != changed["old"]
-    assert lines(run, "change_error") == []
-    assert lines(run, "msg", "extended") == []
-    assert [a["index"] for a in lines(run, "acked")] == [0]
-    assert lines(run, "ack_error") == []
-    assert lines(run, "msg", "after") == []
+    check_change(java5.run(change_steps(topic, unique("j5g_change"), SPEC, within_s=15)), SPEC)
 
 
 async def test_a_message_never_acked_goes_to_the_dlq_after_max_attempts(
@@ -652,32 +556,9 @@ async def test_a_message_never_acked_goes_to_the_dlq_after_max_attempts(
 ) -> None:
     topic = create_topic(aerolite5, "j5_dlq")
     group = create_group(aerolite5, "j5g_dlq", "-r", "1")  # 2 deliveries in all
-    run = await java5.arun(
-        [
-            {"op": "producer", "topics": [topic]},
-            {"op": "send", "topic": topic, "messages": [SPEC]},
-            {"op": "simple", "group": group, "topic": topic},
-            {"label": "tries", "op": "receive", "invisible_s": 1, "until": 2, "within_s": 15},
-            {"op": "sleep", "s": 1.5},
-            {"label": "after", "op": "receive", "invisible_s": 1},
-        ],
-    )  # fmt: skip
-    (sent,) = lines(run, "sent")
-    tries = lines(run, "msg", "tries")
-    assert [(m["message_id"], m["delivery_attempt"]) for m in tries] == [
-        (sent["message_id"], 1),
-        (sent["message_id"], 2),
-    ]
-    assert lines(run, "msg", "after") == []
+    sent = check_dlq_tries(await java5.arun(dlq_steps(topic, group, SPEC)))
     (dead,) = await read_dead_letters(aerolite5, group, 1)
-    assert (dead.body, dead.tags, sorted(dead.keys)) == (
-        SPEC["body"].encode(),
-        SPEC["tag"],
-        SPEC["keys"],
-    )
-    assert dead.msg_id == sent["message_id"]
-    assert {k: dead.user_properties.get(k) for k in SPEC["properties"]} == SPEC["properties"]
-    assert dead.properties.get("RETRY_TOPIC") == topic
+    check_read_by_4x(dead, sent, topic, SPEC)
 
 
 # ---------------------------------------------------------------------------- push consumer
@@ -762,27 +643,10 @@ async def test_a_java5_message_reads_the_same_to_the_4x_sdk(
     aerolite5: Aerolite5, java5: Java5
 ) -> None:
     topic = create_topic(aerolite5, "j5_to4")
-    run = await java5.arun(
-        [{"op": "producer", "topics": [topic]}, {"op": "send", "topic": topic, "messages": [SPEC]}]
-    )
+    run = await java5.arun(send_steps(topic, SPEC))
     (sent,) = lines(run, "sent")
-    async with SimpleConsumer(
-        unique("g4_from_j5"),
-        aerolite5.namesrv,
-        subscriptions={topic: "TagA"},
-        await_duration=timedelta(seconds=1),
-        consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
-    ) as consumer:
-        got = await receive_4x(consumer, 1)
-        await consumer.ack(got[0])
-    (msg,) = got
-    assert (msg.body, msg.tags, sorted(msg.keys)) == (
-        SPEC["body"].encode(),
-        SPEC["tag"],
-        SPEC["keys"],
-    )
-    assert {k: msg.user_properties.get(k) for k in SPEC["properties"]} == SPEC["properties"]
-    assert msg.msg_id == sent["message_id"]  # the 5.x message id is the 4.x UNIQ_KEY
+    msg = await read_by_4x(aerolite5.namesrv, topic)
+    check_read_by_4x(msg, sent, topic, SPEC)
     assert (msg.topic, msg.delivery_attempt) == (topic, 1)
 
 

@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import gc
-from datetime import timedelta
 from typing import Any
 
 import pytest
 
 from broker.broker import Broker
 from broker.proxy.apis import definition_pb2 as pb
-from client import ConsumeFromWhere, Message, Producer, ReceivedMessage, SimpleConsumer
+from client import Message, Producer
 from tests.processes import DriverRun, unique
 from tests.proxy.conftest import (
     ProxyBrokerFactory,
@@ -28,66 +27,36 @@ from tests.proxy.conftest import (
     read_queue,
     read_topic,
 )
+from tests.proxy.scenarios import (
+    assert_like,
+    change_steps,
+    check_change,
+    check_dlq_tries,
+    check_invisible,
+    check_normal,
+    check_read_by_4x,
+    dlq_steps,
+    invisible_steps,
+    lines,
+    normal_steps,
+    read_by_4x,
+    send_steps,
+    spec,
+)
 from tests.support import wait_until
 
 TOPIC_NOT_FOUND = pb.TOPIC_NOT_FOUND  # 40402
 
-SPEC: dict[str, Any] = {
-    "body": "hello from five",
-    "tag": "TagA",
-    "keys": ["order-1", "user-7"],
-    "properties": {"color": "red", "seq": "1"},
-}
-
-
-def lines(run: DriverRun, event: str, label: str | None = None) -> list[dict[str, Any]]:
-    """The ``event`` lines of ``run`` (of the step ``label`` only, if given)."""
-    return [e for e in run.of(event) if label is None or e["label"] == label]
-
-
-async def receive_4x(
-    consumer: SimpleConsumer, count: int, within_s: float = 10
-) -> list[ReceivedMessage]:
-    """Receive with the 4.x SDK's SimpleConsumer until ``count`` messages came (fails after
-    ``within_s``)."""
-    got: list[ReceivedMessage] = []
-    async with asyncio.timeout(within_s):
-        while len(got) < count:
-            got += await consumer.receive(16, timedelta(seconds=10))
-    return got
-
-
-def assert_like(msg: dict[str, Any], spec: dict[str, Any]) -> None:
-    """A received message carries the body, tag, keys and user properties it was sent with."""
-    got = (msg["body"], msg["tag"], msg["keys"], msg["properties"])
-    want = (spec["body"], spec.get("tag"), sorted(spec.get("keys", [])), spec.get("properties", {}))
-    assert got == want
+SPEC = spec("hello from five")
 
 
 @pytest.mark.slow
 async def test_normal_message_is_received_once_and_acked(broker5: Broker, rmq5: Rmq5) -> None:
     broker = broker5
     topic = await create_topic(broker, "t5_normal")
-    run = await rmq5.run(
-        broker,
-        [
-            {"op": "producer", "topics": [topic]},
-            {"op": "send", "topic": topic, "messages": [SPEC]},
-            {"op": "simple", "group": unique("g5_normal"), "topic": topic},
-            {"label": "first", "op": "receive", "invisible_s": 2, "until": 1, "within_s": 10,
-             "ack": True},
-            {"op": "sleep", "s": 2.5},  # past the invisible time: an un-acked one would be back
-            {"label": "again", "op": "receive", "invisible_s": 2},
-        ],
-    )  # fmt: skip
-    (sent,) = lines(run, "sent")
-    (msg,) = lines(run, "msg", "first")
-    assert_like(msg, SPEC)
-    assert msg["message_id"] == sent["message_id"]
-    assert (msg["topic"], msg["delivery_attempt"], msg["message_type"]) == (topic, 1, "NORMAL")
-    assert not msg["corrupted"]
-    assert [a["index"] for a in lines(run, "acked")] == [0]
-    assert lines(run, "msg", "again") == []
+    run = await rmq5.run(broker, normal_steps(topic, unique("g5_normal"), SPEC, within_s=10))
+    sent, msg = check_normal(run, topic, SPEC)
+    assert msg["message_type"] == "NORMAL"
     stored = [m for q in (await read_topic(broker, topic)).values() for m in q]
     assert [(m.body, m.msg_id) for m in stored] == [(SPEC["body"].encode(), sent["message_id"])]
 
@@ -98,30 +67,10 @@ async def test_normal_message_is_received_once_and_acked(broker5: Broker, rmq5: 
 async def test_a_5x_message_reads_the_same_to_the_4x_sdk(broker5: Broker, rmq5: Rmq5) -> None:
     broker = broker5
     topic = await create_topic(broker, "t5_to4")
-    run = await rmq5.run(
-        broker,
-        [{"op": "producer", "topics": [topic]}, {"op": "send", "topic": topic, "messages": [SPEC]}],
-    )
+    run = await rmq5.run(broker, send_steps(topic, SPEC))
     (sent,) = lines(run, "sent")
-    async with SimpleConsumer(
-        unique("g4_from5"),
-        broker.config.namesrv_addr,
-        subscriptions={topic: "TagA"},
-        await_duration=timedelta(seconds=1),
-        consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
-    ) as consumer:
-        got = await receive_4x(consumer, 1)
-        await consumer.ack(got[0])
-    (msg,) = got
-    assert (msg.body, msg.tags, sorted(msg.keys)) == (
-        SPEC["body"].encode(),
-        SPEC["tag"],
-        SPEC["keys"],
-    )
-    # The SDK's user_properties leave out 4.x's reserved names; the 5.x born host
-    # (__BORNHOST) is not one of them, so only the sender's own are compared.
-    assert {k: msg.user_properties.get(k) for k in SPEC["properties"]} == SPEC["properties"]
-    assert msg.msg_id == sent["message_id"]  # the 5.x message id is the 4.x UNIQ_KEY
+    msg = await read_by_4x(broker.config.namesrv_addr or "", topic)
+    check_read_by_4x(msg, sent, topic, SPEC)
     assert (msg.topic, msg.delivery_attempt) == (topic, 1)
 
 
@@ -319,30 +268,8 @@ async def test_an_unacked_message_comes_back_after_its_invisible_time(
 ) -> None:
     broker = broker5
     topic = await create_topic(broker, "t5_invisible")
-    run = await rmq5.run(
-        broker,
-        [
-            {"op": "producer", "topics": [topic]},
-            {"op": "send", "topic": topic, "messages": [SPEC]},
-            {"op": "simple", "group": unique("g5_invisible"), "topic": topic},
-            {"label": "first", "op": "receive", "invisible_s": 1, "until": 1, "within_s": 10},
-            {"label": "back", "op": "receive", "invisible_s": 10, "until": 1, "within_s": 15,
-             "ack": True},
-            {"op": "sleep", "s": 1.5},
-            {"label": "after", "op": "receive", "invisible_s": 10},
-        ],
-    )  # fmt: skip
-    (sent,) = lines(run, "sent")
-    (first,) = lines(run, "msg", "first")
-    (back,) = lines(run, "msg", "back")
-    for msg in (first, back):
-        assert_like(msg, SPEC)
-        assert (msg["message_id"], msg["topic"]) == (sent["message_id"], topic)
-    assert (first["delivery_attempt"], back["delivery_attempt"]) == (1, 2)
-    assert back["at_ms"] - first["at_ms"] >= 1000 - 50
-    assert back["receipt_handle"] != first["receipt_handle"]
-    assert [a["index"] for a in lines(run, "acked")] == [1]
-    assert lines(run, "msg", "after") == []
+    steps = invisible_steps(topic, unique("g5_invisible"), SPEC, within_s=10)
+    check_invisible(await rmq5.run(broker, steps), topic, SPEC)
 
 
 @pytest.mark.slow
@@ -351,31 +278,8 @@ async def test_change_invisible_duration_extends_and_its_new_handle_acks(
 ) -> None:
     broker = broker5
     topic = await create_topic(broker, "t5_change")
-    run = await rmq5.run(
-        broker,
-        [
-            {"op": "producer", "topics": [topic]},
-            {"op": "send", "topic": topic, "messages": [SPEC]},
-            {"op": "simple", "group": unique("g5_change"), "topic": topic},
-            {"label": "first", "op": "receive", "invisible_s": 2, "until": 1, "within_s": 10},
-            {"op": "change", "index": 0, "invisible_s": 6},
-            {"op": "sleep", "s": 3},  # past the first 2 s: still invisible
-            {"label": "extended", "op": "receive", "invisible_s": 10},
-            {"op": "ack", "indices": [0]},  # with the handle the change answered
-            {"op": "sleep", "s": 3.5},  # past the 6 s: acked, so gone for good
-            {"label": "after", "op": "receive", "invisible_s": 10},
-        ],
-    )  # fmt: skip
-    (msg,) = lines(run, "msg", "first")
-    assert_like(msg, SPEC)
-    (changed,) = lines(run, "changed")
-    assert changed["old"] == msg["receipt_handle"] and changed["new"]
-    assert changed["new"] != changed["old"]
-    assert lines(run, "change_error") == []
-    assert lines(run, "msg", "extended") == []
-    assert [a["index"] for a in lines(run, "acked")] == [0]
-    assert lines(run, "ack_error") == []
-    assert lines(run, "msg", "after") == []
+    steps = change_steps(topic, unique("g5_change"), SPEC, within_s=10)
+    check_change(await rmq5.run(broker, steps), SPEC)
 
 
 @pytest.mark.slow
@@ -385,35 +289,11 @@ async def test_a_message_never_acked_goes_to_the_dlq_after_max_attempts(
     broker = broker5
     topic = await create_topic(broker, "t5_dlq")
     group = create_group(broker, "g5_dlq", retry_max_times=1)  # 2 deliveries in all
-    run = await rmq5.run(
-        broker,
-        [
-            {"op": "producer", "topics": [topic]},
-            {"op": "send", "topic": topic, "messages": [SPEC]},
-            {"op": "simple", "group": group, "topic": topic},
-            {"label": "tries", "op": "receive", "invisible_s": 1, "until": 2, "within_s": 15},
-            {"op": "sleep", "s": 1.5},
-            {"label": "after", "op": "receive", "invisible_s": 1},
-        ],
-    )  # fmt: skip
-    (sent,) = lines(run, "sent")
-    tries = lines(run, "msg", "tries")
-    assert [(m["message_id"], m["delivery_attempt"]) for m in tries] == [
-        (sent["message_id"], 1),
-        (sent["message_id"], 2),
-    ]
-    assert lines(run, "msg", "after") == []
+    sent = check_dlq_tries(await rmq5.run(broker, dlq_steps(topic, group, SPEC)))
     dlq = f"%DLQ%{group}"
     await wait_until(lambda: broker.store.get_max_offset(dlq, 0) == 1, "the dead letter", 5)
     (dead,) = await read_queue(broker, dlq)
-    assert (dead.body, dead.tags, sorted(dead.keys)) == (
-        SPEC["body"].encode(),
-        SPEC["tag"],
-        SPEC["keys"],
-    )
-    assert dead.msg_id == sent["message_id"]
-    assert {k: dead.user_properties.get(k) for k in SPEC["properties"]} == SPEC["properties"]
-    assert dead.properties.get("RETRY_TOPIC") == topic
+    check_read_by_4x(dead, sent, topic, SPEC)
 
 
 # ----------------------------------------------------------------------- push consumer

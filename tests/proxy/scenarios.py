@@ -1,0 +1,212 @@
+"""Scenarios both RocketMQ 5 client suites run: the Python client's (tests/proxy/
+test_rmq5_client.py) and the Java client's (tests/interop/test_java5_client.py).
+
+Their drivers (``rmq5_driver.py``, ``interop/java5/Java5Client.java``) read the same steps
+and print the same JSON lines, so a scenario is written once: its steps, and the checks of
+what the client saw. Each suite adds the checks only its client's lines allow, and runs the
+steps with its own runner and broker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+from typing import Any, Protocol
+
+from client import ConsumeFromWhere, MessageView, ReceivedMessage, SimpleConsumer
+from tests.processes import unique
+
+Steps = list[dict[str, Any]]
+
+
+class Run(Protocol):
+    """A driver's run: its JSON lines of one event."""
+
+    def of(self, event: str) -> list[dict[str, Any]]: ...
+
+
+def spec(body: str) -> dict[str, Any]:
+    """The message the scenarios send: a body, a tag, two keys, two user properties."""
+    return {
+        "body": body,
+        "tag": "TagA",
+        "keys": ["order-1", "user-7"],
+        "properties": {"color": "red", "seq": "1"},
+    }
+
+
+def lines(run: Run, event: str, label: str | None = None) -> list[dict[str, Any]]:
+    """The ``event`` lines of ``run`` (of the step ``label`` only, if given)."""
+    return [e for e in run.of(event) if label is None or e["label"] == label]
+
+
+def assert_like(msg: dict[str, Any], sent: dict[str, Any]) -> None:
+    """A received message carries the body, tag, keys and user properties it was sent with."""
+    got = (msg["body"], msg["tag"], msg["keys"], msg["properties"])
+    want = (sent["body"], sent.get("tag"), sorted(sent.get("keys", [])), sent.get("properties", {}))
+    assert got == want
+
+
+async def receive_4x(
+    consumer: SimpleConsumer, count: int, within_s: float = 15
+) -> list[ReceivedMessage]:
+    """Receive with the 4.x SDK's SimpleConsumer until ``count`` messages came (fails after
+    ``within_s``)."""
+    got: list[ReceivedMessage] = []
+    async with asyncio.timeout(within_s):
+        while len(got) < count:
+            got += await consumer.receive(16, timedelta(seconds=10))
+    return got
+
+
+def send_steps(topic: str, message: dict[str, Any]) -> Steps:
+    return [
+        {"op": "producer", "topics": [topic]},
+        {"op": "send", "topic": topic, "messages": [message]},
+    ]
+
+
+# ------------------------------------------------------------------ receive and ack
+
+
+def normal_steps(topic: str, group: str, message: dict[str, Any], within_s: float) -> Steps:
+    """Send one, receive it and ack it; past its invisible time nothing comes back."""
+    return [
+        *send_steps(topic, message),
+        {"op": "simple", "group": group, "topic": topic},
+        {"label": "first", "op": "receive", "invisible_s": 2, "until": 1, "within_s": within_s,
+         "ack": True},
+        {"op": "sleep", "s": 2.5},  # past the invisible time: an un-acked one would be back
+        {"label": "again", "op": "receive", "invisible_s": 2},
+    ]  # fmt: skip
+
+
+def check_normal(
+    run: Run, topic: str, message: dict[str, Any]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Received once as sent, first attempt, digest accepted, acked, not back; the send and
+    the received message's lines."""
+    (sent,) = lines(run, "sent")
+    (msg,) = lines(run, "msg", "first")
+    assert_like(msg, message)
+    assert msg["message_id"] == sent["message_id"]
+    assert (msg["topic"], msg["delivery_attempt"]) == (topic, 1)
+    assert not msg["corrupted"]  # the broker's MD5 digest matched the client's
+    assert [a["index"] for a in lines(run, "acked")] == [0]
+    assert lines(run, "msg", "again") == []
+    return sent, msg
+
+
+def invisible_steps(topic: str, group: str, message: dict[str, Any], within_s: float) -> Steps:
+    """Receive without acking: back after its 1 s invisible time, then acked."""
+    return [
+        *send_steps(topic, message),
+        {"op": "simple", "group": group, "topic": topic},
+        {"label": "first", "op": "receive", "invisible_s": 1, "until": 1, "within_s": within_s},
+        {"label": "back", "op": "receive", "invisible_s": 10, "until": 1, "within_s": 15,
+         "ack": True},
+        {"op": "sleep", "s": 1.5},
+        {"label": "after", "op": "receive", "invisible_s": 10},
+    ]  # fmt: skip
+
+
+def check_invisible(run: Run, topic: str, message: dict[str, Any]) -> None:
+    """The same message twice, attempts 1 then 2, a second later, with a new handle."""
+    (sent,) = lines(run, "sent")
+    (first,) = lines(run, "msg", "first")
+    (back,) = lines(run, "msg", "back")
+    for msg in (first, back):
+        assert_like(msg, message)
+        assert (msg["message_id"], msg["topic"]) == (sent["message_id"], topic)
+    assert (first["delivery_attempt"], back["delivery_attempt"]) == (1, 2)
+    assert back["at_ms"] - first["at_ms"] >= 1000 - 50
+    assert back["receipt_handle"] != first["receipt_handle"]
+    assert [a["index"] for a in lines(run, "acked")] == [1]
+    assert lines(run, "msg", "after") == []
+
+
+def change_steps(topic: str, group: str, message: dict[str, Any], within_s: float) -> Steps:
+    """Receive for 2 s, change it to 6 s: still hidden at 3 s; the new handle acks."""
+    return [
+        *send_steps(topic, message),
+        {"op": "simple", "group": group, "topic": topic},
+        {"label": "first", "op": "receive", "invisible_s": 2, "until": 1, "within_s": within_s},
+        {"op": "change", "index": 0, "invisible_s": 6},
+        {"op": "sleep", "s": 3},  # past the first 2 s: still invisible
+        {"label": "extended", "op": "receive", "invisible_s": 10},
+        {"op": "ack", "indices": [0]},  # with the handle the change answered
+        {"op": "sleep", "s": 3.5},  # past the 6 s: acked, so gone for good
+        {"label": "after", "op": "receive", "invisible_s": 10},
+    ]  # fmt: skip
+
+
+def check_change(run: Run, message: dict[str, Any]) -> None:
+    (msg,) = lines(run, "msg", "first")
+    assert_like(msg, message)
+    (changed,) = lines(run, "changed")
+    assert changed["old"] == msg["receipt_handle"] and changed["new"]
+    assert changed["new"] != changed["old"]
+    assert lines(run, "change_error") == []
+    assert lines(run, "msg", "extended") == []
+    assert [a["index"] for a in lines(run, "acked")] == [0]
+    assert lines(run, "ack_error") == []
+    assert lines(run, "msg", "after") == []
+
+
+# -------------------------------------------------------------------- dead letters
+
+
+def dlq_steps(topic: str, group: str, message: dict[str, Any]) -> Steps:
+    """Never acked, in a group of 2 deliveries: then the dead-letter queue."""
+    return [
+        *send_steps(topic, message),
+        {"op": "simple", "group": group, "topic": topic},
+        {"label": "tries", "op": "receive", "invisible_s": 1, "until": 2, "within_s": 15},
+        {"op": "sleep", "s": 1.5},
+        {"label": "after", "op": "receive", "invisible_s": 1},
+    ]
+
+
+def check_dlq_tries(run: Run) -> dict[str, Any]:
+    """Delivered twice (attempts 1, 2), then no more; the send's line."""
+    (sent,) = lines(run, "sent")
+    tries = lines(run, "msg", "tries")
+    assert [(m["message_id"], m["delivery_attempt"]) for m in tries] == [
+        (sent["message_id"], 1),
+        (sent["message_id"], 2),
+    ]
+    assert lines(run, "msg", "after") == []
+    return sent
+
+
+def check_read_by_4x(
+    msg: MessageView, sent: dict[str, Any], topic: str, message: dict[str, Any]
+) -> None:
+    """A 5.x client's message as the 4.x SDK reads it (from its topic, or as a dead letter
+    whose RETRY_TOPIC names it): body, tag, keys, the sender's properties, its id."""
+    assert (msg.body, msg.tags, sorted(msg.keys)) == (
+        message["body"].encode(),
+        message["tag"],
+        message["keys"],
+    )
+    # The SDK's user_properties leave out 4.x's reserved names; the 5.x born host
+    # (__BORNHOST) is not one of them, so only the sender's own are compared.
+    assert {k: msg.user_properties.get(k) for k in message["properties"]} == message["properties"]
+    assert msg.msg_id == sent["message_id"]  # the 5.x message id is the 4.x UNIQ_KEY
+    if msg.topic.startswith("%DLQ%"):
+        assert msg.properties.get("RETRY_TOPIC") == topic
+
+
+async def read_by_4x(namesrv: str, topic: str) -> ReceivedMessage:
+    """The one message of ``topic``, received and acked by a new group of the 4.x SDK."""
+    async with SimpleConsumer(
+        unique("g4_from5"),
+        namesrv,
+        subscriptions={topic: "TagA"},
+        await_duration=timedelta(seconds=1),
+        consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+    ) as consumer:
+        got = await receive_4x(consumer, 1)
+        await consumer.ack(got[0])
+    (msg,) = got
+    return msg
