@@ -15,6 +15,9 @@ import asyncio
 import contextlib
 import gc
 import hashlib
+import os
+import subprocess
+import sys
 import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -790,3 +793,54 @@ async def test_sending_without_pub_on_the_topic_is_refused_as_unauthorized(
     # Nor may it register as a producer of that topic.
     async with client.telemetry(producer_settings("aclSub")) as stream:
         assert stream.reply.status.code == pb.UNAUTHORIZED, stream.reply
+
+
+# ------------------------------------------------------------------------ 9. fork
+
+FORK_CHILD = """
+import asyncio, subprocess, sys
+import broker.proxy  # what the broker imports before grpc
+import grpc
+from grpc import aio
+
+async def main() -> None:
+    server = aio.server()
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    channel = aio.insecure_channel(f"127.0.0.1:{port}")
+    try:
+        await channel.unary_unary("/x.Y/Z")(b"", timeout=2)
+    except grpc.RpcError:
+        pass
+    failed = 0
+    for _ in range(int(sys.argv[1])):
+        done = await asyncio.to_thread(
+            subprocess.run, ["true"], preexec_fn=lambda: None, stderr=subprocess.DEVNULL
+        )
+        failed += done.returncode != 0
+    print(failed)
+    await channel.close()
+    await server.stop(None)
+
+asyncio.run(main())
+"""
+
+
+def test_a_subprocess_forked_after_grpc_ran_starts(tmp_path: Path) -> None:
+    """A process that served gRPC can still start programs through fork (``preexec_fn``,
+    as pyspark starts its JVM): grpcio's fork handlers (grpc/grpc#43055) killed about 1
+    such child in 30 before exec until broker/proxy turned gRPC's fork support off."""
+    env = {k: v for k, v in os.environ.items() if k != "GRPC_ENABLE_FORK_SUPPORT"}
+    script = tmp_path / "fork_child.py"
+    script.write_text(FORK_CHILD)
+    done = subprocess.run(  # our own script, fixed arguments
+        [sys.executable, str(script), "150"],
+        env=env,
+        cwd=Path(__file__).parents[2],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "0", f"children that died before exec: {done.stdout}"
