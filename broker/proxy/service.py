@@ -139,7 +139,6 @@ class GrpcService:
         self.producing = Producing(broker, self.clients, self.renewals)
         self.consuming = Consuming(broker, self.clients, self.renewals)
         self._tasks = TaskGroup("grpc")
-        self._cert_dir: tempfile.TemporaryDirectory[str] | None = None
         self.routing = Routing(broker, lambda: self.port)
         self.server: GrpcServer | None = None
         self.calls: CallCounts = collections.Counter()
@@ -249,7 +248,6 @@ class GrpcService:
         try:
             await server.start()
         except BaseException as exc:
-            self._remove_certificate()
             if isinstance(exc, OSError):
                 raise bind_error(
                     "grpcListenPort", config.bind_address, config.grpc_port, exc
@@ -285,12 +283,14 @@ class GrpcService:
                 config.tls_server_trust_cert_path,
             )
             return {"relay_context": context}
-        self._cert_dir = tempfile.TemporaryDirectory(prefix="aerolite-grpc-")
         hosts = ["localhost", "127.0.0.1", config.bind_address]
         if config.broker_ip1:
             hosts.append(config.broker_ip1)
-        files = self_signed(Path(self._cert_dir.name), hosts)
-        return {"relay_context": h2_context(files.cert, files.key)}
+        # The context holds the key once loaded, so the files go at once: a broker killed
+        # with -9 leaves no key (nor a directory) behind in the temp dir.
+        with tempfile.TemporaryDirectory(prefix="aerolite-grpc-") as directory:
+            files = self_signed(Path(directory), hosts)
+            return {"relay_context": h2_context(files.cert, files.key)}
 
     async def stop(self) -> None:
         """Stop accepting calls (those in progress get a second), stop renewing, forget the
@@ -304,9 +304,3 @@ class GrpcService:
             self.clients.remove(client_id, "broker_stopping")
         await self._tasks.close(timeout_s=2.0)
         await self.clients.tasks.close(timeout_s=2.0)
-        self._remove_certificate()
-
-    def _remove_certificate(self) -> None:
-        if self._cert_dir is not None:
-            self._cert_dir.cleanup()
-            self._cert_dir = None

@@ -18,6 +18,7 @@ import hashlib
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -793,6 +794,21 @@ async def test_sending_without_pub_on_the_topic_is_refused_as_unauthorized(
     # Nor may it register as a producer of that topic.
     async with client.telemetry(producer_settings("aclSub")) as stream:
         assert stream.reply.status.code == pb.UNAUTHORIZED, stream.reply
+
+
+async def test_the_made_certificate_leaves_nothing_in_the_temp_dir(
+    start_broker: BrokerFactory, connect: Connect, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The certificate a broker makes for its gRPC port (tlsServerMode disabled) is read into
+    the TLS context and deleted at once: brokers killed with -9 left a directory with a
+    private key in /tmp each, 100 of them after a day of test runs."""
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    broker = await start_broker()
+    topic = await new_topic(broker, "t_cert")
+    assert (await connect(broker).query_route(topic)).status.code == pb.OK  # TLS answered
+    assert list(temp.iterdir()) == []
 
 
 # ------------------------------------------------------------------------ 9. fork
