@@ -255,6 +255,9 @@ class JavaRocketMQ:
                     "--add-exports=java.base/jdk.internal.ref=ALL-UNNAMED",
                     f"-Drocketmq.home.dir={home}",
                     f"-Duser.home={home}",
+                    # Netty writes the self-signed certificate of the permissive TLS port to the
+                    # temp dir and deletes it only on a clean exit; keep it with the rest.
+                    f"-Djava.io.tmpdir={home}",
                     "-cp",
                     f"{self.lib}/*",
                     main,

@@ -129,6 +129,9 @@ def start_jvm(
                 *JVM_OPENS,
                 f"-Drocketmq.home.dir={home}",
                 f"-Duser.home={home}",
+                # Netty writes the self-signed certificate of the permissive TLS port to the
+                # temp dir and deletes it only on a clean exit; keep it with the rest.
+                f"-Djava.io.tmpdir={home}",
                 "-cp",
                 f"{lib}/*",
                 main,
