@@ -60,6 +60,7 @@ from store.results import PutResult
 
 if TYPE_CHECKING:
     from broker.long_polling import TagFilter
+    from store.message_store import RecordFilter
 
 log = structlog.get_logger(__name__)
 
@@ -282,10 +283,13 @@ class PopService:
         init_mode: int,
         tag_filter: TagFilter | None,
         read_queue_nums: int,
+        record_filter: RecordFilter | None = None,
     ) -> PopResult:
         """Hand out up to ``max_nums`` messages of ``topic`` (one queue, or every queue in
         turn) and of the group's pop retry topic, each batch under a checkpoint. A FIFO
-        group's pop is ``pop_in_order``."""
+        group's pop is ``pop_in_order``. ``tag_filter`` runs on the consume queue's tag codes,
+        ``record_filter`` (SQL92) on each record; both on the retry topic too, whose records
+        keep the original's tags and properties."""
         broker = self.broker
         store = broker.store
         result = PopResult(pop_time=int(time.time() * 1000))
@@ -297,7 +301,9 @@ class PopService:
                 if t == topic:
                     result.rest_num += max(store.get_max_offset(t, q) - start, 0)
                 continue
-            got = store.get_messages(t, q, start, remaining, tag_filter)
+            got = store.get_messages(
+                t, q, start, remaining, tag_filter, record_filter=record_filter
+            )
             try:
                 records = [bytes(view) for view in got.records]
                 offsets = list(got.queue_offsets)
@@ -333,6 +339,7 @@ class PopService:
         init_mode: int,
         tag_filter: TagFilter | None,
         read_queue_nums: int,
+        record_filter: RecordFilter | None = None,
     ) -> PopResult:
         """An orderly pop: from each queue not blocked by a batch in flight, the messages
         from the group's offset on; the offset moves when they are acked."""
@@ -345,7 +352,9 @@ class PopService:
             if remaining <= 0 or self.ordered.blocked(key, result.pop_time):
                 result.rest_num += max(store.get_max_offset(topic, q) - start, 0)
                 continue
-            got = store.get_messages(topic, q, start, remaining, tag_filter)
+            got = store.get_messages(
+                topic, q, start, remaining, tag_filter, record_filter=record_filter
+            )
             try:
                 pairs = [(bytes(v), o) for v, o in zip(got.records, got.queue_offsets, strict=True)]
                 next_offset = got.next_begin_offset

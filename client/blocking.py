@@ -206,8 +206,8 @@ class SimpleConsumer(_Blocking):
     def __init__(self, group: str, namesrv: str | None = None, **kwargs: Any) -> None:
         self._simple = self._target = AsyncSimpleConsumer(group, namesrv, **kwargs)
 
-    def subscribe(self, topic: str, expression: str = "*") -> None:
-        self._simple.subscribe(topic, expression)
+    def subscribe(self, topic: str, expression: str = "*", *, sql: str | None = None) -> None:
+        self._simple.subscribe(topic, expression, sql=sql)
 
     def receive(
         self, max_messages: int = 16, invisible_duration: timedelta = timedelta(seconds=30)

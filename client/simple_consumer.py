@@ -91,6 +91,7 @@ class SimpleConsumer(ClientService):
         self.group = group
         self.namesrv = namesrv_from_env(namesrv)
         self.subscriptions: dict[str, str] = {}
+        self._sql_topics: set[str] = set()  # those whose expression is SQL92
         for topic, expression in (subscriptions or {}).items():
             self.subscribe(topic, expression)
         self.await_duration = await_duration
@@ -107,7 +108,10 @@ class SimpleConsumer(ClientService):
         self._topic_turn = 0
         self._broker_turn = 0
 
-    def subscribe(self, topic: str, expression: str = "*") -> None:
+    def subscribe(self, topic: str, expression: str = "*", *, sql: str | None = None) -> None:
+        """Receive the messages of ``topic`` matching the tag ``expression`` (``*`` or
+        ``TagA || TagB``), or, with ``sql``, an SQL92 expression over the message properties
+        (``"a > 5 AND region = 'eu'"``, filtered by the broker as it pops)."""
         check_topic(topic)
         retry = f"%RETRY%{self.group}_{topic}"  # where the broker revives what is not acked
         if len(retry) > TOPIC_MAX_LENGTH:
@@ -115,9 +119,16 @@ class SimpleConsumer(ClientService):
                 f"group {self.group} cannot subscribe to {topic}: their retry topic would be "
                 f"{len(retry)} characters, over the topic max length {TOPIC_MAX_LENGTH}"
             )
+        if sql is not None:
+            if not isinstance(sql, str) or not sql.strip():
+                raise InvalidArgumentError("an SQL92 subscription needs a non-blank expression")
+            self.subscriptions[topic] = sql.strip()
+            self._sql_topics.add(topic)
+            return
         if not expression.strip():
             raise InvalidArgumentError("the tag expression must be non-blank ('*' for all)")
         self.subscriptions[topic] = expression.strip()
+        self._sql_topics.discard(topic)
 
     async def start(self) -> None:
         if self._instance is not None:
@@ -198,7 +209,7 @@ class SimpleConsumer(ClientService):
             poll_time=poll_ms,
             born_time=int(time.time() * 1000),
             init_mode=self.init_mode,
-            exp_type="TAG",
+            exp_type="SQL92" if topic in self._sql_topics else "TAG",
             exp=self.subscriptions[topic],
         )
         request = RemotingCommand.request(RequestCode.POP_MESSAGE, header.to_ext_fields())

@@ -19,9 +19,11 @@ import structlog
 from broker.clients import normalize_subscription
 from broker.config import BrokerRole
 from broker.facets import BrokerFacts, Tables
+from broker.filter_sql import SqlFilterError
+from broker.long_polling import TagFilter
 from broker.pop import Checkpoint, PopError, PopService
 from broker.pop_order import ORDER_REVIVE_QID
-from broker.processors.pull import consuming_group, tag_filter_of
+from broker.processors.pull import consuming_group, sql_record_filter, tag_filter_of
 from broker.subscriptions import group_refusal
 from broker.topics import TOPIC_MAX_LENGTH
 from remoting.bodies import PERM_READ, SubscriptionData
@@ -38,12 +40,34 @@ from remoting.headers import (
 )
 from remoting.lifecycle import TaskGroup
 from remoting.receipt import Receipt, join_offset_info, pop_retry_topic, real_topic
+from store.message_store import RecordFilter
 
 log = structlog.get_logger(__name__)
 
 MAX_POP_NUMS = 32
 MIN_INVISIBLE_MS = 10  # anything shorter is a client bug, not a wish
 MAX_POLL_MS = 60_000
+
+
+def pop_filters(
+    exp_type: str | None, exp: str | None
+) -> tuple[TagFilter | None, RecordFilter | None]:
+    """A pop's filters, as PopMessageProcessor builds its ExpressionMessageFilter: none for
+    a blank expression, the tag codes for TAG, the compiled expression run on each record's
+    properties for SQL92. Unlike a pull, a pop does not ask for ``enablePropertyFilter``
+    (RocketMQ 5's brokers serve 5.x clients' SQL92 receives without it).
+
+    Raises:
+        SqlFilterError: an SQL92 expression that does not parse, or another type.
+    """
+    if exp is None or not exp.strip():
+        return None, None
+    kind = (exp_type or "TAG").upper()
+    if kind == "TAG":
+        return tag_filter_of(normalize_subscription(SubscriptionData("", exp))), None
+    if kind == "SQL92":
+        return None, sql_record_filter(exp)
+    raise SqlFilterError(f"the expression type {exp_type} is neither TAG nor SQL92")
 
 
 class PopBroker(BrokerFacts, Tables, Protocol):
@@ -148,8 +172,7 @@ class PopProcessor:
     def _check_group(
         self, request: RemotingCommand, h: PopMessageRequestHeader
     ) -> RemotingCommand | None:
-        """A group that may consume, whose pop retry topic the store can hold, filtering by
-        TAG."""
+        """A group that may consume, whose pop retry topic the store can hold."""
         refusal = group_refusal(request, h.consumer_group)
         if refusal is not None:
             return refusal
@@ -167,12 +190,6 @@ class PopProcessor:
         found = consuming_group(self.broker.subscription_groups, request, h.consumer_group)
         if isinstance(found, RemotingCommand):
             return found
-        if (h.exp_type or "TAG").upper() != "TAG":
-            return response_to(
-                request,
-                ResponseCode.SUBSCRIPTION_PARSE_FAILED,
-                f"pop filters by TAG here, not {h.exp_type}",
-            )
         return None
 
     async def _pop_once(
@@ -182,7 +199,14 @@ class PopProcessor:
         tc = broker.topics.get(h.topic)
         if tc is None:
             return response_to(request, ResponseCode.TOPIC_NOT_EXIST, f"topic[{h.topic}] not exist")
-        sub = normalize_subscription(SubscriptionData(h.topic, h.exp or "*"))
+        try:
+            tag_filter, record_filter = pop_filters(h.exp_type, h.exp)
+        except SqlFilterError as exc:
+            return response_to(
+                request,
+                ResponseCode.SUBSCRIPTION_PARSE_FAILED,
+                f"parse the consumer's subscription failed: {exc}",
+            )
         try:
             args: dict[str, Any] = {
                 "group": h.consumer_group,
@@ -191,7 +215,8 @@ class PopProcessor:
                 "max_nums": h.max_msg_nums,
                 "invisible_time": h.invisible_time,
                 "init_mode": h.init_mode,
-                "tag_filter": tag_filter_of(sub),
+                "tag_filter": tag_filter,
+                "record_filter": record_filter,
                 "read_queue_nums": tc.read_queue_nums,
             }
             # A FIFO group's pop hands out each queue in order (broker/pop_order.py).

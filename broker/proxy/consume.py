@@ -24,8 +24,10 @@ from grpc import aio
 
 from broker.acl import PlainAcl
 from broker.facets import BrokerFacts, HasStore, Tables
+from broker.filter_sql import SqlFilterError
 from broker.pop import PopService
 from broker.pop_order import ORDER_REVIVE_QID
+from broker.processors.pop import pop_filters
 from broker.proxy.apis import definition_pb2 as pb
 from broker.proxy.apis import service_pb2 as rpc
 from broker.proxy.clients import GrpcClients
@@ -262,7 +264,7 @@ class Consuming:
         self, request: rpc.ReceiveMessageRequest, settings: pb.Settings, remaining_s: float | None
     ) -> PopMessageRequestHeader:
         """The POP_MESSAGE a receive is: every queue of the topic here, its polling time,
-        invisible time, batch size and TAG filter checked as the proxy checks them."""
+        invisible time, batch size and filter (TAG or SQL92) checked as the proxy checks them."""
         polling = self._polling_ms(request, settings, remaining_s)
         if request.auto_renew:
             invisible = AUTO_RENEW_INVISIBLE_MS
@@ -276,10 +278,16 @@ class Consuming:
                     f"{shortest}..{MAX_INVISIBLE_MS} ms (minInvisibleTimeMillsForRecv)",
                 )
         expression = request.filter_expression
-        if expression.type == pb.SQL:
+        exp_type = "SQL92" if expression.type == pb.SQL else "TAG"
+        if exp_type == "SQL92" and not expression.expression.strip():
+            raise ProxyError(pb.ILLEGAL_FILTER_EXPRESSION, "an SQL92 filter expression is blank")
+        try:
+            pop_filters(exp_type, expression.expression)  # compiled once, cached by its text
+        except SqlFilterError as exc:
             raise ProxyError(
-                pb.ILLEGAL_FILTER_EXPRESSION, "receive filters by TAG here; SQL92 is not served"
-            )
+                pb.ILLEGAL_FILTER_EXPRESSION,
+                f"the {exp_type} filter expression {expression.expression!r} does not parse: {exc}",
+            ) from None
         # The proxy caps a batch at 32 without a word; so does a pop.
         batch = request.batch_size or settings.subscription.receive_batch_size or MAX_BATCH
         batch = min(max(batch, 1), MAX_BATCH)
@@ -292,7 +300,7 @@ class Consuming:
             poll_time=polling,
             born_time=int(time.time() * 1000),
             init_mode=INIT_MODE_MAX,
-            exp_type="TAG",
+            exp_type=exp_type,
             exp=expression.expression or "*",
             order=settings.subscription.fifo,
             attempt_id=request.attempt_id or None,

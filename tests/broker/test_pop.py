@@ -56,6 +56,7 @@ async def pop(
     poll_ms: int = 0,
     queue_id: int = -1,
     exp: str = "*",
+    exp_type: str = "TAG",
 ) -> tuple[RemotingCommand, list[Popped]]:
     header = PopMessageRequestHeader(
         consumer_group=group,
@@ -66,7 +67,7 @@ async def pop(
         poll_time=poll_ms,
         born_time=0,
         init_mode=0,
-        exp_type="TAG",
+        exp_type=exp_type,
         exp=exp,
     )
     response = await call(
@@ -286,6 +287,29 @@ async def test_tag_expression(broker: Broker, client: RemotingClient) -> None:
     await wait_dispatched(broker)
     _, got = await pop(client, broker, exp="A || C")
     assert sorted(m.body for m in got) == [b"t0", b"t2", b"t3"]
+
+
+async def test_an_sql92_pop_waits_for_a_matching_message(
+    broker: Broker, client: RemotingClient
+) -> None:
+    """SQL92 on a pop, as RocketMQ 5's PopMessageProcessor serves it (no enablePropertyFilter
+    needed): a parked pop lets a non-matching arrival go by and answers the matching one."""
+    assert not broker.config.enable_property_filter
+    sql = {"exp": "a > 5", "exp_type": "SQL92"}
+    await send_ok(client, broker.address, TOPIC, b"a1", extra={"a": "1"})
+    waiting = asyncio.create_task(pop(client, broker, poll_ms=4000, **sql))
+    await asyncio.sleep(0.3)
+    await send_ok(client, broker.address, TOPIC, b"a2", queue_id=1, extra={"a": "2"})
+    await asyncio.sleep(0.3)
+    assert not waiting.done()
+    await send_ok(client, broker.address, TOPIC, b"a9", queue_id=2, extra={"a": "9"})
+    response, got = await asyncio.wait_for(waiting, 4)
+    assert response.code == ResponseCode.SUCCESS
+    assert [m.body for m in got] == [b"a9"]
+    for exp, exp_type in (("a >", "SQL92"), ("a > 5", "CLASS")):
+        refused, _ = await pop(client, broker, exp=exp, exp_type=exp_type)
+        assert refused.code == ResponseCode.SUBSCRIPTION_PARSE_FAILED, refused
+        assert "parse the consumer's subscription failed" in (refused.remark or "")
 
 
 async def test_bad_requests_get_clear_codes(broker: Broker, client: RemotingClient) -> None:

@@ -23,6 +23,7 @@ from client import (
     SimpleConsumer,
 )
 from remoting.bodies import SubscriptionGroupConfig
+from remoting.codes import ResponseCode
 from tests.client.conftest import create_topic
 from tests.support import BrokerFactory, wait_until
 
@@ -169,3 +170,51 @@ async def test_arguments_are_checked(namesrv: NameServer, broker: Broker) -> Non
             await sc.receive(33)
         with pytest.raises(InvalidArgumentError, match="under 10 ms"):
             await sc.receive(1, timedelta(milliseconds=1))
+
+
+async def test_an_sql92_subscription_receives_only_matching_messages_and_their_retries(
+    namesrv: NameServer, broker: Broker
+) -> None:
+    """The broker filters a pop by SQL92 on each record's properties (PopMessageProcessor's
+    ExpressionMessageFilter), without enablePropertyFilter, and on the pop retry topic too:
+    a matching message not acked comes back, the others never come."""
+    assert not broker.config.enable_property_filter
+    await create_topic(broker, TOPIC, queues=2)
+    async with Producer("pg-simple", namesrv.address) as producer:
+        for n in range(8):
+            props = {"n": str(n), "region": "eu" if n % 2 else "us"}
+            await producer.send(Message(TOPIC, f"m{n}".encode(), properties=props))
+        await producer.send(Message(TOPIC, b"no-props"))  # no property: never matches
+    sc = consumer(namesrv, "cg-simple-sql")
+    sc.subscribe(TOPIC, sql="region = 'eu' AND n BETWEEN 2 AND 7")
+    async with sc:
+        got = await receive_all(sc, 3, SHORT)
+        assert sorted(m.body for m in got) == [b"m3", b"m5", b"m7"]
+        back = await receive_all(sc, 3, timedelta(seconds=10))  # none acked: all come back
+        assert sorted((m.body, m.delivery_attempt) for m in back) == [
+            (b"m3", 2),
+            (b"m5", 2),
+            (b"m7", 2),
+        ]
+        for msg in back:
+            await sc.ack(msg)
+        assert await sc.receive(16, SHORT) == []
+    # The same group switched to a tag expression takes everything from its offset on:
+    # the non-matching messages were passed over, not left behind.
+    sc = consumer(namesrv, "cg-simple-sql")
+    async with sc:
+        assert await sc.receive(16, SHORT) == []
+
+
+async def test_an_sql92_expression_that_does_not_parse_is_refused_by_the_broker(
+    namesrv: NameServer, broker: Broker
+) -> None:
+    await create_topic(broker, TOPIC, queues=1)
+    sc = consumer(namesrv, "cg-simple-badsql")
+    sc.subscribe(TOPIC, sql="region = ")
+    async with sc:
+        with pytest.raises(BrokerError, match="parse the consumer's subscription failed") as err:
+            await sc.receive(1, SHORT)
+        assert err.value.code == ResponseCode.SUBSCRIPTION_PARSE_FAILED
+    with pytest.raises(InvalidArgumentError, match="non-blank"):
+        sc.subscribe(TOPIC, sql="  ")
