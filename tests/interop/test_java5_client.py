@@ -6,8 +6,8 @@ time and change of it, the dead-letter queue after the group's max attempts, a P
 (and a FIFO one), messages crossing between the 5.x client and Aerolite's own 4.x SDK both
 ways, and TLS as a default Java client (SSL on) meets a broker whose gRPC port is
 ``tlsServerMode=permissive``. Beyond the Python client's scenarios: the topic's message type
-in the route (the client refuses a FIFO or delayed message for a NORMAL topic), and a SQL92
-filter, which the broker does not serve to 5.x consumers yet (xfail).
+in the route (the client refuses a FIFO or delayed message for a NORMAL topic). Both suites
+run the SQL92 filter scenario.
 
 The client is ``java5/Java5Client.java``, run as a single-file program on the jar that
 ``java5/pom.xml`` resolves (``mvn dependency:copy-dependencies`` into ``java5/target/lib``,
@@ -48,6 +48,7 @@ from tests.proxy.scenarios import (
     check_invisible,
     check_normal,
     check_read_by_4x,
+    check_sql,
     dlq_steps,
     invisible_steps,
     lines,
@@ -55,6 +56,7 @@ from tests.proxy.scenarios import (
     read_by_4x,
     send_steps,
     spec,
+    sql_steps,
 )
 from tests.remoting.test_tls import make_cert
 
@@ -508,29 +510,11 @@ async def test_orphaned_transactions_are_checked_back_and_resolved(
     assert stored == [sent["orphan-commit"]["message_id"]]
 
 
-@pytest.mark.xfail(
-    reason="not served: broker/proxy/consume.py _pop_header refuses a SQL92 filter expression "
-    "(ILLEGAL_FILTER_EXPRESSION 'receive filters by TAG here; SQL92 is not served'); RocketMQ 5's "
-    "proxy pops with expType SQL92 when the broker has enablePropertyFilter=true",
-    strict=True,
-)
 def test_a_sql92_filter_receives_the_matching_messages(aerolite5: Aerolite5, java5: Java5) -> None:
+    """FilterExpression(..., SQL92): the broker pops by the expression on each message's
+    properties, retries included; the others never come."""
     topic = create_topic(aerolite5, "j5_sql")
-    specs = [{**SPEC, "body": f"m{i}", "properties": {"a": str(i)}} for i in range(6)]
-    run = java5.run(
-        [
-            {"op": "producer", "topics": [topic]},
-            {"op": "send", "topic": topic, "messages": specs},
-            {"op": "simple", "group": unique("j5g_sql"), "topic": topic,
-             "expression": "a BETWEEN 2 AND 4", "expression_type": "SQL92"},
-            {"op": "receive", "invisible_s": 10, "until": 3, "within_s": 5, "ack": True},
-        ],
-    )  # fmt: skip
-    errors = {
-        (e["type"], e["code"], e["text"].split("] ")[-1]) for e in lines(run, "receive_error")
-    }
-    assert errors == set()
-    assert sorted(m["body"] for m in lines(run, "msg")) == ["m2", "m3", "m4"]
+    check_sql(java5.run(sql_steps(topic, unique("j5g_sql"), within_s=15)))
 
 
 # -------------------------------------------------------------------- invisible time, retries

@@ -21,7 +21,8 @@ the next whole second: the client takes whole seconds). ``send`` and ``transacti
 - ``transaction``: ``message``, ``end`` (``commit`` / ``rollback`` / ``none``) → ``sent`` with
   the transaction id, then ``ended`` (or ``end_error``).
 - ``wait_checks``: ``count``, ``within_s`` → ``checks`` (how many have come).
-- ``simple``: ``expression``, ``await_s`` (its long polling): a SimpleConsumer.
+- ``simple``: ``expression``, ``expression_type`` (``TAG``, ``SQL92``), ``await_s`` (its
+  long polling): a SimpleConsumer.
 - ``receive``: ``max``, ``invisible_s``, ``until``, ``until_total``, ``within_s``, ``ack`` →
   ``msg`` per message (``index``: its place among all received), then ``received`` (count,
   calls). Receives until ``until`` messages came in this step and ``until_total`` in all, or
@@ -33,11 +34,11 @@ the next whole second: the client takes whole seconds). ``send`` and ``transacti
 - ``sleep``: ``s``.
 - ``wait_go``: ``within_s`` → ``waiting``, then waits for a ``go`` line on stdin (the test
   acts on the broker meanwhile) → ``went`` (``go``: whether it came).
-- ``push``: ``expression``, ``fail_prefix`` (bodies starting with it are answered FAILURE,
-  the rest SUCCESS), ``until_ok``, ``until_failed`` (deliveries of each kind), ``settle_s``,
-  ``within_s`` → ``msg`` per delivery (with ``result``), then ``pushed`` (``reason``:
-  ``expected`` once both counts came and ``settle_s`` passed without another, else
-  ``deadline``). The consumer is shut down at the end of the step.
+- ``push``: ``expression``, ``expression_type``, ``fail_prefix`` (bodies starting with it
+  are answered FAILURE, the rest SUCCESS), ``until_ok``, ``until_failed`` (deliveries of each
+  kind), ``settle_s``, ``within_s`` → ``msg`` per delivery (with ``result``), then ``pushed``
+  (``reason``: ``expected`` once both counts came and ``settle_s`` passed without another,
+  else ``deadline``). The consumer is shut down at the end of the step.
 
 What the client logs at ERROR (it swallows some failures, a refused QueryRoute among them,
 and only logs them) is copied out as ``client_error`` lines.
@@ -212,8 +213,16 @@ class Session:
 
     # ------------------------------------------------------------------ consuming
 
+    def _expression(self, step: dict[str, Any]) -> Any:
+        """The step's filter: ``expression`` (default ``*``) of ``expression_type``, ``TAG``
+        (default) or ``SQL92``."""
+        from rocketmq.grpc_protocol import FilterType  # type: ignore[import-untyped]
+
+        kind = FilterType.SQL if step.get("expression_type") == "SQL92" else FilterType.TAG
+        return self.rmq.FilterExpression(step.get("expression", "*"), kind)
+
     def op_simple(self, step: dict[str, Any]) -> None:
-        expression = self.rmq.FilterExpression(step.get("expression", "*"))
+        expression = self._expression(step)
         self.consumer = self.rmq.SimpleConsumer(
             self.config,
             step["group"],
@@ -293,7 +302,7 @@ class Session:
                     cond.notify_all()
                 return rmq.ConsumeResult.FAILURE if failed else rmq.ConsumeResult.SUCCESS
 
-        expression = rmq.FilterExpression(step.get("expression", "*"))
+        expression = self._expression(step)
         consumer = rmq.PushConsumer(
             self.config,
             step["group"],

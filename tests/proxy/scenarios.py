@@ -153,6 +153,41 @@ def check_change(run: Run, message: dict[str, Any]) -> None:
     assert lines(run, "msg", "after") == []
 
 
+# ---------------------------------------------------------------------- SQL92 filter
+
+SQL = "a BETWEEN 2 AND 4 AND color = 'red'"
+
+
+def sql_messages() -> list[dict[str, Any]]:
+    """Six messages, ``a`` 0..5, and one without ``a``: three match ``SQL``."""
+    sent = [{**spec(f"m{i}"), "properties": {"color": "red", "a": str(i)}} for i in range(6)]
+    return [*sent, spec("no-a")]
+
+
+def sql_steps(topic: str, group: str, within_s: float) -> Steps:
+    """Receive with ``SQL`` (not acked), then again past the invisible time: the three
+    matching messages twice, nothing else."""
+    return [
+        {"op": "producer", "topics": [topic]},
+        {"op": "send", "topic": topic, "messages": sql_messages()},
+        {"op": "simple", "group": group, "topic": topic, "expression": SQL,
+         "expression_type": "SQL92"},
+        {"label": "first", "op": "receive", "invisible_s": 1, "until": 3, "within_s": within_s},
+        {"label": "back", "op": "receive", "invisible_s": 10, "until": 3, "within_s": 15,
+         "ack": True},
+        {"op": "sleep", "s": 1.5},
+        {"label": "after", "op": "receive", "invisible_s": 10},
+    ]  # fmt: skip
+
+
+def check_sql(run: Run) -> None:
+    for label, attempt in (("first", 1), ("back", 2)):
+        got = lines(run, "msg", label)
+        assert sorted(m["body"] for m in got) == ["m2", "m3", "m4"], label
+        assert {m["delivery_attempt"] for m in got} == {attempt}
+    assert lines(run, "msg", "after") == []
+
+
 # -------------------------------------------------------------------- dead letters
 
 

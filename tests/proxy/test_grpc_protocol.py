@@ -332,6 +332,23 @@ async def test_receive_with_an_invisible_time_under_the_minimum_is_refused(
     assert statuses(answers) == ["ILLEGAL_INVISIBLE_TIME", "delivery_timestamp"]
 
 
+async def test_a_receive_whose_sql92_filter_does_not_parse_is_illegal_filter_expression(
+    broker: Broker, connect: Connect
+) -> None:
+    topic, group = await new_topic(broker), new_group(broker)
+    client = connect(broker)
+    async with client.telemetry(consumer_settings(group, topic)) as stream:
+        assert stream.reply.status.code == pb.OK
+        for expression in ("a >", "   "):
+            request = receive_request(group, topic, polling_s=5)
+            request.filter_expression.CopyFrom(
+                pb.FilterExpression(type=pb.SQL, expression=expression)
+            )
+            answers = await client.receive(request)
+            assert statuses(answers) == ["ILLEGAL_FILTER_EXPRESSION", "delivery_timestamp"]
+            assert "SQL92" in answers[0].status.message
+
+
 async def test_ack_with_a_garbage_receipt_handle_is_invalid_receipt_handle(
     broker: Broker, connect: Connect
 ) -> None:

@@ -35,6 +35,7 @@ from tests.proxy.scenarios import (
     check_invisible,
     check_normal,
     check_read_by_4x,
+    check_sql,
     dlq_steps,
     invisible_steps,
     lines,
@@ -42,6 +43,7 @@ from tests.proxy.scenarios import (
     read_by_4x,
     send_steps,
     spec,
+    sql_steps,
 )
 from tests.support import wait_until
 
@@ -294,6 +296,14 @@ async def test_a_message_never_acked_goes_to_the_dlq_after_max_attempts(
     await wait_until(lambda: broker.store.get_max_offset(dlq, 0) == 1, "the dead letter", 5)
     (dead,) = await read_queue(broker, dlq)
     check_read_by_4x(dead, sent, topic, SPEC)
+
+
+@pytest.mark.slow
+async def test_an_sql92_filter_receives_the_matching_messages(broker5: Broker, rmq5: Rmq5) -> None:
+    """FilterExpression(..., SQL): the broker pops by the expression on each message's
+    properties, retries included; the others never come."""
+    topic = await create_topic(broker5, "t5_sql")
+    check_sql(await rmq5.run(broker5, sql_steps(topic, unique("g5_sql"), within_s=10)))
 
 
 # ----------------------------------------------------------------------- push consumer
