@@ -76,6 +76,19 @@ def context_of(context: aio.ServicerContext[Any, Any]) -> CallContext:
     )
 
 
+def require_client_id(context: aio.ServicerContext[Any, Any]) -> None:
+    """Every call names its client, or is refused before anything runs (the proxy's
+    ``GrpcMessagingApplication.validateContext``).
+
+    Raises:
+        ProxyError: CLIENT_ID_REQUIRED.
+    """
+    for key, value in context.invocation_metadata() or ():
+        if key == CLIENT_ID and isinstance(value, str) and value.strip():
+            return
+    raise ProxyError(pb.CLIENT_ID_REQUIRED, f"client id cannot be empty ({CLIENT_ID})")
+
+
 def _credential(header: str) -> tuple[str, str]:
     """The access key and signature of an ``authorization`` value.
 

@@ -31,6 +31,7 @@ from broker.proxy.apis import definition_pb2 as pb
 from broker.proxy.apis import service_pb2 as rpc
 from broker.proxy.clients import ClientsBroker, GrpcClients
 from broker.proxy.consume import ConsumeBroker, Consuming, change_one
+from broker.proxy.context import require_client_id
 from broker.proxy.local import LocalChannel
 from broker.proxy.produce import ProduceBroker, Producing
 from broker.proxy.receipts import Handle
@@ -65,6 +66,7 @@ def _unary(
 ) -> Callable[[Any, Context], Awaitable[R]]:
     async def behaviour(request: Any, context: Context) -> R:
         try:
+            require_client_id(context)
             answer = await fn(request, context)
         except ProxyError as exc:
             answer = response(status=status(exc.code, exc.message))
@@ -87,6 +89,12 @@ def _counted_receive(
     async def behaviour(
         request: Any, context: Context
     ) -> AsyncIterator[rpc.ReceiveMessageResponse]:
+        try:
+            require_client_id(context)
+        except ProxyError as exc:
+            calls["ReceiveMessage", pb.Code.Name(exc.code)] += 1
+            yield rpc.ReceiveMessageResponse(status=status(exc.code, exc.message))
+            return
         async for answer in fn(request, context):
             if answer.HasField("status"):
                 calls["ReceiveMessage", pb.Code.Name(answer.status.code)] += 1

@@ -309,6 +309,32 @@ async def test_a_good_send_answers_one_ok_entry_with_its_message_id(
     assert await stored(quick, topic) == 1
 
 
+async def test_every_call_without_a_client_id_is_client_id_required(
+    broker: Broker, connect: Connect
+) -> None:
+    """As the proxy's validateContext: no x-mq-client-id (or a blank one), no call served,
+    the stream ones included; nothing is stored."""
+    topic, group = await new_topic(broker), new_group(broker)
+    client = connect(broker)
+    for blank in ("", "  "):
+        client.client_id = blank
+        answers = [
+            await client.query_route(topic),
+            await client.heartbeat(group),
+            await client.send(message(topic, b"anonymous")),
+        ]
+        for answer in answers:
+            assert answer.status.code == pb.CLIENT_ID_REQUIRED, answer.status
+            assert "client id" in answer.status.message
+        received = await client.receive(receive_request(group, topic, polling_s=1))
+        assert statuses(received)[0] == "CLIENT_ID_REQUIRED"
+        async with client.telemetry(consumer_settings(group, topic)) as stream:
+            assert stream.reply.status.code == pb.CLIENT_ID_REQUIRED, stream.reply
+    assert await stored(broker, topic) == 0
+    client.client_id = "named"
+    assert (await client.query_route(topic)).status.code == pb.OK
+
+
 async def test_heartbeat_before_any_settings_is_unrecognized_client_type(
     broker: Broker, connect: Connect
 ) -> None:
