@@ -66,10 +66,13 @@ type: install  ## mypy --strict on the five packages, and on the tests
 # second run takes the pure-Python codec (AEROLITE_NO_EXTENSIONS=1), so the fallback is
 # exercised by the whole suite and can never rot.
 test: lint type  ## lint, types and the whole suite on uvloop, with the codec's speedups
-	AEROLITE_REQUIRE_SPEEDUPS=1 $(PY) -m pytest -q
+	AEROLITE_REQUIRE_SPEEDUPS=1 $(PY) -m pytest -q --durations=20
 
+# Tests marked `once` (a third-party client's scenarios, e.g. the RocketMQ 5 Python client's)
+# run in `make test` only; our own tests of the same broker paths run on both loops.
 test-asyncio: install  ## the suite once more on stdlib asyncio in debug mode, pure-Python codec
-	AEROLITE_NO_EXTENSIONS=1 AEROLITE_LOOP=asyncio PYTHONASYNCIODEBUG=1 $(PY) -m pytest -q -p no:cacheprovider
+	AEROLITE_NO_EXTENSIONS=1 AEROLITE_LOOP=asyncio PYTHONASYNCIODEBUG=1 $(PY) -m pytest -q -p no:cacheprovider \
+		-m "not once" --durations=20
 
 check: test test-asyncio  ## everything CI checks before interop
 

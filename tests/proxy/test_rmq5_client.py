@@ -47,6 +47,10 @@ from tests.proxy.scenarios import (
 )
 from tests.support import wait_until
 
+# The client's scenarios run in make test only: tests/proxy/test_grpc_protocol.py covers
+# the same broker paths on both event loops.
+pytestmark = pytest.mark.once
+
 TOPIC_NOT_FOUND = pb.TOPIC_NOT_FOUND  # 40402
 
 SPEC = spec("hello from five")
