@@ -295,9 +295,8 @@ async def test_an_sql92_pop_waits_for_a_matching_message(
     """SQL92 on a pop, as RocketMQ 5's PopMessageProcessor serves it (no enablePropertyFilter
     needed): a parked pop lets a non-matching arrival go by and answers the matching one."""
     assert not broker.config.enable_property_filter
-    sql = {"exp": "a > 5", "exp_type": "SQL92"}
     await send_ok(client, broker.address, TOPIC, b"a1", extra={"a": "1"})
-    waiting = asyncio.create_task(pop(client, broker, poll_ms=4000, **sql))
+    waiting = asyncio.create_task(pop(client, broker, poll_ms=4000, exp="a > 5", exp_type="SQL92"))
     await asyncio.sleep(0.3)
     await send_ok(client, broker.address, TOPIC, b"a2", queue_id=1, extra={"a": "2"})
     await asyncio.sleep(0.3)

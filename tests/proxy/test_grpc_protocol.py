@@ -318,14 +318,12 @@ async def test_every_call_without_a_client_id_is_client_id_required(
     client = connect(broker)
     for blank in ("", "  "):
         client.client_id = blank
-        answers = [
-            await client.query_route(topic),
-            await client.heartbeat(group),
-            await client.send(message(topic, b"anonymous")),
-        ]
-        for answer in answers:
-            assert answer.status.code == pb.CLIENT_ID_REQUIRED, answer.status
-            assert "client id" in answer.status.message
+        route = await client.query_route(topic)
+        beat = await client.heartbeat(group)
+        sent = await client.send(message(topic, b"anonymous"))
+        for refused in (route.status, beat.status, sent.status):
+            assert refused.code == pb.CLIENT_ID_REQUIRED, refused
+            assert "client id" in refused.message
         received = await client.receive(receive_request(group, topic, polling_s=1))
         assert statuses(received)[0] == "CLIENT_ID_REQUIRED"
         async with client.telemetry(consumer_settings(group, topic)) as stream:
