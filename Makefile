@@ -104,7 +104,7 @@ bench: install $(BENCH_STAMP) bench-peers  ## benchmarks: figures as ratios to b
 run: install  ## the standalone broker (name server + broker in one process)
 	$(VENV)/bin/aerolite standalone
 
-interop: install  ## tests against Apache RocketMQ's Java remoting/client/broker (Maven)
+interop: install  ## tests against Apache RocketMQ's Java remoting/client/broker (Maven), Java and Go 5.x clients
 	$(PY) -m pytest -q tests/interop -m interop --run-interop
 
 FUZZ_EXAMPLES ?= 200000
