@@ -108,6 +108,7 @@ class Broker:
             auto_create_topic_enable=config.auto_create_topic_enable,
             default_topic_queue_nums=config.default_topic_queue_nums,
             delay_level_count=len(config.store.delay_levels_ms),
+            trace_topic=config.msg_trace_topic_name if config.trace_topic_enable else None,
         )
         self.offsets = OffsetTable(root / "config" / "consumerOffset.json")
         # A segment deleted for space is logged with the groups whose messages went.

@@ -29,6 +29,7 @@ from typing import Any
 import structlog
 
 from broker import rocketmq_keys
+from broker.topics import check_topic_name
 from remoting.connection import DEFAULT_WRITE_BUFFER_HIGH_BYTES
 from remoting.errors import ConfigError
 from remoting.frame import MAX_HEADER_BYTES
@@ -121,6 +122,8 @@ class BrokerConfig(ServerSettings):
     server_channel_max_idle_s: int = 120
     region_id: str = "DefaultRegion"  # regionId: MSG_REGION in send replies
     trace_on: bool = True  # traceOn: TRACE_ON in send replies
+    trace_topic_enable: bool = False  # traceTopicEnable: make msgTraceTopicName at start
+    msg_trace_topic_name: str = "RMQ_SYS_TRACE_TOPIC"  # msgTraceTopicName
     register_name_server_period_ms: int = 30_000  # registerNameServerPeriod (10 s..60 s)
     flush_consumer_offset_interval_ms: int = 5_000  # flushConsumerOffsetInterval
     flush_delay_offset_interval_ms: int = 10_000  # flushDelayOffsetInterval
@@ -189,6 +192,9 @@ class BrokerConfig(ServerSettings):
             raise ValueError("brokerId must be >= 0")
         if (self.broker_role is BrokerRole.SLAVE) != (self.broker_id > 0):
             raise ValueError("brokerRole SLAVE goes with brokerId > 0, a master with brokerId 0")
+        refused = check_topic_name(self.msg_trace_topic_name)
+        if refused is not None:
+            raise ValueError(f"msgTraceTopicName: {refused}")
         if not 1 <= self.default_topic_queue_nums <= 1024:
             raise ValueError("defaultTopicQueueNums must be within 1..1024")
         if not 10_000 <= self.register_name_server_period_ms <= 60_000:
@@ -397,6 +403,8 @@ BROKER_KEYS: dict[str, tuple[str, str]] = {
     "serverChannelMaxIdleTimeSeconds": ("", "server_channel_max_idle_s"),
     "regionId": ("", "region_id"),
     "traceOn": ("", "trace_on"),
+    "traceTopicEnable": ("", "trace_topic_enable"),
+    "msgTraceTopicName": ("", "msg_trace_topic_name"),
     "registerNameServerPeriod": ("", "register_name_server_period_ms"),
     "flushConsumerOffsetInterval": ("", "flush_consumer_offset_interval_ms"),
     "flushDelayOffsetInterval": ("", "flush_delay_offset_interval_ms"),

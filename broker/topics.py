@@ -165,6 +165,7 @@ class TopicTable:
         auto_create_topic_enable: bool,
         default_topic_queue_nums: int,
         delay_level_count: int,
+        trace_topic: str | None = None,
     ) -> None:
         self.path = path
         self.file = JsonFile(path)
@@ -190,6 +191,11 @@ class TopicTable:
             TopicConfig(SCHEDULE_TOPIC, delay_level_count, delay_level_count),
             TopicConfig(f"{cluster}_REPLY_TOPIC", 1, 1),
         ]
+        if trace_topic:
+            # traceTopicEnable: the topic traced clients write to, one queue, a system topic
+            # whatever its name (msgTraceTopicName), as TopicConfigManager makes it.
+            builtins.append(TopicConfig(trace_topic, 1, 1))
+            self._system.add(trace_topic)
         if auto_create_topic_enable:
             builtins.insert(
                 0,

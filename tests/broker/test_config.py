@@ -93,6 +93,7 @@ def test_toml_file_and_override_precedence(tmp_path: Path) -> None:
         ({"deleteWhen": "25"}, ["deleteWhen"]),
         ({"namesrvAddr": "nohost"}, ["namesrvAddr"]),
         ({"maxMessageSize": "0"}, ["maxMessageSize"]),
+        ({"msgTraceTopicName": "no spaces"}, ["msgTraceTopicName", "illegal characters"]),
     ],
 )
 def test_bad_keys_and_values_name_the_problem(overrides: dict[str, str], names: list[str]) -> None:
