@@ -179,11 +179,7 @@ class BrokerConfig(ServerSettings):
     store: StoreConfig = field(default_factory=StoreConfig)
 
     def __post_init__(self) -> None:
-        _check_port("listenPort", self.listen_port)
-        _check_port("haListenPort", self.ha_listen_port)
-        _check_port("metricsPort", self.metrics_port)
-        if self.grpc_listen_port is not None:
-            _check_port("grpcListenPort", self.grpc_listen_port)
+        self._check_ports()
         _check_listener_limits(self)
         _check_tls(self.tls_server_mode, self.tls_server_cert_path, self.tls_server_key_path)
         if self.tls_client_key_path is not None and self.tls_client_cert_path is None:
@@ -239,6 +235,13 @@ class BrokerConfig(ServerSettings):
                 host, _, port = addr.strip().rpartition(":")
                 if not host or not port.isdigit():
                     raise ValueError(f"namesrvAddr entry {addr!r} is not host:port")
+
+    def _check_ports(self) -> None:
+        _check_port("listenPort", self.listen_port)
+        _check_port("haListenPort", self.ha_listen_port)
+        _check_port("metricsPort", self.metrics_port)
+        if self.grpc_listen_port is not None:
+            _check_port("grpcListenPort", self.grpc_listen_port)
 
     @property
     def grpc_port(self) -> int:
