@@ -39,6 +39,7 @@ from client.errors import (
 from client.instance import ClientInstance, TlsOption, namesrv_from_env
 from client.message import MessageView, check_topic, decode_messages
 from client.service import ClientService
+from client.trace import TRACE_TOPIC, TraceView, trace_views
 from remoting.acl import SessionCredentials
 from remoting.bodies import (
     MALFORMED_BODY,
@@ -210,6 +211,26 @@ class Admin(ClientService):
         found = await self._query(topic, key, max_num, begin_ms, end, unique=False)
         return sorted(
             (m for m in found if key in m.keys), key=lambda m: (m.store_timestamp, m.msg_id)
+        )
+
+    async def query_trace(
+        self,
+        msg_id: str,
+        trace_topic: str = TRACE_TOPIC,
+        *,
+        max_num: int = MAX_QUERY_NUM,
+        begin_ms: int = 0,
+        end_ms: int | None = None,
+    ) -> list[TraceView]:
+        """The trace of message ``msg_id`` (the id its producer gave it): the records traced
+        clients wrote about it to ``trace_topic`` — its sends, each consume's start and end,
+        its transaction's end — oldest trace message first (``queryMsgTraceById``)."""
+        end = end_ms if end_ms is not None else int(time.time() * 1000) + 60_000
+        found = await self.query_by_key(
+            trace_topic, msg_id, max_num=max_num, begin_ms=begin_ms, end_ms=end
+        )
+        return trace_views(
+            msg_id, ((m.body.decode("utf-8", "replace"), m.born_host) for m in found)
         )
 
     async def _query(

@@ -32,6 +32,7 @@ from client.errors import ClientError, InvalidArgumentError
 from client.message import Message, MessageView
 from client.producer import Producer
 from client.rebalance import allocate_averagely
+from client.trace import TRACE_TOPIC, format_trace
 from remoting.acl import SessionCredentials
 from remoting.bodies import BUILTIN_GROUPS, SubscriptionGroupConfig, TopicConfig
 from remoting.codes import RequestCode
@@ -1032,6 +1033,38 @@ async def query_msg_by_key(admin: Admin, a: argparse.Namespace, out: Out) -> Non
         a.topic, a.key, max_num=a.max_num, begin_ms=parse_time(a.begin), end_ms=end
     )
     _print_messages(out, f"Messages of {a.topic} with key {a.key}", msgs, body=False)
+
+
+def _trace_opts(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-i", "--msgId", dest="msg_id", required=True, type=str.strip)
+    p.add_argument("-t", "--traceTopic", dest="trace_topic", default=TRACE_TOPIC)
+    # 5.1's additions: a time range and a cap on the trace messages read per broker
+    p.add_argument("-b", "--beginTimestamp", dest="begin", default="0")
+    p.add_argument("-e", "--endTimestamp", dest="end", default=None)
+    p.add_argument("-c", "--maxNum", dest="max_num", type=int, default=64)
+
+
+@command("queryMsgTraceById", "a message's trace: its sends and each group's consumes", _trace_opts)
+async def query_msg_trace_by_id(admin: Admin, a: argparse.Namespace, out: Out) -> None:
+    end = parse_time(a.end) if a.end else None
+    views = await admin.query_trace(
+        a.msg_id, a.trace_topic, max_num=a.max_num, begin_ms=parse_time(a.begin), end_ms=end
+    )
+    if not views:
+        raise ClientError(
+            f"no trace of message {a.msg_id} in {a.trace_topic}: was it sent or consumed by a "
+            "client with tracing on (and does the broker have that trace topic)?"
+        )
+    if out.as_json:
+        out.json([
+            {"type": str(v.trace_type), "group": v.group, "clientHost": v.client_host,
+             "timestamp": v.context.time_ms, "costTime": v.context.cost_ms, "status": v.status,
+             "requestId": v.context.request_id or None}
+            for v in views
+        ])  # fmt: skip
+        return
+    # Written as is, not through rich: the columns and spaces are RocketMQ's, for scripts.
+    sys.stdout.write(format_trace(views))
 
 
 def _unique_opts(p: argparse.ArgumentParser) -> None:

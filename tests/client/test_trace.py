@@ -14,6 +14,7 @@ from client.trace import (
     TraceType,
     decode_traces,
     encode_trace,
+    java_hashmap_order,
     trace_keys,
 )
 
@@ -151,3 +152,31 @@ def test_the_trace_message_keys_are_each_id_and_key_once() -> None:
     ctx.beans[0].keys = "OrderID188 user-7  OrderID188"
     other = TraceContext(TraceType.SUB_BEFORE, beans=[TraceBean(msg_id="ID2", keys=None)])
     assert trace_keys([ctx, other]) == [MSG_ID, "OrderID188", "user-7", "ID2"]
+
+
+def test_groups_come_in_java_hashmap_order() -> None:
+    """Checked against java.util.HashMap on JDK 17 (keySet of puts in this order): buckets of
+    the spread hashCode, insertion order within one ("Aa" and "BB" collide), and the table
+    grown to 32 past 12 keys."""
+    keys = "CG_b CG_a Aa BB orders-consumer GID_x g1 g2 g3 g4 g5 g6 g7 g8 g9 g10 zz%RETRY% CG_demo"
+    assert java_hashmap_order(keys.split()) == [
+        "Aa",
+        "BB",
+        "g10",
+        "g1",
+        "g2",
+        "g3",
+        "g4",
+        "CG_demo",
+        "g5",
+        "orders-consumer",
+        "g6",
+        "g7",
+        "GID_x",
+        "g8",
+        "zz%RETRY%",
+        "g9",
+        "CG_b",
+        "CG_a",
+    ]
+    assert java_hashmap_order(["CG_b", "CG_a", "Aa", "BB"]) == ["Aa", "BB", "CG_b", "CG_a"]
