@@ -14,15 +14,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from typing import Literal
+from typing import Protocol
 
-from client.instance import TlsOption
 from client.message import Message
-from client.producer import Producer
 from client.trace import TRACE_TOPIC, TraceContext, encode_trace, trace_keys
-from remoting.acl import SessionCredentials
 
-__all__ = ["TraceDispatcher"]
+__all__ = ["TraceDispatcher", "TraceSender", "inner_group"]
 
 log = logging.getLogger(__name__)
 
@@ -31,24 +28,37 @@ FLUSH_AFTER_S = 0.5  # waitTimeThresholdMil: a record waits at most this long to
 MAX_BODY_CHARS = 128_000 - 10_000  # maxMsgSize less the margin Java leaves
 
 
+class TraceSender(Protocol):
+    """What writes the trace messages: a Producer of its own, tracing nothing."""
+
+    group: str
+
+    async def start(self) -> None: ...
+
+    async def send(self, msg: Message) -> object: ...
+
+    async def shutdown(self) -> None: ...
+
+
+def inner_group(group: str, kind: str) -> str:
+    """The inner producer's group and instance name, as RocketMQ names them."""
+    return f"_INNER_TRACE_PRODUCER-{group}-{kind}"
+
+
 class TraceDispatcher:
     """Args:
-    group: the traced client's group (named in the inner producer's group).
-    kind: ``PRODUCE`` for a producer's traces, ``CONSUME`` for a consumer's.
-    namesrv: where the trace topic's route comes from (the traced client's name servers).
+    sender: the inner producer (``Producer(inner_group(group, kind), namesrv, ...)``, with
+        an instance of its own and ``max_message_bytes=128_000``), started and shut down by
+        the dispatcher.
     trace_topic: the topic the records go to; RocketMQ's ``RMQ_SYS_TRACE_TOPIC`` by default
         (a broker makes it with ``traceTopicEnable=true``; else it is auto-created like any).
     """
 
     def __init__(
         self,
-        group: str,
-        kind: Literal["PRODUCE", "CONSUME"],
-        namesrv: str | None,
+        sender: TraceSender,
         *,
         trace_topic: str | None = None,
-        tls: TlsOption = None,
-        credentials: SessionCredentials | None = None,
         queue_size: int = QUEUE_SIZE,
         flush_after_s: float = FLUSH_AFTER_S,
         max_body_chars: int = MAX_BODY_CHARS,
@@ -56,17 +66,7 @@ class TraceDispatcher:
         self.trace_topic = trace_topic or TRACE_TOPIC
         self.flush_after_s = flush_after_s
         self.max_body_chars = max_body_chars
-        self.producer = Producer(
-            f"_INNER_TRACE_PRODUCER-{group}-{kind}",
-            namesrv,
-            # A client instance of its own: the traced client's heartbeats and routes stay
-            # its own, and a trace send never queues behind the traced client's sends.
-            instance_name=f"PID_CLIENT_INNER_TRACE_PRODUCER_{group}_{kind}",
-            max_message_bytes=128_000,
-            auto_batch=False,
-            tls=tls,
-            credentials=credentials,
-        )
+        self.producer = sender
         # None, after the last record, tells the writer to send what it holds and stop.
         self.queue: asyncio.Queue[TraceContext | None] = asyncio.Queue(queue_size)
         self.dropped = 0  # records the full queue refused

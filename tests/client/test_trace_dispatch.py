@@ -5,16 +5,24 @@ when the queue is full, and a broker that refuses them never reaches the caller.
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 import pytest
 
 from broker.broker import Broker
 from broker.namesrv.server import NameServer
+from client import Producer
 from client.admin import Admin
 from client.trace import TRACE_TOPIC, TraceBean, TraceContext, TraceType
-from client.trace_dispatch import TraceDispatcher
+from client.trace_dispatch import TraceDispatcher, inner_group
 from tests.client.conftest import stored
 from tests.support import BrokerFactory, wait_dispatched, wait_until
+
+
+def new_dispatcher(namesrv: NameServer, **kw: Any) -> TraceDispatcher:
+    inner = inner_group("PG", "PRODUCE")
+    sender = Producer(inner, namesrv.address, instance_name=inner, auto_batch=False)
+    return TraceDispatcher(sender, **kw)
 
 
 def pub(n: int) -> TraceContext:
@@ -31,7 +39,7 @@ async def test_records_are_batched_into_trace_messages_found_by_id_and_key(
     namesrv: NameServer, start_broker: BrokerFactory
 ) -> None:
     broker = await start_broker(trace_topic_enable=True)
-    dispatcher = TraceDispatcher("PG", "PRODUCE", namesrv.address, flush_after_s=0.3)
+    dispatcher = new_dispatcher(namesrv, flush_after_s=0.3)
     await dispatcher.start()
     try:
         assert all(dispatcher.append(pub(n)) for n in range(50))
@@ -50,7 +58,7 @@ async def test_shutdown_writes_what_is_queued(
     namesrv: NameServer, start_broker: BrokerFactory
 ) -> None:
     broker = await start_broker(trace_topic_enable=True)
-    dispatcher = TraceDispatcher("PG", "PRODUCE", namesrv.address, flush_after_s=60)
+    dispatcher = new_dispatcher(namesrv, flush_after_s=60)
     await dispatcher.start()
     for n in range(3):
         dispatcher.append(pub(n))
@@ -63,7 +71,7 @@ async def test_a_full_queue_drops_records_instead_of_waiting(
     namesrv: NameServer, start_broker: BrokerFactory
 ) -> None:
     await start_broker(trace_topic_enable=True)
-    dispatcher = TraceDispatcher("PG", "PRODUCE", namesrv.address, queue_size=4)
+    dispatcher = new_dispatcher(namesrv, queue_size=4)
     await dispatcher.start()
     try:
         accepted = [dispatcher.append(pub(n)) for n in range(20)]  # no await: nothing drains
@@ -77,7 +85,7 @@ async def test_a_refused_trace_is_logged_never_raised(
     namesrv: NameServer, start_broker: BrokerFactory, caplog: pytest.LogCaptureFixture
 ) -> None:
     await start_broker(auto_create_topic_enable=False)  # no trace topic, none auto-created
-    dispatcher = TraceDispatcher("PG", "PRODUCE", namesrv.address, flush_after_s=0.05)
+    dispatcher = new_dispatcher(namesrv, flush_after_s=0.05)
     await dispatcher.start()
     with caplog.at_level(logging.WARNING, logger="client.trace_dispatch"):
         dispatcher.append(pub(1))
