@@ -286,8 +286,14 @@ async def test_a_stalled_announcement_holds_no_lane_worker(
     answered while every one of those is still waiting. (Handlers that awaited the
     announcement held a worker each: 80 first sends filled the send lane's 64 workers for
     the whole bounded wait and the next send got SYSTEM_BUSY, and the heartbeat lane's one
-    worker served new groups' heartbeats one wait after another.)"""
-    broker = await start_broker(namesrv_addr=silent_namesrv.server.address)
+    worker served new groups' heartbeats one wait after another.)
+
+    The send queue's wait limit is raised: 80 sends arriving at once on a loaded machine
+    (CI's asyncio debug run) can sit past the default 200 ms in the queue and be answered
+    SYSTEM_BUSY, which is flow control, not a held worker."""
+    broker = await start_broker(
+        namesrv_addr=silent_namesrv.server.address, wait_time_mills_in_send_queue=10_000
+    )
     await send(client, broker, "ExistingTopic")
     await heartbeat(client, broker.address, "client-old", "cg-existing", {"ExistingTopic": "*"})
     silent_namesrv.answering.clear()
