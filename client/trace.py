@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from client.errors import ResponseDecodeError
 from codec.hashing import java_hash
 
 __all__ = [
@@ -42,7 +43,7 @@ TRACE_TOPIC = "RMQ_SYS_TRACE_TOPIC"
 DEFAULT_REGION = "DefaultRegion"  # MixAll.DEFAULT_TRACE_REGION_ID
 
 
-class TraceDecodeError(ValueError):
+class TraceDecodeError(ResponseDecodeError, ValueError):
     """A trace body with a record whose numbers do not parse or whose fields are missing."""
 
 
