@@ -1,7 +1,8 @@
-"""Scenarios both RocketMQ 5 client suites run: the Python client's (tests/proxy/
-test_rmq5_client.py) and the Java client's (tests/interop/test_java5_client.py).
+"""Scenarios the RocketMQ 5 client suites run: the Python client's (tests/proxy/
+test_rmq5_client.py) and the Java and Go clients' (tests/interop/test_rmq5_clients.py).
 
-Their drivers (``rmq5_driver.py``, ``interop/java5/Java5Client.java``) read the same steps
+Their drivers (``rmq5_driver.py``, ``interop/java5/Java5Client.java``, ``interop/go5/main.go``)
+read the same steps
 and print the same JSON lines, so a scenario is written once: its steps, and the checks of
 what the client saw. Each suite adds the checks only its client's lines allow, and runs the
 steps with its own runner and broker.
@@ -10,6 +11,7 @@ steps with its own runner and broker.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from typing import Any, Protocol
 
@@ -64,6 +66,16 @@ def send_steps(topic: str, message: dict[str, Any]) -> Steps:
         {"op": "producer", "topics": [topic]},
         {"op": "send", "topic": topic, "messages": [message]},
     ]
+
+
+def type_refusal_steps(topic: str, message: dict[str, Any]) -> Steps:
+    """For a NORMAL topic: a FIFO message, a delayed one (both refused by the client, which
+    reads the topic's ``message.type`` in its route), then a normal one."""
+    return [
+        {"op": "producer", "topics": [topic]},
+        {"op": "send", "topic": topic,
+         "messages": [{**message, "group": "g1"}, {**message, "delay_ms": 2000}, message]},
+    ]  # fmt: skip
 
 
 # ------------------------------------------------------------------ receive and ack
@@ -151,6 +163,86 @@ def check_change(run: Run, message: dict[str, Any]) -> None:
     assert [a["index"] for a in lines(run, "acked")] == [0]
     assert lines(run, "ack_error") == []
     assert lines(run, "msg", "after") == []
+
+
+# ------------------------------------------------------------------------------ FIFO
+
+# Two message groups, interleaved: each must keep its own order.
+FIFO_SPECS = [{"body": f"{g}-{i}", "group": f"{g}_group"} for i in range(5) for g in "ab"]
+
+
+def fifo_steps(topic: str, group: str, within_s: float) -> Steps:
+    """A FIFO group (consumeMessageOrderly): a batch of 2, a receive while it is un-acked,
+    then the rest."""
+    return [
+        {"op": "producer", "topics": [topic]},
+        {"op": "send", "topic": topic, "messages": FIFO_SPECS},
+        {"op": "simple", "group": group, "topic": topic},
+        {"label": "head", "op": "receive", "max": 2, "invisible_s": 10, "until": 2,
+         "within_s": within_s},
+        {"label": "blocked", "op": "receive", "invisible_s": 10},
+        {"op": "ack", "indices": "all"},
+        {"label": "rest", "op": "receive", "invisible_s": 10, "until_total": 10,
+         "within_s": within_s + 10, "ack": True},
+    ]  # fmt: skip
+
+
+def check_fifo(run: Run) -> list[dict[str, Any]]:
+    """A message group's messages came in send order, first attempt, with their group; the
+    rest of its queue was held back while its first batch was un-acked. Every ``msg`` line."""
+    assert [e["body"] for e in lines(run, "sent")] == [s["body"] for s in FIFO_SPECS]
+    head = [e["body"] for e in lines(run, "msg", "head")]
+    g = head[0][0]  # the message group the first batch came from
+    assert head == [f"{g}-0", f"{g}-1"], head
+    blocked = [e["body"] for e in lines(run, "msg", "blocked")]
+    assert not [b for b in blocked if b.startswith(g)], blocked  # held back until acked
+    assert lines(run, "ack_error") == []
+    got = lines(run, "msg")
+    for g in "ab":
+        mine = [e for e in got if e["body"].startswith(f"{g}-")]
+        assert [e["body"] for e in mine] == [f"{g}-{i}" for i in range(5)]
+        assert {e["message_group"] for e in mine} == {f"{g}_group"}
+        assert {e["delivery_attempt"] for e in mine} == {1}
+    return got
+
+
+def check_fifo_queues(queues: Mapping[int, Sequence[MessageView]]) -> None:
+    """On the broker: each message group in one queue, in the order it was sent."""
+    for g in "ab":
+        holding = {q: [m.body.decode() for m in ms if m.body.startswith(g.encode())]
+                   for q, ms in queues.items()}  # fmt: skip
+        holding = {q: bodies for q, bodies in holding.items() if bodies}
+        assert list(holding.values()) == [[f"{g}-{i}" for i in range(5)]], holding
+
+
+# ---------------------------------------------------------------------- transactions
+
+
+def tx_steps(topic: str, group: str, message: dict[str, Any], checker: object) -> Steps:
+    """Two transactions ended at once, one committed (``tx-commit``), one rolled back
+    (``tx-rollback``); then a receive. ``checker``: the producer's answer to a check back
+    (in the driver's form), which should never be asked."""
+    return [
+        {"op": "producer", "topics": [topic], "checker": checker},
+        {"op": "transaction", "topic": topic, "message": {**message, "body": "tx-commit"},
+         "end": "commit"},
+        {"op": "transaction", "topic": topic, "message": {**message, "body": "tx-rollback"},
+         "end": "rollback"},
+        {"op": "simple", "group": group, "topic": topic},
+        {"op": "receive", "invisible_s": 10, "until": 2, "within_s": 4, "ack": True},
+    ]  # fmt: skip
+
+
+def check_tx(run: Run, message: dict[str, Any]) -> None:
+    """Both ended as asked, none checked back; only the committed one is received."""
+    sent = {e["body"]: e for e in lines(run, "sent")}
+    assert all(e["transaction_id"] for e in sent.values()), sent
+    assert [e["end"] for e in lines(run, "ended")] == ["commit", "rollback"]
+    assert lines(run, "end_error") == []
+    (msg,) = lines(run, "msg")
+    assert_like(msg, {**message, "body": "tx-commit"})
+    assert msg["message_id"] == sent["tx-commit"]["message_id"]
+    assert lines(run, "checked") == []  # both were ended before the first check
 
 
 # ---------------------------------------------------------------------- SQL92 filter

@@ -32,11 +32,15 @@ from tests.proxy.scenarios import (
     change_steps,
     check_change,
     check_dlq_tries,
+    check_fifo,
+    check_fifo_queues,
     check_invisible,
     check_normal,
     check_read_by_4x,
     check_sql,
+    check_tx,
     dlq_steps,
+    fifo_steps,
     invisible_steps,
     lines,
     normal_steps,
@@ -44,6 +48,7 @@ from tests.proxy.scenarios import (
     send_steps,
     spec,
     sql_steps,
+    tx_steps,
 )
 from tests.support import wait_until
 
@@ -117,45 +122,11 @@ async def test_fifo_messages_of_a_group_keep_one_queue_and_their_order(
 ) -> None:
     """A FIFO group's receive hands out a message group's messages in send order, and holds
     back the rest of that group's queue while a batch of it is un-acked."""
-    broker = broker5
-    topic = await create_topic(broker, "t5_fifo")
-    group = create_group(broker, "g5_fifo", consume_message_orderly=True)
-    # Two message groups, interleaved: each must keep its own order.
-    specs = [{"body": f"{g}-{i}", "group": f"{g}_group"} for i in range(5) for g in "ab"]
-    run = await rmq5.run(
-        broker,
-        [
-            {"op": "producer", "topics": [topic]},
-            {"op": "send", "topic": topic, "messages": specs},
-            {"op": "simple", "group": group, "topic": topic},
-            {"label": "head", "op": "receive", "max": 2, "invisible_s": 10, "until": 2,
-             "within_s": 10},
-            {"label": "blocked", "op": "receive", "invisible_s": 10},
-            {"op": "ack", "indices": "all"},
-            {"label": "rest", "op": "receive", "invisible_s": 10, "until_total": 10,
-             "within_s": 20, "ack": True},
-        ],
-    )  # fmt: skip
-    assert [e["body"] for e in lines(run, "sent")] == [s["body"] for s in specs]
-    head = [e["body"] for e in lines(run, "msg", "head")]
-    g = head[0][0]  # the message group the first batch came from
-    assert head == [f"{g}-0", f"{g}-1"], head
-    blocked = [e["body"] for e in lines(run, "msg", "blocked")]
-    assert not [b for b in blocked if b.startswith(g)], blocked  # held back until acked
-    assert lines(run, "ack_error") == []
-    got = lines(run, "msg")
-    for g in "ab":
-        mine = [e for e in got if e["body"].startswith(f"{g}-")]
-        assert [e["body"] for e in mine] == [f"{g}-{i}" for i in range(5)]
-        assert {(e["message_group"], e["message_type"]) for e in mine} == {(f"{g}_group", "FIFO")}
-        assert {e["delivery_attempt"] for e in mine} == {1}
-    # On the broker: each group's messages in one queue, in the order they were sent.
-    queues = await read_topic(broker, topic)
-    for g in "ab":
-        holding = {q: [m.body.decode() for m in ms if m.body.startswith(g.encode())]
-                   for q, ms in queues.items()}  # fmt: skip
-        holding = {q: bodies for q, bodies in holding.items() if bodies}
-        assert list(holding.values()) == [[f"{g}-{i}" for i in range(5)]], holding
+    topic = await create_topic(broker5, "t5_fifo")
+    group = create_group(broker5, "g5_fifo", consume_message_orderly=True)
+    got = check_fifo(await rmq5.run(broker5, fifo_steps(topic, group, within_s=10)))
+    assert {e["message_type"] for e in got} == {"FIFO"}
+    check_fifo_queues(await read_topic(broker5, topic))
 
 
 async def send_delayed_then_receive(broker: Broker, rmq5: Rmq5) -> DriverRun:
@@ -205,29 +176,9 @@ async def test_a_delayed_message_is_received_as_delay_with_its_delivery_time(
 async def test_a_committed_transaction_is_delivered_a_rolled_back_one_never(
     broker5: Broker, rmq5: Rmq5
 ) -> None:
-    broker = broker5
-    topic = await create_topic(broker, "t5_tx")
-    run = await rmq5.run(
-        broker,
-        [
-            {"op": "producer", "topics": [topic], "checker": "ROLLBACK"},
-            {"op": "transaction", "topic": topic, "message": {**SPEC, "body": "tx-commit"},
-             "end": "commit"},
-            {"op": "transaction", "topic": topic, "message": {**SPEC, "body": "tx-rollback"},
-             "end": "rollback"},
-            {"op": "simple", "group": unique("g5_tx"), "topic": topic},
-            {"op": "receive", "invisible_s": 10, "until": 2, "within_s": 4, "ack": True},
-        ],
-    )  # fmt: skip
-    sent = {e["body"]: e for e in lines(run, "sent")}
-    assert all(e["transaction_id"] for e in sent.values()), sent
-    assert [e["end"] for e in lines(run, "ended")] == ["commit", "rollback"]
-    assert lines(run, "end_error") == []
-    (msg,) = lines(run, "msg")
-    assert_like(msg, {**SPEC, "body": "tx-commit"})
-    assert msg["message_id"] == sent["tx-commit"]["message_id"]
-    assert lines(run, "checked") == []
-    stored = [m.body for q in (await read_topic(broker, topic)).values() for m in q]
+    topic = await create_topic(broker5, "t5_tx")
+    check_tx(await rmq5.run(broker5, tx_steps(topic, unique("g5_tx"), SPEC, "ROLLBACK")), SPEC)
+    stored = [m.body for q in (await read_topic(broker5, topic)).values() for m in q]
     assert stored == [b"tx-commit"]
 
 
