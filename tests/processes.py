@@ -68,6 +68,35 @@ def tail(path: Path, chars: int = LOG_TAIL_CHARS) -> str:
         return f"({path}: {exc})"
 
 
+def build_when_changed(
+    command: list[str],
+    *,
+    cwd: Path,
+    fingerprint: str,
+    stamp: Path,
+    outputs: tuple[Path, ...],
+    timeout_s: float,
+) -> None:
+    """Run the build ``command`` in ``cwd`` unless ``stamp`` holds ``fingerprint`` (a hash of
+    what goes in) and every one of ``outputs`` exists; the stamp is written after a build
+    that made them. A build that fails or overruns fails the test with its output's tail."""
+    built = all(p.exists() for p in outputs) and stamp.is_file()
+    if built and stamp.read_text().strip() == fingerprint:
+        return
+    stamp.unlink(missing_ok=True)
+    what = f"{Path(command[0]).name} {' '.join(command[1:])} in {cwd}"
+    try:
+        done = subprocess.run(  # a build tool, fixed arguments
+            command, cwd=cwd, capture_output=True, text=True, timeout=timeout_s, check=False
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"{what} took more than {timeout_s:g} s")
+    if done.returncode != 0 or not all(p.exists() for p in outputs):
+        output = (done.stdout + done.stderr)[-6000:]
+        pytest.fail(f"{what} failed ({done.returncode}):\n{output}")
+    stamp.write_text(fingerprint + "\n")
+
+
 def stop_pid(proc: subprocess.Popen[Any], timeout_s: float = STOP_TIMEOUT_S) -> int | None:
     """SIGTERM our own child, then SIGKILL it after ``timeout_s``; its exit code."""
     if proc.poll() is None:

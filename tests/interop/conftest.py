@@ -1,4 +1,5 @@
-"""Fixtures for the interop tests: the Java program built once by Maven, and its processes.
+"""Fixtures for the interop tests: the Java program built once by Maven, and its processes;
+and, defined in clients5.py and rmq5_broker.py, the RocketMQ 5 clients' and their brokers'.
 
 ``java_program`` builds ``tests/interop/java`` (Apache RocketMQ's rocketmq-remoting and
 rocketmq-store from Maven Central, pinned in its pom.xml) with ``mvn -q -B package`` once per
@@ -29,7 +30,19 @@ from typing import IO, Any
 
 import pytest
 
-from tests.processes import stop_pid
+from tests.interop.clients5 import (  # noqa: F401 - the 5.x clients' fixtures
+    client5_fixture,
+    client5_tls_fixture,
+    go5_bin_fixture,
+    go5_fixture,
+    java5_fixture,
+    java5_lib_fixture,
+)
+from tests.interop.rmq5_broker import (  # noqa: F401 - their brokers' fixtures
+    aerolite5_fixture,
+    aerolite5_tls_fixture,
+)
+from tests.processes import build_when_changed, stop_pid
 
 JAVA_DIR = Path(__file__).parent / "java"
 TARGET = JAVA_DIR / "target"
@@ -56,12 +69,6 @@ def _fingerprint(java: str) -> str:
     )
     digest.update(version.stderr.encode())
     return digest.hexdigest()
-
-
-def _up_to_date(fingerprint: str) -> bool:
-    if not (JAR.is_file() and (TARGET / "lib").is_dir() and STAMP.is_file()):
-        return False
-    return STAMP.read_text().strip() == fingerprint
 
 
 def stop_process(proc: subprocess.Popen[Any], timeout_s: float = STOP_TIMEOUT_S) -> None:
@@ -176,27 +183,18 @@ def java_program() -> JavaProgram:
             "apt-get install openjdk-17-jdk-headless"
         )
     fingerprint = _fingerprint(java)
-    if not _up_to_date(fingerprint):
-        mvn = shutil.which("mvn")
-        if mvn is None:
-            pytest.fail(
-                "tests/interop needs `mvn` (Maven 3.6 or newer) on PATH to build "
-                f"{JAVA_DIR}, e.g. apt-get install maven"
-            )
-        STAMP.unlink(missing_ok=True)
-        try:
-            result = subprocess.run(  # fixed Maven command line
-                [mvn, "-q", "-B", "-Dstyle.color=never", "package"],
-                cwd=JAVA_DIR,
-                capture_output=True,
-                text=True,
-                timeout=BUILD_TIMEOUT_S,
-                check=False,
-            )
-        except subprocess.TimeoutExpired:
-            pytest.fail(f"mvn package in {JAVA_DIR} took more than {BUILD_TIMEOUT_S:g} s")
-        if result.returncode != 0 or not JAR.is_file():
-            output = (result.stdout + result.stderr)[-6000:]
-            pytest.fail(f"mvn package in {JAVA_DIR} failed ({result.returncode}):\n{output}")
-        STAMP.write_text(fingerprint + "\n")
+    mvn = shutil.which("mvn")
+    if mvn is None:
+        pytest.fail(
+            "tests/interop needs `mvn` (Maven 3.6 or newer) on PATH to build "
+            f"{JAVA_DIR}, e.g. apt-get install maven"
+        )
+    build_when_changed(
+        [mvn, "-q", "-B", "-Dstyle.color=never", "package"],
+        cwd=JAVA_DIR,
+        fingerprint=fingerprint,
+        stamp=STAMP,
+        outputs=(JAR, TARGET / "lib"),
+        timeout_s=BUILD_TIMEOUT_S,
+    )
     return JavaProgram(java, JAR)

@@ -1,13 +1,12 @@
-"""The broker side of the official RocketMQ 5 clients' interop tests (test_java5_client.py,
-test_go5_client.py): Aerolite standalone with its gRPC endpoint, on quick settings, the topics
-and groups a 5.x client needs made first with ``mqadmin``, and what reached the broker read
-back with the 4.x SDK.
+"""The broker side of the official RocketMQ 5 clients' interop tests (test_rmq5_clients.py,
+test_java5_client.py, test_go5_client.py): Aerolite standalone with its gRPC endpoint, on
+quick settings, the topics and groups a 5.x client needs made first with ``mqadmin``, and
+what reached the broker read back with the 4.x SDK.
 
 - ``start_aerolite5(store, settings)``: ``python -m broker standalone`` on ports 0 with
   ``QUICK``; the ``aerolite5`` fixture (one per test module) and ``aerolite5_tls`` (ports that
-  take TLS and plaintext alike, with a certificate of the test's) are made with it. Import
-  the fixtures by their functions' names (``aerolite5_fixture``, ``aerolite5_tls_fixture``):
-  pytest finds them by the names they declare.
+  take TLS and plaintext alike, with a certificate of the test's) are made with it
+  (registered in conftest.py under those names).
 - ``mqadmin``, ``create_topic`` (RocketMQ 5's ``-a +message.type=...``), ``create_group``
   (``-o true`` for FIFO): 5.x clients need their routes from the start.
 - ``read_topic``, ``read_dead_letters``: each queue's messages as stored, with ``Admin.pull``.

@@ -1,6 +1,6 @@
 // Command go5client drives the official RocketMQ 5 Go client
 // (github.com/apache/rocketmq-clients/golang/v5, gRPC) for
-// tests/interop/test_go5_client.py, as java5/Java5Client.java drives the Java one: same
+// tests/interop (clients5.py), as java5/Java5Client.java drives the Java one: same
 // arguments, same steps, same JSON lines, so that tests/proxy/scenarios.py serves both.
 //
 // Built by the test with `go build` into bin/ (see the test module) and run as

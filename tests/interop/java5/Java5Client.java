@@ -1,5 +1,6 @@
 // The official RocketMQ 5 Java client (org.apache.rocketmq:rocketmq-client-java, gRPC) as a
-// test driver, for tests/interop/test_java5_client.py.
+// test driver for tests/interop: clients5.py starts it for test_rmq5_clients.py and
+// test_java5_client.py.
 //
 // Launched as a single-file program on the jars tests/interop/java5/pom.xml resolves:
 //   java -cp 'tests/interop/java5/target/lib/*' Java5Client.java run
