@@ -37,6 +37,8 @@ from typing import IO, Any
 
 import pytest
 
+from tests.bench.java_rocketmq import rocketmq_jvm_options
+
 READY_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 20.0
 DRIVER_TIMEOUT_S = 90.0
@@ -277,16 +279,9 @@ class JavaRocketMQ:
                     "-Xms128m",
                     "-Xmx256m",
                     "-XX:+UseSerialGC",
-                    # RocketMQ 4.x unmaps segments through java.nio internals (runbroker.sh
-                    # passes the same on JDK 9+); without it a clean shutdown throws.
-                    "--add-opens=java.base/java.nio=ALL-UNNAMED",
-                    "--add-opens=java.base/sun.nio.ch=ALL-UNNAMED",
-                    "--add-exports=java.base/jdk.internal.ref=ALL-UNNAMED",
-                    f"-Drocketmq.home.dir={home}",
-                    f"-Duser.home={home}",
-                    # Netty writes the self-signed certificate of the permissive TLS port to the
-                    # temp dir and deletes it only on a clean exit; keep it with the rest.
-                    f"-Djava.io.tmpdir={home}",
+                    # RocketMQ 4.x unmaps segments through java.nio internals: without the
+                    # opens its run scripts pass, a clean shutdown throws.
+                    *rocketmq_jvm_options(home),
                     "-cp",
                     f"{self.lib}/*",
                     main,

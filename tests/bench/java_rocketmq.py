@@ -41,6 +41,19 @@ JVM_OPENS = (
 )
 
 
+def rocketmq_jvm_options(home: Path) -> list[str]:
+    """What a JVM running RocketMQ's name server or broker needs beside its heap: the opens
+    its run scripts pass on JDK 9+, and ``home`` as its RocketMQ home, user home and temp
+    dir (Netty writes the permissive TLS port's self-signed certificate to the temp dir and
+    deletes it only on a clean exit; there it stays with the rest)."""
+    return [
+        *JVM_OPENS,
+        f"-Drocketmq.home.dir={home}",
+        f"-Duser.home={home}",
+        f"-Djava.io.tmpdir={home}",
+    ]
+
+
 def missing_reason() -> str | None:
     """Why Apache RocketMQ cannot run here, or None when it can."""
     for tool in ("java", "mvn"):
@@ -126,12 +139,7 @@ def start_jvm(
                 java,
                 f"-Xms{heap}",
                 f"-Xmx{heap}",
-                *JVM_OPENS,
-                f"-Drocketmq.home.dir={home}",
-                f"-Duser.home={home}",
-                # Netty writes the self-signed certificate of the permissive TLS port to the
-                # temp dir and deletes it only on a clean exit; keep it with the rest.
-                f"-Djava.io.tmpdir={home}",
+                *rocketmq_jvm_options(home),
                 "-cp",
                 f"{lib}/*",
                 main,
