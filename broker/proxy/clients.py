@@ -36,7 +36,6 @@ from broker.proxy.context import (
     check_access,
     consume_need,
     context_of,
-    require_client_id,
     valid_group,
     valid_topic,
 )
@@ -319,7 +318,6 @@ class GrpcClients:
         """The bidirectional stream: the client's commands in, its settings and the
         server's commands out. Ends when the client ends it (or goes); its outbox goes
         with it."""
-        require_client_id(context)  # a refusal ends the stream with its status
         call = context_of(context)
         client = self.get_or_create(call)
         outbox: asyncio.Queue[rpc.TelemetryCommand] = asyncio.Queue(TELEMETRY_QUEUE)

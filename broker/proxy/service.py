@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import dataclasses
 import tempfile
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
@@ -66,7 +67,6 @@ def _unary(
 ) -> Callable[[Any, Context], Awaitable[R]]:
     async def behaviour(request: Any, context: Context) -> R:
         try:
-            require_client_id(context)
             answer = await fn(request, context)
         except ProxyError as exc:
             answer = response(status=status(exc.code, exc.message))
@@ -89,12 +89,6 @@ def _counted_receive(
     async def behaviour(
         request: Any, context: Context
     ) -> AsyncIterator[rpc.ReceiveMessageResponse]:
-        try:
-            require_client_id(context)
-        except ProxyError as exc:
-            calls["ReceiveMessage", pb.Code.Name(exc.code)] += 1
-            yield rpc.ReceiveMessageResponse(status=status(exc.code, exc.message))
-            return
         async for answer in fn(request, context):
             if answer.HasField("status"):
                 calls["ReceiveMessage", pb.Code.Name(answer.status.code)] += 1
@@ -118,6 +112,35 @@ def _telemetry(
             yield rpc.TelemetryCommand(status=status(exc.code, exc.message))
 
     return behaviour
+
+
+def _identified(method: Method, calls: CallCounts) -> Method:
+    """``method`` refusing a call without ``x-mq-client-id`` before anything of it runs, as
+    the proxy's ``validateContext`` does for every RPC: CLIENT_ID_REQUIRED, the answer (or a
+    stream's one answer) carrying the status."""
+    inner = method.behaviour
+
+    def refusal(context: Context) -> Message | None:
+        try:
+            require_client_id(context)
+        except ProxyError as exc:
+            calls[method.name, pb.Code.Name(exc.code)] += 1
+            return method.response(status=status(exc.code, exc.message))
+        return None
+
+    async def unary(request: Any, context: Context) -> Message:
+        refused = refusal(context)
+        return refused if refused is not None else await inner(request, context)
+
+    async def stream(request: Any, context: Context) -> AsyncIterator[Message]:
+        refused = refusal(context)
+        if refused is not None:
+            yield refused
+            return
+        async for answer in inner(request, context):
+            yield answer
+
+    return dataclasses.replace(method, behaviour=unary if method.kind == "unary" else stream)
 
 
 def _not_served(name: str, response: type[R]) -> Callable[[Any, Context], Awaitable[R]]:
@@ -219,9 +242,6 @@ class GrpcService:
             )
             for name, fn, req in unary
         ]
-        for name in NOT_SERVED:
-            request, response = getattr(rpc, f"{name}Request"), _response_of(name)
-            methods.append(Method(name, "unary", request, response, _not_served(name, response)))
         methods.append(
             Method(
                 "ReceiveMessage",
@@ -240,6 +260,11 @@ class GrpcService:
                 _telemetry(c.telemetry),
             )
         )
+        methods = [_identified(m, self.calls) for m in methods]
+        # Not served: the same answer to anyone.
+        for name in NOT_SERVED:
+            request, response = getattr(rpc, f"{name}Request"), _response_of(name)
+            methods.append(Method(name, "unary", request, response, _not_served(name, response)))
         return methods
 
     async def start(self) -> None:
