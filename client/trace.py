@@ -189,25 +189,25 @@ def _fields(parts: list[str], least: int) -> int:
     return len(parts)
 
 
+def _headed(kind: TraceType, parts: list[str], bean: TraceBean) -> TraceContext:
+    """A record's fields 1-3, alike in Pub, SubBefore and EndTransaction: time, region,
+    group."""
+    return TraceContext(kind, parts[3], [bean], _int(parts[1], "timeStamp"), region_id=parts[2])
+
+
+def _sent_bean(parts: list[str]) -> TraceBean:
+    """Fields 4-8, alike in Pub and EndTransaction: topic, id, tags, keys, store host."""
+    return TraceBean(
+        topic=parts[4], msg_id=parts[5], tags=parts[6], keys=parts[7], store_host=parts[8]
+    )
+
+
 def _decode_pub(parts: list[str]) -> TraceContext:
     n = _fields(parts, 12)
-    bean = TraceBean(
-        topic=parts[4],
-        msg_id=parts[5],
-        tags=parts[6],
-        keys=parts[7],
-        store_host=parts[8],
-        body_length=_int(parts[9], "bodyLength"),
-        msg_type=_msg_type(parts[11]),
-    )
-    ctx = TraceContext(
-        TraceType.PUB,
-        time_ms=_int(parts[1], "timeStamp"),
-        region_id=parts[2],
-        group=parts[3],
-        cost_ms=_int(parts[10], "costTime"),
-        beans=[bean],
-    )
+    bean = _sent_bean(parts)
+    bean.body_length, bean.msg_type = _int(parts[9], "bodyLength"), _msg_type(parts[11])
+    ctx = _headed(TraceType.PUB, parts, bean)
+    ctx.cost_ms = _int(parts[10], "costTime")
     if n == 13:  # 4.3: no offsetMsgId
         ctx.success = _bool(parts[12])
     elif n >= 14:
@@ -220,14 +220,9 @@ def _decode_pub(parts: list[str]) -> TraceContext:
 def _decode_sub_before(parts: list[str]) -> TraceContext:
     _fields(parts, 8)
     bean = TraceBean(msg_id=parts[5], retry_times=_int(parts[6], "retryTimes"), keys=parts[7])
-    return TraceContext(
-        TraceType.SUB_BEFORE,
-        time_ms=_int(parts[1], "timeStamp"),
-        region_id=parts[2],
-        group=parts[3],
-        request_id=parts[4],
-        beans=[bean],
-    )
+    ctx = _headed(TraceType.SUB_BEFORE, parts, bean)
+    ctx.request_id = parts[4]
+    return ctx
 
 
 def _decode_sub_after(parts: list[str]) -> TraceContext:
@@ -248,24 +243,11 @@ def _decode_sub_after(parts: list[str]) -> TraceContext:
 
 def _decode_end_transaction(parts: list[str]) -> TraceContext:
     _fields(parts, 13)
-    bean = TraceBean(
-        topic=parts[4],
-        msg_id=parts[5],
-        tags=parts[6],
-        keys=parts[7],
-        store_host=parts[8],
-        msg_type=_msg_type(parts[9]),
-        transaction_id=parts[10],
-        transaction_state=parts[11],
-        from_transaction_check=_bool(parts[12]),
-    )
-    return TraceContext(
-        TraceType.END_TRANSACTION,
-        time_ms=_int(parts[1], "timeStamp"),
-        region_id=parts[2],
-        group=parts[3],
-        beans=[bean],
-    )
+    bean = _sent_bean(parts)
+    bean.msg_type = _msg_type(parts[9])
+    bean.transaction_id, bean.transaction_state = parts[10], parts[11]
+    bean.from_transaction_check = _bool(parts[12])
+    return _headed(TraceType.END_TRANSACTION, parts, bean)
 
 
 _DECODERS: dict[str, Callable[[list[str]], TraceContext]] = {
