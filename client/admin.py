@@ -225,9 +225,8 @@ class Admin(ClientService):
         """The trace of message ``msg_id`` (the id its producer gave it): the records traced
         clients wrote about it to ``trace_topic`` — its sends, each consume's start and end,
         its transaction's end — oldest trace message first (``queryMsgTraceById``)."""
-        end = end_ms if end_ms is not None else int(time.time() * 1000) + 60_000
         found = await self.query_by_key(
-            trace_topic, msg_id, max_num=max_num, begin_ms=begin_ms, end_ms=end
+            trace_topic, msg_id, max_num=max_num, begin_ms=begin_ms, end_ms=end_ms
         )
         return trace_views(
             msg_id, ((m.body.decode("utf-8", "replace"), m.born_host) for m in found)

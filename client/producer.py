@@ -232,8 +232,12 @@ class Producer(ClientService):
         self.coalesced_messages = 0
         self.coalesced_refused = 0  # refused as a batch, then sent one by one
         self._instance: ClientInstance | None = None
-        # trace=True: each send's Pub record goes to the trace topic (enableMsgTrace).
+        # trace=True: each send's Pub record goes to the trace topic (enableMsgTrace). The
+        # traced send replaces ``send`` on this instance only, so an untraced producer's
+        # sends pay nothing for it (not even a check or a coroutine more).
         self.tracer = self._tracer(trace_topic) if trace else None
+        if self.tracer is not None:
+            self.send = self._traced_send  # type: ignore[method-assign]
 
     def _tracer(self, trace_topic: str | None) -> TraceDispatcher:
         inner = inner_group(self.group, "PRODUCE")
@@ -398,21 +402,10 @@ class Producer(ClientService):
 
     # -------------------------------------------------------------------------- send
 
-    async def send(self, msg: Message, *, timeout_s: float | None = None) -> SendResult:
-        """Send and wait for the broker's answer, retrying on another broker on failure.
-
-        Raises:
-            InvalidMessageError: the message fails validation (nothing is sent).
-            NoRouteError: no route for the topic.
-            BrokerError: the broker refused the message (e.g. MessageIllegalError, which is
-                also what properties over 32 KB get, alone or coalesced).
-            RemotingError: no broker answered within the timeout: a RemotingTimeoutError
-                naming the broker, or a ClientTimeoutError when several were tried.
-        """
-        if self.tracer is None:
-            return await self._send(msg, timeout_s)
+    async def _traced_send(self, msg: Message, *, timeout_s: float | None = None) -> SendResult:
+        """``send`` of a producer with ``trace=True``: the send, then its Pub record."""
         started_ms = int(time.time() * 1000)
-        result = await self._send(msg, timeout_s)
+        result = await Producer.send(self, msg, timeout_s=timeout_s)
         self._trace_sent(msg, result, started_ms)
         return result
 
@@ -446,7 +439,17 @@ class Producer(ClientService):
             )
         )
 
-    async def _send(self, msg: Message, timeout_s: float | None) -> SendResult:
+    async def send(self, msg: Message, *, timeout_s: float | None = None) -> SendResult:
+        """Send and wait for the broker's answer, retrying on another broker on failure.
+
+        Raises:
+            InvalidMessageError: the message fails validation (nothing is sent).
+            NoRouteError: no route for the topic.
+            BrokerError: the broker refused the message (e.g. MessageIllegalError, which is
+                also what properties over 32 KB get, alone or coalesced).
+            RemotingError: no broker answered within the timeout: a RemotingTimeoutError
+                naming the broker, or a ClientTimeoutError when several were tried.
+        """
         body, sys_flag, props, uniq = self._prepare(msg)
         timeout = timeout_s or self.send_timeout_s
         if not self.auto_batch or sys_flag or msg.is_timed:
