@@ -531,6 +531,10 @@ def test_ctrl_c_stops_every_service_and_says_where_metrics_were(
 def commit_log_bytes(store: Path) -> bytes:
     """The commit log's written bytes, segment after segment, without the zero tail of the
     newest (pre-allocated) segment."""
-    files = sorted((store / "commitlog").iterdir(), key=lambda p: int(p.name))
+    # Only segment names: a segment being created sits under a temporary name until it has
+    # its full size (the broker may be allocating the next one while we look).
+    files = sorted(
+        (p for p in (store / "commitlog").iterdir() if p.name.isdigit()), key=lambda p: int(p.name)
+    )
     data = b"".join(p.read_bytes() for p in files)
     return data.rstrip(b"\0")
