@@ -22,6 +22,7 @@ from client.consume_service import ConsumeMessageService, Subscription
 from client.instance import ClientInstance
 from client.message import ConsumeResult, MessageView
 from client.process_queue import ProcessQueue
+from client.trace import ConsumeReturnType
 from codec import PROPERTY_RETRY_TOPIC
 from remoting.bodies import MessageModel
 from remoting.codes import RequestCode, ResponseCode
@@ -135,28 +136,27 @@ class ConsumeMessageConcurrentlyService(ConsumeMessageService):
             if pq.dropped:
                 continue
             listener, view = self._listener_for(msg)
+            tracer = self.tracer
+            traced = tracer.before((view,)) if tracer is not None else None
+            code = ConsumeReturnType.SUCCESS
             worker.msg = msg
             worker.started = time.monotonic()
             try:
-                if self._is_async.get(listener):
-                    # The usual case, inlined: an async listener that returns SUCCESS.
-                    try:
+                try:
+                    if self._is_async.get(listener):
+                        # The usual case, inlined: an async listener.
                         outcome = await cast("Awaitable[object]", listener(view))
-                    except Exception:
-                        log.exception(
-                            "listener_failed group=%s msg_id=%s topic=%s",
-                            self.group,
-                            msg.msg_id,
-                            msg.topic,
-                        )
-                        outcome = ConsumeResult.RECONSUME_LATER
-                    result = (
-                        ConsumeResult.SUCCESS
-                        if outcome is None or outcome is ConsumeResult.SUCCESS
-                        else self._result_of(outcome)
-                    )
+                    else:
+                        outcome = await self._invoke(listener, view)
+                except Exception:
+                    self._failed(msg)
+                    outcome, code = ConsumeResult.RECONSUME_LATER, ConsumeReturnType.EXCEPTION
+                if outcome is None or outcome is ConsumeResult.SUCCESS:
+                    result = ConsumeResult.SUCCESS
                 else:
-                    result = await self._call(listener, view)
+                    result = self._result_of(outcome)
+                    if code is ConsumeReturnType.SUCCESS:
+                        code = ConsumeReturnType.FAILED
             except asyncio.CancelledError:
                 if not worker.timed_out:
                     raise
@@ -164,7 +164,9 @@ class ConsumeMessageConcurrentlyService(ConsumeMessageService):
             finally:
                 worker.msg = None
             if worker.timed_out:
-                result = self._timed_out(worker, pq, msg)
+                result, code = self._timed_out(worker, pq, msg), ConsumeReturnType.TIME_OUT
+            if traced is not None and tracer is not None:
+                tracer.after(traced, code)
             if result is ConsumeResult.SUCCESS:
                 self._consumed(pq, msg)
             else:

@@ -97,7 +97,11 @@ class ConsumeMessageOrderlyService(ConsumeMessageService):
                     return
                 msg = pq.messages[offset]
                 listener, view = self._listener_for(msg)
-                result = await self._call(listener, view)
+                tracer = self.tracer
+                traced = tracer.before((view,)) if tracer is not None else None
+                result, code = await self._call(listener, view)
+                if traced is not None and tracer is not None:
+                    tracer.after(traced, code)
                 if result is ConsumeResult.SUCCESS:
                     self._consumed(pq, msg)
                     continue

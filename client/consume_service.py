@@ -21,6 +21,8 @@ from typing import cast
 
 from client.message import ConsumeResult, MessageView
 from client.process_queue import ProcessQueue
+from client.trace import ConsumeReturnType
+from client.trace_dispatch import ConsumeTracer
 from codec import PROPERTY_RETRY_TOPIC
 from remoting.bodies import SubscriptionData
 
@@ -61,6 +63,8 @@ class ConsumeMessageService(ABC):
         self._consumed = consumed
         self._is_async: dict[Listener, bool] = {}
         self._stopping = False
+        # trace=True: each message's SubBefore and SubAfter records (consumeMessageHook).
+        self.tracer: ConsumeTracer | None = None
 
     @abstractmethod
     def start(self) -> None:
@@ -105,29 +109,37 @@ class ConsumeMessageService(ABC):
                 return subs[topic].listener, restored
         return subs[topic].listener, msg
 
-    async def _call(self, listener: Listener, msg: MessageView) -> ConsumeResult:
+    async def _invoke(self, listener: Listener, msg: MessageView) -> object:
+        """Run ``listener`` on ``msg``: awaited if async, else on a thread (a plain function
+        may block); what it returns or raises, as is."""
         is_async = self._is_async.get(listener)
         if is_async is None:
             is_async = self._is_async[listener] = inspect.iscoroutinefunction(listener)
-        result: object
+        if is_async:
+            return await cast("Awaitable[object]", listener(msg))
+        result = await asyncio.to_thread(cast("Callable[[MessageView], object]", listener), msg)
+        if inspect.isawaitable(result):
+            result = await result
+        return result
+
+    async def _call(
+        self, listener: Listener, msg: MessageView
+    ) -> tuple[ConsumeResult, ConsumeReturnType]:
+        """The listener's result, and how the consume ended for a trace record: a listener
+        that raises asks for the message again."""
         try:
-            if is_async:
-                result = await cast("Awaitable[object]", listener(msg))
-            else:
-                # A plain function may block; keep it off the event loop.
-                result = await asyncio.to_thread(
-                    cast("Callable[[MessageView], object]", listener), msg
-                )
-                if inspect.isawaitable(result):
-                    result = await result
+            result = await self._invoke(listener, msg)
         except Exception:
-            log.exception(
-                "listener_failed group=%s msg_id=%s topic=%s", self.group, msg.msg_id, msg.topic
-            )
-            return ConsumeResult.RECONSUME_LATER
+            self._failed(msg)
+            return ConsumeResult.RECONSUME_LATER, ConsumeReturnType.EXCEPTION
         if result is None or result is ConsumeResult.SUCCESS:
-            return ConsumeResult.SUCCESS
-        return self._result_of(result)
+            return ConsumeResult.SUCCESS, ConsumeReturnType.SUCCESS
+        return self._result_of(result), ConsumeReturnType.FAILED
+
+    def _failed(self, msg: MessageView) -> None:
+        log.exception(
+            "listener_failed group=%s msg_id=%s topic=%s", self.group, msg.msg_id, msg.topic
+        )
 
     def _result_of(self, result: object) -> ConsumeResult:
         """What a listener returned other than None or SUCCESS (its callers settle those)."""

@@ -159,6 +159,31 @@ def select_by_hash(queues: list[MessageQueue], _msg: Message, arg: object) -> Me
     return queues[abs(code % len(queues)) if code >= 0 else abs(code) % len(queues)]
 
 
+def trace_dispatcher(
+    group: str,
+    kind: str,
+    namesrv: str,
+    *,
+    trace_topic: str | None,
+    tls: TlsOption,
+    credentials: SessionCredentials | None,
+) -> TraceDispatcher:
+    """The trace writer of a traced client of ``group`` (``kind`` PRODUCE or CONSUME): a
+    dispatcher over an inner producer of its own, as Java's AsyncTraceDispatcher has."""
+    inner = inner_group(group, kind)
+    sender = Producer(
+        inner,
+        namesrv,
+        # an instance of its own: trace sends never queue behind the traced client's calls
+        instance_name=f"PID_CLIENT{inner}",
+        max_message_bytes=128_000,
+        auto_batch=False,
+        tls=tls,
+        credentials=credentials,
+    )
+    return TraceDispatcher(sender, trace_topic=trace_topic)
+
+
 class Producer(ClientService):
     """Sends messages; ``async with`` starts and shuts it down.
 
@@ -235,23 +260,20 @@ class Producer(ClientService):
         # trace=True: each send's Pub record goes to the trace topic (enableMsgTrace). The
         # traced send replaces ``send`` on this instance only, so an untraced producer's
         # sends pay nothing for it (not even a check or a coroutine more).
-        self.tracer = self._tracer(trace_topic) if trace else None
+        self.tracer = (
+            trace_dispatcher(
+                self.group,
+                "PRODUCE",
+                self.namesrv,
+                trace_topic=trace_topic,
+                tls=self.tls,
+                credentials=self.credentials,
+            )
+            if trace
+            else None
+        )
         if self.tracer is not None:
             self.send = self._traced_send  # type: ignore[method-assign]
-
-    def _tracer(self, trace_topic: str | None) -> TraceDispatcher:
-        inner = inner_group(self.group, "PRODUCE")
-        sender = Producer(
-            inner,
-            self.namesrv,
-            # an instance of its own: trace sends never queue behind the traced ones
-            instance_name=f"PID_CLIENT{inner}",
-            max_message_bytes=128_000,
-            auto_batch=False,
-            tls=self.tls,
-            credentials=self.credentials,
-        )
-        return TraceDispatcher(sender, trace_topic=trace_topic)
 
     # -------------------------------------------------------------------- lifecycle
 
@@ -409,9 +431,16 @@ class Producer(ClientService):
         self._trace_sent(msg, result, started_ms)
         return result
 
-    def _trace_sent(self, msg: Message, result: SendResult, started_ms: int) -> None:
+    def _trace_sent(
+        self,
+        msg: Message,
+        result: SendResult,
+        started_ms: int,
+        msg_type: MessageType | None = None,
+    ) -> None:
         """SendMessageTraceHookImpl: the Pub record of a send the broker took (a failed send
-        has none), unless the broker said traceOn=false or it is a trace message itself."""
+        has none), unless the broker said traceOn=false or it is a trace message itself.
+        ``msg_type``: NORMAL or DELAY by the message unless given (a half message's)."""
         tracer = self.tracer
         if tracer is None or not result.trace_on or msg.topic.startswith(tracer.trace_topic):
             return
@@ -424,7 +453,11 @@ class Producer(ClientService):
             keys=keys,
             store_host=self._running().master_addr(result.message_queue.broker_name) or "",
             body_length=len(msg.body),  # Java's is after compression; none of its views show it
-            msg_type=MessageType.DELAY if msg.is_timed else MessageType.NORMAL,
+            msg_type=msg_type
+            if msg_type is not None
+            else MessageType.DELAY
+            if msg.is_timed
+            else MessageType.NORMAL,
         )
         now_ms = int(time.time() * 1000)
         tracer.append(

@@ -52,9 +52,11 @@ from client.offset_store import (
     default_offset_dir,
 )
 from client.process_queue import ProcessQueue
+from client.producer import trace_dispatcher
 from client.pull_service import PullMessageService
 from client.rebalance import AllocateStrategy, allocate_averagely
 from client.service import ClientService
+from client.trace_dispatch import ConsumeTracer
 from codec import java_hash
 from remoting.acl import SessionCredentials
 from remoting.bodies import (
@@ -114,6 +116,9 @@ class PushConsumer(ClientService):
             and its message retried later (``consumeTimeout``, 15 minutes).
         suspend_current_queue_s: orderly: the pause before a failed message is retried.
         pull_error_delay_s: the pause before pulling again after a failed pull.
+        trace: write each consume's trace records (Java's ``enableMsgTrace``): a SubBefore
+            when the listener gets a message, a SubAfter with its time and outcome, to
+            ``trace_topic`` (default ``RMQ_SYS_TRACE_TOPIC``), in the background, batched.
     """
 
     _uses_workers = True  # a PullConsumer hands messages to poll() instead
@@ -141,6 +146,8 @@ class PushConsumer(ClientService):
         consume_timeout_s: float | None = None,
         suspend_current_queue_s: float | None = None,
         pull_error_delay_s: float | None = None,
+        trace: bool = False,
+        trace_topic: str | None = None,
     ) -> None:
         # Long because: one line per constructor argument, then the state of a started
         # consumer; split, the list of what a consumer holds would be in two places.
@@ -191,6 +198,18 @@ class PushConsumer(ClientService):
         self._stopping = False
         self._started_ms = 0
         self._subs_cache: dict[str, Subscription] | None = None
+        self.tracer = (
+            trace_dispatcher(
+                group,
+                "CONSUME",
+                self.namesrv,
+                trace_topic=trace_topic,
+                tls=tls,
+                credentials=credentials,
+            )
+            if trace and self._uses_workers
+            else None
+        )
 
     # ----------------------------------------------------------------- subscription
 
@@ -284,6 +303,9 @@ class PushConsumer(ClientService):
         else:
             self.offsets = RemoteOffsetStore(instance, self.group)
         self._make_services(instance, self.offsets)
+        if self.tracer is not None and self._consume is not None:
+            await self.tracer.start()
+            self._consume.tracer = ConsumeTracer(self.tracer, self.group)
         for topic in self._all_subscriptions():
             route = await instance.update_route(topic)
             if route is None and not topic.startswith(RETRY_PREFIX):
@@ -349,6 +371,8 @@ class PushConsumer(ClientService):
             self._route_waiter = None
         queues = list(self.process_queues.values())
         await self._stop_services(queues, grace_s)
+        if self.tracer is not None:
+            await self.tracer.shutdown()  # the consumes' records, written before we go
         await self.persist_offsets()
         if self._locks is not None:
             await self._locks.unlock([pq.mq for pq in queues])
@@ -378,6 +402,8 @@ class PushConsumer(ClientService):
         if self._consume is not None:
             self._consume.close()
         await self._stop_services(list(self.process_queues.values()), 0.0)
+        if self.tracer is not None:
+            await self.tracer.shutdown(timeout_s=0.0)
         self.process_queues.clear()
         self._instance = None
         self._pull = self._consume = self._locks = None

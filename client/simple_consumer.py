@@ -20,7 +20,7 @@ import dataclasses
 import logging
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 
 from client.errors import ClientError, InvalidArgumentError, NoRouteError, reading_answer
@@ -32,7 +32,10 @@ from client.message import (
     check_topic,
     decode_messages,
 )
+from client.producer import trace_dispatcher
 from client.service import ClientService
+from client.trace import ConsumeReturnType, TraceContext
+from client.trace_dispatch import ConsumeTracer
 from remoting.acl import SessionCredentials
 from remoting.bodies import PERM_READ, ConsumeFromWhere
 from remoting.codes import POLLING_TIMEOUT, RequestCode, ResponseCode
@@ -60,6 +63,8 @@ class ReceivedMessage(MessageView):
     receipt_handle: str = ""
     delivery_attempt: int = 1  # 1 the first time; one more each time it comes back
     invisible_until: float = 0.0  # epoch seconds, as the receipt says
+    # A traced consumer's SubBefore record of this delivery; ``ack`` writes its SubAfter.
+    trace_context: TraceContext | None = field(default=None, repr=False, compare=False)
 
 
 class SimpleConsumer(ClientService):
@@ -70,6 +75,10 @@ class SimpleConsumer(ClientService):
     await_duration: how long ``receive`` waits for messages to arrive.
     consume_from_where: where a new group starts: the first message, or (RocketMQ 5's
         default) the last one.
+    trace: write trace records (Java's ``enableMsgTrace``): a SubBefore for each message
+        received, a SubAfter when it is acked (its cost: the time from receive to ack), to
+        ``trace_topic`` (default ``RMQ_SYS_TRACE_TOPIC``), in the background, batched. A
+        message never acked has no SubAfter: it was not consumed.
     """
 
     def __init__(
@@ -84,6 +93,8 @@ class SimpleConsumer(ClientService):
         instance_name: str | None = None,
         tls: TlsOption = None,
         credentials: SessionCredentials | None = None,
+        trace: bool = False,
+        trace_topic: str | None = None,
     ) -> None:
         check_group(group, consumer=True)
         if await_duration < timedelta(0):
@@ -107,6 +118,19 @@ class SimpleConsumer(ClientService):
         self._instance: ClientInstance | None = None
         self._topic_turn = 0
         self._broker_turn = 0
+        self.tracer = (
+            trace_dispatcher(
+                group,
+                "CONSUME",
+                self.namesrv,
+                trace_topic=trace_topic,
+                tls=tls,
+                credentials=credentials,
+            )
+            if trace
+            else None
+        )
+        self._trace = ConsumeTracer(self.tracer, group) if self.tracer is not None else None
 
     def subscribe(self, topic: str, expression: str = "*", *, sql: str | None = None) -> None:
         """Receive the messages of ``topic`` matching the tag ``expression`` (``*`` or
@@ -137,6 +161,8 @@ class SimpleConsumer(ClientService):
             self.namesrv, self.instance_name, tls=self.tls, credentials=self.credentials
         )
         self._instance = instance
+        if self.tracer is not None:
+            await self.tracer.start()
         for topic in self.subscriptions:
             await instance.update_route(topic)
         log.info(
@@ -146,6 +172,8 @@ class SimpleConsumer(ClientService):
     async def shutdown(self) -> None:
         instance, self._instance = self._instance, None
         if instance is not None:
+            if self.tracer is not None:
+                await self.tracer.shutdown()
             await instance.release()
             log.info("simple_consumer_stopped group=%s", self.group)
 
@@ -253,6 +281,8 @@ class SimpleConsumer(ClientService):
             msg.receipt_handle = str(receipt)
             msg.delivery_attempt = msg.reconsume_times + 1
             msg.invisible_until = until
+            if self._trace is not None:
+                msg.trace_context = self._trace.before((msg,))
         return messages
 
     # ------------------------------------------------------------- ack and change
@@ -292,6 +322,9 @@ class SimpleConsumer(ClientService):
                 addr=addr,
                 topic=msg.topic,
             )
+        traced, msg.trace_context = msg.trace_context, None
+        if traced is not None and self._trace is not None:
+            self._trace.after(traced, ConsumeReturnType.SUCCESS)
 
     async def change_invisible_duration(self, msg: ReceivedMessage, duration: timedelta) -> None:
         """Keep ``msg`` invisible for ``duration`` from now (longer or shorter than before);

@@ -23,6 +23,7 @@ from codec.hashing import java_hash
 __all__ = [
     "DEFAULT_REGION",
     "TRACE_TOPIC",
+    "ConsumeReturnType",
     "MessageType",
     "TraceBean",
     "TraceContext",
@@ -62,6 +63,16 @@ class MessageType(enum.IntEnum):
     TRANS_COMMIT = 2
     DELAY = 3
     ORDER = 4  # 5.x
+
+
+class ConsumeReturnType(enum.IntEnum):
+    """How a consume ended, a SubAfter record's ``contextCode`` (Java writes the ordinal)."""
+
+    SUCCESS = 0
+    TIME_OUT = 1  # the listener ran past consumeTimeout
+    EXCEPTION = 2  # the listener raised
+    RETURNNULL = 3  # Java's listener returned null (ours may: None means success)
+    FAILED = 4  # the listener asked for the message again (RECONSUME_LATER)
 
 
 @dataclass(slots=True)

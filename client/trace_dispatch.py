@@ -14,12 +14,22 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
+from collections.abc import Sequence
 from typing import Protocol
 
-from client.message import Message
-from client.trace import TRACE_TOPIC, TraceContext, encode_trace, trace_keys
+from client.message import UNIQ_IDS, Message, MessageView
+from client.trace import (
+    TRACE_TOPIC,
+    ConsumeReturnType,
+    TraceBean,
+    TraceContext,
+    TraceType,
+    encode_trace,
+    trace_keys,
+)
 
-__all__ = ["TraceDispatcher", "TraceSender", "inner_group"]
+__all__ = ["ConsumeTracer", "TraceDispatcher", "TraceSender", "inner_group"]
 
 log = logging.getLogger(__name__)
 
@@ -152,3 +162,65 @@ class TraceDispatcher:
             log.warning(
                 "trace_send_failed topic=%s records=%d error=%s", self.trace_topic, len(batch), exc
             )
+
+
+class ConsumeTracer:
+    """A consumer's trace records (``ConsumeMessageTraceHookImpl``): SubBefore when messages
+    are handed to the application, SubAfter when it is done with them, the two paired by a
+    request id; the SubAfter's cost is the time between, per message.
+
+    A message stored with ``TRACE_ON=false`` is left out, as Java leaves it out.
+    """
+
+    def __init__(self, dispatcher: TraceDispatcher, group: str) -> None:
+        self.dispatcher = dispatcher
+        self.group = group
+
+    def before(self, msgs: Sequence[MessageView]) -> TraceContext | None:
+        """The SubBefore record of ``msgs``, queued; None when none of them is traced."""
+        beans: list[TraceBean] = []
+        region: str | None = None
+        for msg in msgs:
+            props = msg.properties
+            if props.get("TRACE_ON") == "false":
+                continue
+            region = props.get("MSG_REGION")  # Java keeps the last one's (null if unset)
+            beans.append(
+                TraceBean(
+                    msg_id=msg.msg_id,
+                    topic=msg.topic,
+                    tags=msg.tags,
+                    keys=props.get("KEYS"),
+                    store_host=msg.store_host,
+                    body_length=msg.size,
+                    retry_times=msg.reconsume_times,
+                )
+            )
+        if not beans:
+            return None
+        ctx = TraceContext(
+            TraceType.SUB_BEFORE,
+            self.group,
+            beans,
+            region_id=region,
+            request_id=UNIQ_IDS.next_id(),
+        )
+        self.dispatcher.append(ctx)
+        return ctx
+
+    def after(self, before: TraceContext, code: ConsumeReturnType) -> None:
+        """The SubAfter record of the messages ``before`` told of, queued."""
+        now_ms = int(time.time() * 1000)
+        self.dispatcher.append(
+            TraceContext(
+                TraceType.SUB_AFTER,
+                before.group,
+                before.beans,
+                now_ms,
+                before.region_id,
+                cost_ms=(now_ms - before.time_ms) // len(before.beans),
+                success=code is ConsumeReturnType.SUCCESS,
+                request_id=before.request_id,
+                context_code=int(code),
+            )
+        )

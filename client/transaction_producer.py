@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from enum import IntEnum
@@ -28,6 +29,7 @@ from client.admin import decode_offset_msg_id
 from client.errors import InvalidMessageError
 from client.message import UNIQ_IDS, Message, MessageView, SendResult, SendStatus
 from client.producer import Producer, _Outgoing
+from client.trace import DEFAULT_REGION, MessageType, TraceBean, TraceContext, TraceType
 from codec import (
     COMPRESSED_FLAG,
     COMPRESSION_ZLIB,
@@ -57,6 +59,13 @@ class LocalTransactionState(IntEnum):
     COMMIT = 8
     ROLLBACK = 12
 
+
+# LocalTransactionState's Java names, as EndTransaction trace records carry them.
+_JAVA_STATE = {
+    LocalTransactionState.UNKNOWN: "UNKNOW",
+    LocalTransactionState.COMMIT: "COMMIT_MESSAGE",
+    LocalTransactionState.ROLLBACK: "ROLLBACK_MESSAGE",
+}
 
 Executor = Callable[[Message, Any], LocalTransactionState | Awaitable[LocalTransactionState]]
 Checker = Callable[[MessageView], LocalTransactionState | Awaitable[LocalTransactionState]]
@@ -143,7 +152,10 @@ class TransactionProducer(Producer):
             uniq,
             False,
         )
+        started_ms = int(time.time() * 1000)
         result = await self._send_with_retries(msg.topic, out, timeout_s or self.send_timeout_s)
+        if self.tracer is not None:
+            self._trace_sent(msg, result, started_ms, MessageType.TRANS_HALF)
         await self._introduce(result)
         error: BaseException | None = None
         if result.status is SendStatus.SEND_OK:
@@ -156,7 +168,7 @@ class TransactionProducer(Producer):
                 state, error = LocalTransactionState.UNKNOWN, exc
         else:
             state = LocalTransactionState.ROLLBACK
-        await self._end(result, state, error)
+        await self._end(msg, result, state, error)
         return TransactionSendResult(result, state)
 
     async def _introduce(self, result: SendResult) -> None:
@@ -167,7 +179,11 @@ class TransactionProducer(Producer):
             self._introduced.add(addr)
 
     async def _end(
-        self, result: SendResult, state: LocalTransactionState, error: BaseException | None
+        self,
+        msg: Message,
+        result: SendResult,
+        state: LocalTransactionState,
+        error: BaseException | None,
     ) -> None:
         """END_TRANSACTION, oneway, to the broker that stored the half message."""
         try:
@@ -189,11 +205,40 @@ class TransactionProducer(Producer):
             request.remark = f"executeLocalTransactionBranch exception: {error!r}"[:512]
         instance = self._running()
         addr = self._broker_addr(result.message_queue)
+        if self.tracer is not None:
+            keys = msg.keys if isinstance(msg.keys, str) or msg.keys is None else " ".join(msg.keys)
+            bean = TraceBean(
+                msg_id=result.msg_id, topic=msg.topic, tags=msg.tags, keys=keys, store_host=addr
+            )
+            self._trace_end(bean, state, from_check=False)
         request.serialize_type = await instance.serialize_type(addr)
         try:
             await instance.remoting.invoke_oneway(addr, request, END_TRANSACTION_TIMEOUT_S)
         except Exception as exc:  # the check-back covers a lost END_TRANSACTION
             log.warning("end_transaction_failed group=%s broker=%s error=%r", self.group, addr, exc)
+
+    def _trace_end(
+        self,
+        bean: TraceBean,
+        state: LocalTransactionState,
+        *,
+        from_check: bool,
+        region: str | None = None,
+    ) -> None:
+        """EndTransactionTraceHookImpl: the EndTransaction record of an END_TRANSACTION sent,
+        after the local transaction or a check-back (``bean`` names the message, its
+        transaction and the broker); its message type is always Commit."""
+        tracer = self.tracer
+        if tracer is None:
+            return
+        bean.msg_type = MessageType.TRANS_COMMIT
+        bean.transaction_id = bean.transaction_id or bean.msg_id
+        bean.transaction_state = _JAVA_STATE[state]
+        bean.from_transaction_check = from_check
+        ctx = TraceContext(
+            TraceType.END_TRANSACTION, self.group, [bean], region_id=region or DEFAULT_REGION
+        )
+        tracer.append(ctx)
 
     # ------------------------------------------------------------------ check-back
 
@@ -234,6 +279,16 @@ class TransactionProducer(Producer):
         log.info(
             "transaction_checked group=%s msg_id=%s state=%s", self.group, msg.msg_id, state.name
         )
+        if self.tracer is not None:
+            bean = TraceBean(
+                msg_id=end.msg_id or msg.msg_id,
+                topic=msg.topic,
+                tags=msg.tags,
+                keys=msg.properties.get("KEYS"),
+                store_host=conn.peer,
+                transaction_id=header.transaction_id,
+            )
+            self._trace_end(bean, state, from_check=True, region=msg.properties.get("MSG_REGION"))
         try:
             # On the connection the check came on: Java answers the channel's broker too.
             conn.invoke_oneway(request)
