@@ -134,7 +134,9 @@ public class JavaClient {
     }
 
     static void produce(JSONObject args) throws Exception {
-        DefaultMQProducer producer = new DefaultMQProducer(args.getString("group"));
+        // "trace": enableMsgTrace, to "trace_topic" if given (else RMQ_SYS_TRACE_TOPIC).
+        DefaultMQProducer producer = new DefaultMQProducer(
+            args.getString("group"), args.getBooleanValue("trace"), args.getString("trace_topic"));
         producer.setNamesrvAddr(args.getString("namesrv"));
         producer.setSendMsgTimeout(args.getIntValue("timeout_ms") > 0 ? args.getIntValue("timeout_ms") : 3000);
         producer.start();
@@ -155,7 +157,8 @@ public class JavaClient {
     }
 
     static void consume(JSONObject args, BufferedReader stdin) throws Exception {
-        DefaultMQPushConsumer consumer = new DefaultMQPushConsumer(args.getString("group"));
+        DefaultMQPushConsumer consumer = new DefaultMQPushConsumer(
+            args.getString("group"), args.getBooleanValue("trace"), args.getString("trace_topic"));
         consumer.setNamesrvAddr(args.getString("namesrv"));
         consumer.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
         String topic = args.getString("topic");
