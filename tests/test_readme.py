@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from tests.processes import start_standalone
@@ -100,5 +101,38 @@ def test_readme_rocketmq5_client_example_runs(tmp_path: Path) -> None:
         )
         assert run.returncode == 0, run.stderr[-3000:]
         assert "TagA b'hello'" in run.stdout, run.stdout
+    finally:
+        broker.stop()
+
+
+def test_readme_message_trace_example_runs(tmp_path: Path) -> None:
+    """The trace example, then the mqadmin command it prints, as a user would type it."""
+    (source,) = [block for block in sdk_examples() if "trace=True" in block]
+    broker = start_standalone(tmp_path)
+    try:
+        script = tmp_path / "trace_example.py"
+        script.write_text(source.replace("127.0.0.1:9876", broker.namesrv))
+        run = subprocess.run(
+            [sys.executable, str(script)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert run.returncode == 0, run.stderr[-3000:]
+        command = run.stdout.strip().splitlines()[-1].split()
+        assert command[0] == "mqadmin", run.stdout
+        mqadmin = str(Path(sys.executable).with_name("mqadmin"))
+        shown = ""
+        for _ in range(50):  # the broker indexes the trace messages a moment after storing
+            shown = subprocess.run(
+                [mqadmin, *command[1:]], capture_output=True, text=True, timeout=60, check=True
+            ).stdout
+            if "Sub        traced-consumer" in shown:
+                break
+            time.sleep(0.1)
+        assert "Pub        traced-producer      127.0.0.1" in shown, shown
+        assert "Sub        traced-consumer      127.0.0.1" in shown, shown
+        assert shown.count("success") == 2, shown
     finally:
         broker.stop()
