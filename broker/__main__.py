@@ -34,7 +34,7 @@ from pathlib import Path
 import structlog
 
 import codec
-from broker.broker import Broker
+from broker.broker import RECOVERING_REMARK, Broker
 from broker.cluster import (
     DEFAULT_SUBNET,
     ComposeError,
@@ -347,7 +347,9 @@ async def _ping(args: argparse.Namespace) -> int:
     """Any well-formed reply counts: a name server answers this broker code with
     REQUEST_CODE_NOT_SUPPORTED, and that proves its reactor is serving. A broker whose
     store dispatch has failed (its consume queues stopped growing) is unhealthy: exit 1,
-    so a container healthcheck says so rather than a queue silently standing still."""
+    so a container healthcheck says so rather than a queue silently standing still. So is
+    a broker still recovering its store (it answers, serving nothing yet): exit 1 with how
+    far the recovery got."""
     started = time.perf_counter()
     request = RemotingCommand.request(RequestCode.GET_BROKER_RUNTIME_INFO, {})
     try:
@@ -363,6 +365,14 @@ async def _ping(args: argparse.Namespace) -> int:
         print(f"aerolite ping: {args.address}: {exc}", file=sys.stderr)
         return 1
     ms = (time.perf_counter() - started) * 1000
+    remark = response.remark or ""
+    if remark.startswith(RECOVERING_REMARK):
+        # Up, but not serving yet: not healthy, and the line says how far it got.
+        print(
+            f"aerolite ping: {args.address}: {remark.removeprefix(RECOVERING_REMARK)}",
+            file=sys.stderr,
+        )
+        return 1
     if response.code == 0 and response.body:
         with contextlib.suppress(ValueError, AttributeError):
             status = KVTable.decode(response.body).table.get("dispatchStatus", "OK")

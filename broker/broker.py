@@ -13,6 +13,7 @@ parked pulls, stop accepting and drain the lanes, persist the tables, shut the s
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -79,6 +80,8 @@ log = structlog.get_logger(__name__)
 # Dispatch this far behind the commit log means consume queues cannot keep up: refuse sends
 # with SYSTEM_BUSY until it catches up rather than let the gap grow.
 DISPATCH_BEHIND_BUSY_BYTES = 64 << 20
+# How every answer starts while the store recovers (``aerolite ping`` looks for it).
+RECOVERING_REMARK = "[RECOVERING]"
 ACL_RELOAD_S = 5.0  # how often plain_acl.yml is looked at for changes
 
 
@@ -165,6 +168,7 @@ class Broker:
     def _init_requests(self, config: BrokerConfig) -> None:
         """The processor table, its lanes and hooks (ACL), and long polling."""
         self.processors = ProcessorTable()
+        self.recovering = False  # the ports answer, the store is still loading
         self.acl: PlainAcl | None = None
         if config.acl_enable:
             self.acl = PlainAcl(
@@ -531,11 +535,15 @@ class Broker:
         master = self.config.broker_role is not BrokerRole.SLAVE
         return [
             Stage("acl", self._load_acl),
+            # The ports and the metrics come first and answer while the store recovers (a
+            # large one takes a while): "recovering", with how far it got, not a refused
+            # connection. A taken port fails the start before the recovery, not after.
+            Stage("listen", self._bind, self._unbind),
+            Stage("metrics", self._start_metrics, self._stop_metrics),
+            Stage("recovering", self._serve_recovering),
             Stage("store", self._start_store, self.store.shutdown),
             Stage("tables", self._load_tables, self._persist_tables),
             Stage("client", self.client.start, self.client.shutdown),
-            Stage("listen", self._bind, self._unbind),
-            Stage("metrics", self._start_metrics, self._stop_metrics),
             Stage("replication", self._start_replication, self._stop_replication),
             Stage("pull-hold", self.pull_hold.start),
             *(
@@ -585,7 +593,16 @@ class Broker:
             self.acl.load()  # a missing or broken ACL file stops the start, named
 
     async def _start_store(self) -> None:
-        self.store.load()
+        # On a thread, so the loop answers pings and scrapes meanwhile. A stop that comes
+        # during the load waits for it: a store is never shut down half-loaded.
+        # to_thread carries the log context (the broker's name on every line) over.
+        loading = asyncio.ensure_future(asyncio.to_thread(self.store.load))
+        try:
+            await asyncio.shield(loading)
+        except asyncio.CancelledError:
+            with contextlib.suppress(Exception):
+                await loading
+            raise
         try:
             await self.store.start()
         except BaseException:
@@ -632,10 +649,25 @@ class Broker:
             await self.vip_server.shutdown()
         await self.server.shutdown()
 
-    async def _serve(self) -> None:
+    async def _serve_recovering(self) -> None:
+        """Accept connections before the store is loaded; every request is answered
+        SYSTEM_BUSY ``[RECOVERING]…`` until ``_serve`` (nothing is registered with the name
+        servers yet, so only a ping or an operator's tool comes)."""
+        self.recovering = True
+        self.processors.holding = self._recovering_remark
         await self.server.serve()
         if self.vip_server is not None:
             await self.vip_server.serve()
+
+    def _recovering_remark(self) -> str:
+        progress = self.store.recovery
+        where = progress.describe() if progress is not None else "loading its tables"
+        return f"{RECOVERING_REMARK}broker {self.config.broker_name} is recovering: {where}"
+
+    async def _serve(self) -> None:
+        """Serve every request from now on (the ports accept since ``_serve_recovering``)."""
+        self.processors.holding = None
+        self.recovering = False
 
     async def _drain(self) -> None:
         """Stop accepting on both ports, answer the parked pulls and pops (their clients

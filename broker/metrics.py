@@ -87,6 +87,9 @@ class MetricsBroker(HasConfig, HasStats, HasStore, HasOffsets, HasPullHold, HasH
     def server(self) -> RemotingServer: ...
 
     @property
+    def recovering(self) -> bool: ...
+
+    @property
     def timers(self) -> TimerGauges: ...
 
     @property
@@ -132,6 +135,9 @@ class BrokerCollector(Collector):
         config = self.broker.config
         base = ["cluster", "node_type", "node_id"]
         node = [config.broker_cluster_name, "broker", config.broker_name]
+        yield from self._recovery(base, node)
+        if self.broker.recovering:
+            return  # the store is being loaded on another thread: nothing else to read yet
         yield from self._traffic(base, node)
         yield from self._put_latency(base, node)
         yield from self._storage(base, node)
@@ -140,6 +146,31 @@ class BrokerCollector(Collector):
         yield from self._serving(base, node)
         yield from self._replication(base, node)
         yield from self._loops(base, node)
+
+    def _recovery(self, base: list[str], node: list[str]) -> Iterator[Metric]:
+        """1 while the broker recovers its store (its ports answer, it serves nothing yet),
+        with how far the recovery got."""
+        broker = self.broker
+        yield _gauge(
+            "rocketmq_broker_recovering",
+            "1 while the broker recovers its store and serves nothing yet, else 0",
+            base,
+            [(node, 1 if broker.recovering else 0)],
+        )
+        progress = broker.store.recovery
+        if broker.recovering and progress is not None:
+            yield _gauge(
+                "rocketmq_broker_recovery_percent",
+                "How far the store's recovery got through the commit log, in its phase",
+                [*base, "phase"],
+                [([*node, progress.phase], progress.percent)],
+            )
+            yield _gauge(
+                "rocketmq_broker_recovery_records",
+                "Records re-dispatched to the consume queues and index by the recovery",
+                base,
+                [(node, progress.records)],
+            )
 
     def _traffic(self, base: list[str], node: list[str]) -> Iterator[Metric]:
         """Messages and bytes in by topic, out by group and topic, and the rates."""

@@ -292,6 +292,9 @@ class ProcessorTable:
         self.hooks: list[RPCHook] = hooks if hooks is not None else []
         # A handler that takes longer than this is logged as ``slow_request`` (None: never).
         self.slow_request_s: float | None = None
+        # While set (a broker recovering its store), every request is answered SYSTEM_BUSY
+        # with the remark it returns, before any lookup: the port answers, nothing runs.
+        self.holding: Callable[[], str] | None = None
 
     @property
     def lanes(self) -> list[Lane]:
@@ -358,6 +361,11 @@ class ProcessorTable:
 
     def dispatch(self, conn: Connection, request: RemotingCommand) -> None:
         """Route one request; called from ``Connection.data_received`` (must not block)."""
+        if self.holding is not None:
+            self._reply(
+                conn, request, response_to(request, ResponseCode.SYSTEM_BUSY, self.holding())
+            )
+            return
         entry = self._entries.get(request.code) or self._default
         if entry is None:
             log.warning("request_code_not_supported code=%s peer=%s", request.code, conn.peer)

@@ -95,15 +95,59 @@ _DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
 _LOCKED_ROOTS: set[str] = set()
 
 
-class _RecoveryProgress:
-    """Logs ``store_recovery_progress`` at most every ``RECOVERY_PROGRESS_S`` while a load
-    verifies the commit log and dispatches it again."""
+class RecoveryProgress:
+    """How far a load has got: the phase (``verify_commit_log``, then ``dispatch``), the
+    commit-log offset reached, records re-dispatched, time spent and an estimate of the time
+    left. It logs ``store_recovery_progress`` at most every ``RECOVERY_PROGRESS_S``; the
+    broker reads it (from its event loop, while the load runs on a thread) for ``aerolite
+    ping`` and its metrics. Plain attributes, each written by one thread: a reader may see a
+    figure a moment old, never a torn one."""
 
     def __init__(self, end: int) -> None:
         self.end = end
-        self.last = time.monotonic()
+        self.started = time.monotonic()
+        self.phase = "verify_commit_log"
+        self.phase_started = self.started
+        self.phase_from = 0
+        self.offset = 0
+        self.records = 0  # records re-dispatched to the consume queues and index
+        self.last = self.started
+
+    @property
+    def elapsed_s(self) -> float:
+        return time.monotonic() - self.started
+
+    @property
+    def percent(self) -> float:
+        return round(100 * self.offset / self.end, 1) if self.end else 100.0
+
+    @property
+    def eta_s(self) -> float | None:
+        """Seconds left in this phase at the pace it has gone so far (None: no pace yet)."""
+        done = self.offset - self.phase_from
+        spent = time.monotonic() - self.phase_started
+        if done <= 0 or spent <= 0:
+            return None
+        return round((self.end - self.offset) * spent / done, 1)
+
+    def describe(self) -> str:
+        """One line for a person: ``dispatch 42.0% of 1,073,741,824 bytes, 120,000 records
+        re-dispatched, 8.1 s so far, about 11.0 s left``."""
+        eta = self.eta_s
+        left = f", about {eta} s left" if eta is not None else ""
+        return (
+            f"{self.phase} {self.percent}% of {self.end:,} bytes, {self.records:,} records "
+            f"re-dispatched, {self.elapsed_s:.1f} s so far{left}"
+        )
 
     def _report(self, phase: str, commit_log_offset: int) -> None:
+        if phase != self.phase:
+            self.phase, self.phase_started, self.phase_from = (
+                phase,
+                time.monotonic(),
+                commit_log_offset,
+            )
+        self.offset = commit_log_offset
         now = time.monotonic()
         if now - self.last >= RECOVERY_PROGRESS_S:
             self.last = now
@@ -112,13 +156,17 @@ class _RecoveryProgress:
                 phase=phase,
                 commit_log_offset=commit_log_offset,
                 commit_log_max_offset=self.end,
-                percent=round(100 * commit_log_offset / self.end, 1) if self.end else 100.0,
+                percent=self.percent,
+                records_redispatched=self.records,
+                elapsed_s=round(now - self.started, 1),
+                eta_s=self.eta_s,
             )
 
     def verifying(self, commit_log_offset: int) -> None:
         self._report("verify_commit_log", commit_log_offset)
 
-    def dispatching(self, commit_log_offset: int) -> None:
+    def dispatching(self, commit_log_offset: int, records: int) -> None:
+        self.records += records
         self._report("dispatch", commit_log_offset)
 
 
@@ -191,6 +239,8 @@ class MessageStore:
         # The disk guard also runs before the commit log takes more disk.
         self.commit_log.space_check = self.retention.space_refusal
         self.checkpoint: Checkpoint | None = None
+        # While load() runs: how far it has got (None before and after).
+        self.recovery: RecoveryProgress | None = None
         self.commit_log_flusher: CommitLogFlusher | None = None
         self.queue_flusher: QueueFlusher | None = None
         self._lock_fd: int | None = None
@@ -249,7 +299,7 @@ class MessageStore:
             commit_log_segments=len(self.commit_log.files.files),
             commit_log_max_offset=self.commit_log.max_offset,
         )
-        progress = _RecoveryProgress(self.commit_log.max_offset)
+        self.recovery = progress = RecoveryProgress(self.commit_log.max_offset)
         self.commit_log.recovery_progress = progress.verifying
         self.queues.load()
         self.checkpoint = checkpoint = Checkpoint(self.root / "checkpoint")
@@ -270,8 +320,10 @@ class MessageStore:
             commit_log_min_offset=self.commit_log.min_offset,
             commit_log_max_offset=self.commit_log.max_offset,
             consume_queues=len(self.queues.queues),
+            records_redispatched=progress.records,
             duration_ms=round((time.monotonic() - started) * 1000, 1),
         )
+        self.recovery = None
 
     def _load_index(self, checkpoint: Checkpoint) -> int:
         """Map the index files; returns the commit-log offset the surviving ones cover,
@@ -322,7 +374,7 @@ class MessageStore:
             start = min(start, index_covered, self.index.max_phy_offset)
         return max(self.commit_log.min_offset, start)
 
-    def _catch_up(self, progress: _RecoveryProgress) -> None:
+    def _catch_up(self, progress: RecoveryProgress) -> None:
         """Dispatch everything now, so the store opens with consistent queues and index."""
         try:
             self.dispatch_all(progress.dispatching)
@@ -777,12 +829,12 @@ class MessageStore:
         """Called for each message that becomes visible in a consume queue."""
         self.dispatch.listeners.append(listener)
 
-    def dispatch_all(self, progress: Callable[[int], None] | None = None) -> None:
+    def dispatch_all(self, progress: Callable[[int, int], None] | None = None) -> None:
         """Dispatch everything appended so far, now (queries see it at once); ``progress``
-        is told the offset reached after each round."""
-        while self.dispatch.dispatch_available():
+        is told the offset reached and the records dispatched after each round."""
+        while done := self.dispatch.dispatch_available():
             if progress is not None:
-                progress(self.dispatch.reput_from_offset)
+                progress(self.dispatch.reput_from_offset, done)
 
     @property
     def dispatch_behind_bytes(self) -> int:

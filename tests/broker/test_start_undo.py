@@ -1,13 +1,15 @@
 """A broker start that fails half way undoes exactly what it started (M13: one lifecycle).
 
-The metrics port is taken, so the start fails at its "metrics" stage, after the store, the
-tables, the outbound client and both listeners had started: the main port and the store's
-lock must be free again (a second start on the same port and store succeeds), and no stage
-may be left running.
+The metrics port is taken, so the start fails at its "metrics" stage, after both listeners
+had bound (and before the store, which recovers with the ports already answering); a taken
+gRPC port fails it after every other stage, the store, the tables and the outbound client
+included. The main port and the store's lock must be free again (a second start on the same
+port and store succeeds), and no stage may be left running.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -38,7 +40,7 @@ async def test_a_failed_start_releases_the_port_and_the_store(
     assert broker.server.port == port
     started = broker.lifecycle.started
     assert started == tuple(s.name for s in broker.lifecycle.stages)
-    assert started[:5] == ("acl", "store", "tables", "client", "listen")
+    assert started[:6] == ("acl", "listen", "metrics", "recovering", "store", "tables")
     assert started[-5:] == ("serve", "grpc", "registration", "followers", "housekeeping")
 
 
@@ -75,3 +77,10 @@ async def test_a_taken_grpc_port_stops_the_start_and_undoes_every_stage(
         await broker.start()
     assert broker.lifecycle.started == ()
     assert broker.server.listener is not None and broker.server.listener.sockets == ()
+    # The store was loaded and is released: a broker on it starts.
+    again = Broker(dataclasses.replace(config, grpc_listen_port=0))
+    await again.start()
+    try:
+        assert again.lifecycle.started[-1] == "housekeeping"
+    finally:
+        await again.shutdown()

@@ -54,4 +54,11 @@ async def test_a_load_after_a_crash_logs_progress_and_its_duration(
     assert dispatched == sorted(dispatched) and dispatched[-1] > dispatched[0]
     loaded = next(e for e in logs if e["event"] == "store_loaded")
     assert loaded["last_exit_ok"] is False and loaded["duration_ms"] > 0
+    assert loaded["records_redispatched"] == 20_000  # every record, once
     assert all(0 <= e["percent"] <= 100 for e in progress)
+    # Each line says how long it has taken and, once there is a pace, how long is left.
+    records = [e["records_redispatched"] for e in progress]
+    assert records == sorted(records) and 0 < records[-1] <= 20_000
+    elapsed = [e["elapsed_s"] for e in progress]
+    assert elapsed == sorted(elapsed)
+    assert any(e["eta_s"] is not None and e["eta_s"] >= 0 for e in progress)
