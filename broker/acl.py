@@ -364,6 +364,16 @@ PERMISSIONS: Mapping[int, Rule] = {
     RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: ADMIN,
     RequestCode.GET_PRODUCER_CONNECTION_LIST: ADMIN,
     RequestCode.GET_BROKER_CONFIG: ADMIN,
+    # stricter: 4.9 none; every account's secret key
+    RequestCode.GET_BROKER_CLUSTER_ACL_CONFIG: ADMIN,
+    RequestCode.CLEAN_UNUSED_TOPIC: ADMIN,
+    # stricter: 4.9 none; any topic's or group's traffic, every group's positions
+    RequestCode.VIEW_BROKER_STATS_DATA: ADMIN,
+    RequestCode.GET_BROKER_CONSUME_STATS: ADMIN,
+    # 4.9 none; the groups reading a topic, to whoever may read the topic
+    RequestCode.QUERY_TOPIC_CONSUME_BY_WHO: _READ_TOPIC,
+    # stricter: 4.9 none; read by the exports, beside the whole topic table
+    RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_BROKER: ADMIN,
 }
 
 # Where delayed, timer and half messages wait; such a message belongs to its REAL_TOPIC.

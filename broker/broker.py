@@ -48,6 +48,7 @@ from broker.processors.pop import PopProcessor
 from broker.processors.pull import PullProcessor
 from broker.processors.send import SendProcessor
 from broker.processors.send_back import SendBackProcessor
+from broker.processors.stats import StatsProcessor
 from broker.proxy.service import GrpcService
 from broker.registration import Registration
 from broker.schedule import ScheduleService
@@ -141,7 +142,7 @@ class Broker:
         self.consumers = ConsumerManager(lambda conn, req: conn.invoke_oneway(req))
         self.producers = ProducerManager()
         self.locks = QueueLocks(config.rebalance_lock_max_live_ms)
-        self.stats = BrokerStats()
+        self.stats = BrokerStats(config.broker_cluster_name)
         self.boot_timestamp_ms = int(time.time() * 1000)
         self.store_host: Host = host_of("127.0.0.1", 0)
         self.housekeeping = [
@@ -342,8 +343,10 @@ class Broker:
             table.register(code, handler, self.admin_lane)  # type: ignore[arg-type]
 
     def _register_ops_processors(self) -> None:
-        """Operations: connections, configuration, offset resets, ACL and disk cleanup."""
+        """Operations: connections, configuration, offset resets, ACL, disk cleanup and the
+        statistics."""
         ops = OpsProcessor(self)
+        stats = StatsProcessor(self)
         handlers: dict[RequestCode, Callable[..., object]] = {
             RequestCode.GET_CONSUMER_CONNECTION_LIST: ops.consumer_connections,
             RequestCode.GET_PRODUCER_CONNECTION_LIST: ops.producer_connections,
@@ -357,8 +360,14 @@ class Broker:
             RequestCode.DELETE_ACL_CONFIG: ops.delete_acl_config,
             RequestCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG: ops.update_global_white_addrs,
             RequestCode.GET_BROKER_CLUSTER_ACL_INFO: ops.acl_info,
+            RequestCode.GET_BROKER_CLUSTER_ACL_CONFIG: ops.acl_config,
             RequestCode.CLEAN_EXPIRED_CONSUMEQUEUE: ops.clean_expired_consume_queue,
+            RequestCode.CLEAN_UNUSED_TOPIC: ops.clean_unused_topic,
             RequestCode.DELETE_EXPIRED_COMMITLOG: ops.delete_expired_commit_log,
+            RequestCode.VIEW_BROKER_STATS_DATA: stats.view_stats,
+            RequestCode.GET_BROKER_CONSUME_STATS: stats.broker_consume_stats,
+            RequestCode.QUERY_TOPIC_CONSUME_BY_WHO: stats.consumed_by,
+            RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_BROKER: stats.system_topics,
         }
         for code, handler in handlers.items():
             self.processors.register(code, handler, self.admin_lane)  # type: ignore[arg-type]

@@ -127,6 +127,11 @@ class OffsetTable:
     def queues_of(self, group: str, topic: str) -> dict[int, int]:
         return dict(self.table.get(self.key(topic, group), {}))
 
+    def groups_of_topic(self, topic: str) -> set[str]:
+        """The groups with an offset in ``topic`` (``whichGroupByTopic``)."""
+        prefix = topic + TOPIC_GROUP_SEPARATOR
+        return {k[len(prefix) :] for k in self.table if k.startswith(prefix)}
+
     def topics_of_group(self, group: str) -> set[str]:
         suffix = TOPIC_GROUP_SEPARATOR + group
         return {k[: -len(suffix)] for k in self.table if k.endswith(suffix)}

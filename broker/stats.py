@@ -1,17 +1,33 @@
 """``BrokerStats``: message counters and rates an operator asks the broker for.
 
 RocketMQ counterpart: ``BrokerStats`` / ``BrokerStatsManager`` as far as
-GET_BROKER_RUNTIME_INFO and GET_CONSUME_STATS report them: messages put and got, and rates
-over the last sampling window (10 s).
+GET_BROKER_RUNTIME_INFO, GET_CONSUME_STATS and VIEW_BROKER_STATS_DATA report them: messages
+put and got, rates over the last sampling window (10 s), and ``StatsItem``'s windows: a
+snapshot of each counter every 10 s (the last 7 make the minute), every 10 minutes (the
+last 7 make the hour) and every hour (the last 25 make the day); a window's figures are
+what changed between its first and last snapshot.
 """
 
 from __future__ import annotations
 
 import bisect
 import time
-from collections import defaultdict
+from collections import defaultdict, deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+from remoting.bodies import BrokerStatsData, StatsSnapshot
 
 SAMPLE_INTERVAL_S = 10.0
+# StatsItem's windows: samples kept, and how many 10 s samples apart they are taken.
+MINUTE_SAMPLES, HOUR_SAMPLES, DAY_SAMPLES = 7, 7, 25
+HOUR_EVERY, DAY_EVERY = 60, 360  # every 10 minutes, every hour
+# The statistics VIEW_BROKER_STATS_DATA serves (BrokerStatsManager's names), and what their
+# keys are: a topic, ``topic@group``, or the cluster's name for the broker's totals.
+TOPIC_PUT_NUMS, TOPIC_PUT_SIZE = "TOPIC_PUT_NUMS", "TOPIC_PUT_SIZE"
+GROUP_GET_NUMS, GROUP_GET_SIZE = "GROUP_GET_NUMS", "GROUP_GET_SIZE"
+BROKER_PUT_NUMS, BROKER_GET_NUMS = "BROKER_PUT_NUMS", "BROKER_GET_NUMS"
+SNDBCK_PUT_NUMS = "SNDBCK_PUT_NUMS"
 # Upper bounds of the put-latency histogram, seconds (the last bucket is +Inf).
 PUT_LATENCY_BUCKETS_S = (
     0.0005,
@@ -30,8 +46,29 @@ PUT_LATENCY_BUCKETS_S = (
 )
 
 
+Snapshot = tuple[int, int, int]  # (epoch ms, value, calls)
+
+
+@dataclass(slots=True)
+class _Windows:
+    minute: deque[Snapshot] = field(default_factory=lambda: deque(maxlen=MINUTE_SAMPLES))
+    hour: deque[Snapshot] = field(default_factory=lambda: deque(maxlen=HOUR_SAMPLES))
+    day: deque[Snapshot] = field(default_factory=lambda: deque(maxlen=DAY_SAMPLES))
+
+
+def _window(snapshots: deque[Snapshot]) -> StatsSnapshot:
+    """``StatsItem.computeStatsData``: the change between the first and last snapshot."""
+    if len(snapshots) < 2:
+        return StatsSnapshot()
+    (t0, v0, c0), (t1, v1, c1) = snapshots[0], snapshots[-1]
+    total = v1 - v0
+    tps = total * 1000.0 / (t1 - t0) if t1 > t0 else 0.0
+    calls = c1 - c0
+    return StatsSnapshot(total, tps, total / calls if calls > 0 else 0.0)
+
+
 class BrokerStats:
-    def __init__(self) -> None:
+    def __init__(self, cluster: str = "DefaultCluster") -> None:
         self.started = time.monotonic()
         self.put_total = 0
         self.get_total = 0
@@ -42,6 +79,16 @@ class BrokerStats:
         self.topic_put_bytes: dict[str, int] = defaultdict(int)
         self.group_topic_get: dict[tuple[str, str], int] = defaultdict(int)
         self.group_topic_get_bytes: dict[tuple[str, str], int] = defaultdict(int)
+        # Requests behind those counts (a batch is one), for the windows' per-call average.
+        self.put_calls = 0
+        self.get_calls = 0
+        self.topic_put_calls: dict[str, int] = defaultdict(int)
+        self.group_topic_get_calls: dict[tuple[str, str], int] = defaultdict(int)
+        self.group_topic_send_back: dict[tuple[str, str], int] = defaultdict(int)
+        self.cluster = cluster
+        self._windows: dict[tuple[str, str], _Windows] = {}
+        self._ticks = 0
+        self._sampled_ms = int(time.time() * 1000)  # the last sample (the start before one)
         self.put_latency_counts = [0] * (len(PUT_LATENCY_BUCKETS_S) + 1)
         self.put_latency_sum_s = 0.0
         self._sample_at = self.started
@@ -52,19 +99,28 @@ class BrokerStats:
         self, count: int, topic: str = "", nbytes: int = 0, latency_s: float | None = None
     ) -> None:
         self.put_total += count
+        self.put_calls += 1
         if topic:
             self.topic_put[topic] += count
             self.topic_put_bytes[topic] += nbytes
+            self.topic_put_calls[topic] += 1
         if latency_s is not None:
             self.put_latency_counts[bisect.bisect_left(PUT_LATENCY_BUCKETS_S, latency_s)] += 1
             self.put_latency_sum_s += latency_s
 
     def on_get(self, group: str, count: int, topic: str = "", nbytes: int = 0) -> None:
         self.get_total += count
+        self.get_calls += 1
         self.group_get[group] += count
         if topic:
-            self.group_topic_get[(group, topic)] += count
-            self.group_topic_get_bytes[(group, topic)] += nbytes
+            key = (group, topic)
+            self.group_topic_get[key] += count
+            self.group_topic_get_bytes[key] += nbytes
+            self.group_topic_get_calls[key] += 1
+
+    def on_send_back(self, group: str, topic: str) -> None:
+        """A consumer sent a message back for a later retry (SNDBCK_PUT_NUMS)."""
+        self.group_topic_send_back[(group, topic)] += 1
 
     def sample(self) -> None:
         """Take a rate sample (the broker calls this every ``SAMPLE_INTERVAL_S``)."""
@@ -77,6 +133,55 @@ class BrokerStats:
             {g: (n - groups.get(g, 0)) / dt for g, n in self.group_get.items()},
         )
         self._last = (now, self.put_total, self.get_total, dict(self.group_get))
+        self._sample_windows()
+
+    def _counters(self) -> Iterator[tuple[str, str, int, int]]:
+        """Every statistic with its key, value and calls, as VIEW_BROKER_STATS_DATA names
+        them."""
+        yield BROKER_PUT_NUMS, self.cluster, self.put_total, self.put_calls
+        yield BROKER_GET_NUMS, self.cluster, self.get_total, self.get_calls
+        for topic, n in self.topic_put.items():
+            calls = self.topic_put_calls.get(topic, 0)
+            yield TOPIC_PUT_NUMS, topic, n, calls
+            yield TOPIC_PUT_SIZE, topic, self.topic_put_bytes.get(topic, 0), calls
+        for (group, topic), n in self.group_topic_get.items():
+            calls = self.group_topic_get_calls.get((group, topic), 0)
+            key = f"{topic}@{group}"
+            yield GROUP_GET_NUMS, key, n, calls
+            yield GROUP_GET_SIZE, key, self.group_topic_get_bytes.get((group, topic), 0), calls
+        for (group, topic), n in self.group_topic_send_back.items():
+            yield SNDBCK_PUT_NUMS, f"{topic}@{group}", n, n
+
+    def _sample_windows(self, now_ms: Callable[[], float] = time.time) -> None:
+        self._ticks += 1
+        hour, day = self._ticks % HOUR_EVERY == 0, self._ticks % DAY_EVERY == 0
+        ms = int(now_ms() * 1000)
+        windows = self._windows
+        for name, key, value, calls in list(self._counters()):
+            w = windows.get((name, key))
+            if w is None:
+                # Counted since the last sample: it was 0 then, so its first window already
+                # holds what it counted (RocketMQ's starts at the first sample, losing that).
+                w = windows[(name, key)] = _Windows()
+                zero = (self._sampled_ms, 0, 0)
+                w.minute.append(zero)
+                w.hour.append(zero)
+                w.day.append(zero)
+            snap = (ms, value, calls)
+            w.minute.append(snap)
+            if hour:
+                w.hour.append(snap)
+            if day:
+                w.day.append(snap)
+        self._sampled_ms = ms
+
+    def view(self, name: str, key: str) -> BrokerStatsData | None:
+        """VIEW_BROKER_STATS_DATA: ``name`` of ``key`` over the last minute, hour and day;
+        None when the broker has no such statistic (nothing counted for that key yet)."""
+        w = self._windows.get((name, key))
+        if w is None:
+            return None
+        return BrokerStatsData(_window(w.minute), _window(w.hour), _window(w.day))
 
     def put_tps(self) -> float:
         return self._rates[0]

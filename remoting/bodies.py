@@ -3,8 +3,10 @@
 RocketMQ counterpart: the ``RemotingSerializable`` bodies of
 ``org.apache.rocketmq.common.protocol.body`` and ``...protocol.heartbeat``: ``HeartbeatData``,
 ``TopicConfigSerializeWrapper``, ``RegisterBrokerBody``, ``ClusterInfo``, ``TopicList``,
-``KVTable``, ``LockBatchRequestBody``, ``ConsumeStats``, ``TopicStatsTable``,
-``SubscriptionGroupConfig`` and friends (protocol.md §8).
+``KVTable``, ``LockBatchRequestBody``, ``ConsumeStats``, ``ConsumeStatsList``,
+``TopicStatsTable``, ``BrokerStatsData``, ``GroupList``,
+``GetBrokerClusterAclConfigResponseBody``, ``SubscriptionGroupConfig`` and friends
+(protocol.md §8).
 
 Readers are lenient where real clients differ: the C++ client sends enums as ordinals,
 numbers as strings and leaves out empty arrays and defaulted fields (§8.5). Writers emit what
@@ -622,6 +624,208 @@ def decode_consume_stats(
         for mq, v in decode_queue_map(rest[:-1]).items()
     }
     return tps, table
+
+
+@dataclass(slots=True)
+class ConsumeStats:
+    """One group's positions on one broker (``ConsumeStats``)."""
+
+    consume_tps: float
+    offset_table: dict[MessageQueue, OffsetWrapper]
+
+    def encode_text(self) -> str:
+        inner = encode_queue_map({mq: w.to_json() for mq, w in self.offset_table.items()})
+        return (
+            '{"consumeTps":' + json.dumps(float(self.consume_tps)) + ',"offsetTable":' + inner + "}"
+        )
+
+    def total_diff(self) -> int:
+        return sum(w.broker_offset - w.consumer_offset for w in self.offset_table.values())
+
+
+def encode_consume_stats_list(
+    broker_addr: str, groups: list[tuple[str, list[ConsumeStats]]], total_diff: int
+) -> bytes:
+    """GET_BROKER_CONSUME_STATS reply, ``ConsumeStatsList``: ``{"brokerAddr":…,
+    "consumeStatsList":[{group:[ConsumeStats…]}…],"totalDiff":…}`` (fastjson's field order;
+    the offset tables' keys are queue objects, as fastjson writes them)."""
+    items = [
+        "{" + json.dumps(group) + ":[" + ",".join(cs.encode_text() for cs in stats) + "]}"
+        for group, stats in groups
+    ]
+    return (
+        '{"brokerAddr":' + json.dumps(broker_addr) + ',"consumeStatsList":[' + ",".join(items)
+        + '],"totalDiff":' + str(int(total_diff)) + "}"
+    ).encode()  # fmt: skip
+
+
+def decode_consume_stats_list(
+    body: bytes | memoryview,
+) -> tuple[str, list[tuple[str, list[ConsumeStats]]], int]:
+    """Read ``encode_consume_stats_list`` output (and a 4.9 broker's): the broker address,
+    each group's stats in order, and the total diff.
+
+    Raises:
+        ValueError: not a ConsumeStatsList.
+    """
+    text = bytes(body).decode()
+    groups: list[tuple[str, list[ConsumeStats]]] = []
+    # Each offsetTable has queue objects as keys: take them out one by one, leaving JSON.
+    tables: list[dict[MessageQueue, Any]] = []
+    while '"offsetTable":' in text:
+        text, table = pop_queue_map(text, "offsetTable")
+        tables.append(table)
+    doc = json.loads(text)
+    if not isinstance(doc, dict):
+        raise ValueError("not a ConsumeStatsList")  # noqa: TRY004 - bad input, not a bad call
+    taken = iter(tables)
+    for entry in doc.get("consumeStatsList") or []:
+        for group, stats in entry.items():
+            out = []
+            for cs in stats:
+                table = next(taken, {})
+                out.append(
+                    ConsumeStats(
+                        float(cs.get("consumeTps") or 0.0),
+                        {
+                            mq: OffsetWrapper(
+                                _int(v.get("brokerOffset")),
+                                _int(v.get("consumerOffset")),
+                                _int(v.get("lastTimestamp")),
+                            )
+                            for mq, v in table.items()
+                        },
+                    )
+                )
+            groups.append((str(group), out))
+    return str(doc.get("brokerAddr") or ""), groups, _int(doc.get("totalDiff"))
+
+
+@dataclass(frozen=True, slots=True)
+class StatsSnapshot:
+    """One window of a broker statistic (``BrokerStatsItem``): the total over it, per second,
+    and per call (``avgpt``: the messages or bytes a request carried on average)."""
+
+    sum: int = 0
+    tps: float = 0.0
+    avgpt: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return {"avgpt": self.avgpt, "sum": self.sum, "tps": self.tps}
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any] | None) -> StatsSnapshot:
+        d = d or {}
+        return cls(_int(d.get("sum")), float(d.get("tps") or 0.0), float(d.get("avgpt") or 0.0))
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerStatsData:
+    """VIEW_BROKER_STATS_DATA reply: a statistic over the last minute, hour and day."""
+
+    minute: StatsSnapshot
+    hour: StatsSnapshot
+    day: StatsSnapshot
+
+    def encode(self) -> bytes:
+        return dumps(
+            {
+                "statsDay": self.day.to_json(),
+                "statsHour": self.hour.to_json(),
+                "statsMinute": self.minute.to_json(),
+            }
+        )
+
+    @classmethod
+    def decode(cls, body: bytes | memoryview) -> BrokerStatsData:
+        d = loads(body)
+        return cls(
+            StatsSnapshot.from_json(d.get("statsMinute")),
+            StatsSnapshot.from_json(d.get("statsHour")),
+            StatsSnapshot.from_json(d.get("statsDay")),
+        )
+
+    def sum_24h(self) -> int:
+        """mqadmin's ``compute24HourSum``: the day's total, else the hour's, else the
+        minute's (a young broker has no full day yet)."""
+        return self.day.sum or self.hour.sum or self.minute.sum
+
+
+@dataclass(slots=True)
+class GroupList:
+    """QUERY_TOPIC_CONSUME_BY_WHO reply: the groups that consume a topic on the broker."""
+
+    groups: list[str] = field(default_factory=list)
+
+    def encode(self) -> bytes:
+        return dumps({"groupList": self.groups})
+
+    @classmethod
+    def decode(cls, body: bytes | memoryview) -> GroupList:
+        return cls([str(g) for g in loads(body).get("groupList") or []])
+
+
+@dataclass(slots=True)
+class PlainAccessConfig:
+    """An ACL account as GET_BROKER_CLUSTER_ACL_CONFIG sends it (``PlainAccessConfig``)."""
+
+    access_key: str
+    secret_key: str
+    white_remote_address: str | None = None
+    admin: bool = False
+    default_topic_perm: str | None = None
+    default_group_perm: str | None = None
+    topic_perms: list[str] = field(default_factory=list)
+    group_perms: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"accessKey": self.access_key, "admin": self.admin}
+        perms = {"defaultGroupPerm": self.default_group_perm}
+        perms["defaultTopicPerm"] = self.default_topic_perm
+        out.update({k: v for k, v in perms.items() if v is not None})  # fastjson leaves nulls out
+        out["groupPerms"] = self.group_perms
+        out["secretKey"] = self.secret_key
+        out["topicPerms"] = self.topic_perms
+        if self.white_remote_address is not None:
+            out["whiteRemoteAddress"] = self.white_remote_address
+        return out
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> PlainAccessConfig:
+        return cls(
+            access_key=str(d.get("accessKey") or ""),
+            secret_key=str(d.get("secretKey") or ""),
+            white_remote_address=d.get("whiteRemoteAddress"),
+            admin=_bool(d.get("admin")),
+            default_topic_perm=d.get("defaultTopicPerm"),
+            default_group_perm=d.get("defaultGroupPerm"),
+            topic_perms=[str(x) for x in d.get("topicPerms") or []],
+            group_perms=[str(x) for x in d.get("groupPerms") or []],
+        )
+
+
+@dataclass(slots=True)
+class AclConfigBody:
+    """GET_BROKER_CLUSTER_ACL_CONFIG reply (``GetBrokerClusterAclConfigResponseBody``)."""
+
+    global_white_addrs: list[str] = field(default_factory=list)
+    accounts: list[PlainAccessConfig] = field(default_factory=list)
+
+    def encode(self) -> bytes:
+        return dumps(
+            {
+                "globalWhiteAddrs": self.global_white_addrs,
+                "plainAccessConfigs": [a.to_json() for a in self.accounts],
+            }
+        )
+
+    @classmethod
+    def decode(cls, body: bytes | memoryview) -> AclConfigBody:
+        d = loads(body)
+        return cls(
+            [str(a) for a in d.get("globalWhiteAddrs") or []],
+            [PlainAccessConfig.from_json(a) for a in d.get("plainAccessConfigs") or []],
+        )
 
 
 # ====================================================================== subscription groups

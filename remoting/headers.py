@@ -593,6 +593,22 @@ class GetConsumeStatsRequestHeader(CommandHeader):
 
 
 @dataclass(slots=True, kw_only=True)
+class ViewBrokerStatsDataRequestHeader(CommandHeader):
+    """VIEW_BROKER_STATS_DATA (315): one statistic (``TOPIC_PUT_NUMS``…) of one key."""
+
+    stats_name: str = wire("statsName")
+    stats_key: str = wire("statsKey")
+
+
+@dataclass(slots=True, kw_only=True)
+class GetConsumeStatsInBrokerHeader(CommandHeader):
+    """GET_BROKER_CONSUME_STATS (317): every group's positions; ``isOrder``: orderly topics
+    only."""
+
+    is_order: bool = wire("isOrder", False)
+
+
+@dataclass(slots=True, kw_only=True)
 class QueryConsumeQueueRequestHeader(CommandHeader):
     topic: str = wire("topic")
     queue_id: int = wire("queueId")

@@ -29,6 +29,7 @@ from broker.facets import (
     Tables,
 )
 from broker.locks import QueueLocks
+from broker.processors.stats import consume_stats
 from broker.subscriptions import check_group_name
 from broker.topics import altered_attributes, check_topic_name
 from codec import RecordError, decode_properties, decode_record
@@ -36,7 +37,6 @@ from remoting.bodies import (
     MALFORMED_BODY,
     KVTable,
     LockBatchBody,
-    OffsetWrapper,
     SubscriptionGroupConfig,
     TopicConfig,
     TopicList,
@@ -269,26 +269,9 @@ class AdminProcessor:
     async def consume_stats(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         h = GetConsumeStatsRequestHeader.from_ext_fields(request.ext_fields)
         broker = self.broker
-        store = broker.store
         topics = [h.topic] if h.topic else sorted(broker.offsets.topics_of_group(h.consumer_group))
-        table: dict[MessageQueue, OffsetWrapper] = {}
-        for topic in topics:
-            tc = broker.topics.get(topic)
-            if tc is None:
-                continue
-            for qid in range(tc.read_queue_nums):
-                broker_offset = store.get_max_offset(topic, qid)
-                consumer_offset = max(0, broker.offsets.query(h.consumer_group, topic, qid))
-                last = (
-                    store.get_message_store_timestamp(topic, qid, consumer_offset - 1)
-                    if consumer_offset > 0
-                    else 0
-                )
-                table[MessageQueue(topic, broker.config.broker_name, qid)] = OffsetWrapper(
-                    broker_offset, consumer_offset, max(last, 0)
-                )
-        tps = broker.stats.consume_tps(h.consumer_group)
-        return _ok(request, body=encode_consume_stats(table, tps))
+        cs = consume_stats(broker, h.consumer_group, topics)
+        return _ok(request, body=encode_consume_stats(cs.offset_table, cs.consume_tps))
 
     async def runtime_info(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
         broker = self.broker

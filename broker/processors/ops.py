@@ -12,8 +12,11 @@ lookup codes are in ``broker/processors/admin.py``):
   RESET_CONSUMER_CLIENT_OFFSET (220), so clients drop what they hold and pull from there;
 - GET_CONSUMER_RUNNING_INFO (307): passed on to the named client, whose answer comes back
   (mqadmin consumerStatus);
-- CLONE_GROUP_OFFSET (314), CLEAN_EXPIRED_CONSUMEQUEUE (306) and DELETE_EXPIRED_COMMITLOG
-  (329).
+- the ACL codes: UPDATE_AND_CREATE_ACL_CONFIG (50), DELETE_ACL_CONFIG (51),
+  GET_BROKER_CLUSTER_ACL_INFO (52), UPDATE_GLOBAL_WHITE_ADDRS_CONFIG (53) and
+  GET_BROKER_CLUSTER_ACL_CONFIG (54, RocketMQ 4.9's, for mqadmin getAclConfig);
+- CLONE_GROUP_OFFSET (314), CLEAN_EXPIRED_CONSUMEQUEUE (306), CLEAN_UNUSED_TOPIC (316) and
+  DELETE_EXPIRED_COMMITLOG (329).
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from typing import Protocol
 
 import structlog
 
-from broker.acl import Account, AclRules, PlainAcl
+from broker.acl import Account, AclRules, PlainAcl, perm_text
 from broker.clients import ClientChannel
 from broker.config import (
     LIVE_BROKER_KEYS,
@@ -33,7 +36,7 @@ from broker.config import (
 from broker.facets import BrokerFacts, Clients, HasStore, HasTopics
 from broker.subscriptions import group_refusal
 from codec import decode_offset_msg_id
-from remoting.bodies import encode_reset_offset_body
+from remoting.bodies import AclConfigBody, PlainAccessConfig, encode_reset_offset_body
 from remoting.codes import LanguageCode, RequestCode, ResponseCode
 from remoting.command import RemotingCommand, response_to
 from remoting.connection import Connection
@@ -437,7 +440,55 @@ class OpsProcessor:
         ).to_ext_fields()
         return response_to(request, ResponseCode.SUCCESS, None, ext)
 
+    async def acl_config(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        """GET_BROKER_CLUSTER_ACL_CONFIG (54): the accounts and global white list, as the
+        ACL file has them (mqadmin getAclConfig; an admin's read, as in RocketMQ 4.9)."""
+        acl = self._acl_or_refuse(request)
+        if isinstance(acl, RemotingCommand):
+            return acl
+        rules = acl.rules
+        body = AclConfigBody(
+            list(rules.global_white),
+            [
+                PlainAccessConfig(
+                    access_key=a.access_key,
+                    secret_key=a.secret_key,
+                    white_remote_address=a.white_remote_address,
+                    admin=a.admin,
+                    default_topic_perm=perm_text(a.default_topic_perm),
+                    default_group_perm=perm_text(a.default_group_perm),
+                    topic_perms=list(a.topic_perms),
+                    group_perms=list(a.group_perms),
+                )
+                for a in rules.accounts.values()
+            ],
+        )
+        return _ok(request, body.encode())
+
     # ------------------------------------------------------------------------ store
+
+    def _unused_topics(self) -> list[str]:
+        """Topics with consume queues in the store but no longer in the topic table. The
+        broker's internal topics keep theirs (RocketMQ spares the schedule and op-half
+        topics; ours also have the timer's, the pops' and the transactions')."""
+        broker = self.broker
+        topics = broker.topics
+        return sorted(
+            t
+            for t in {cq.topic for cq in broker.store.queues} - set(topics.table)
+            if not topics.is_system_topic(t) and not t.upper().startswith("RMQ_SYS_")
+        )
+
+    async def clean_unused_topic(
+        self, conn: Connection, request: RemotingCommand
+    ) -> RemotingCommand:
+        """CLEAN_UNUSED_TOPIC (316): drop the consume queues of topics the broker no longer
+        has (``cleanUnusedTopic``)."""
+        gone = self._unused_topics()
+        for topic in gone:
+            self.broker.store.delete_topic(topic)
+        log.info("unused_topics_cleaned", topics=gone, peer=conn.peer)
+        return _ok(request)
 
     async def clean_expired_consume_queue(
         self, conn: Connection, request: RemotingCommand
@@ -446,7 +497,7 @@ class OpsProcessor:
         log's start (``cleanExpiredConsumerQueue``)."""
         broker = self.broker
         store = broker.store
-        gone = sorted({cq.topic for cq in store.queues} - set(broker.topics.table))
+        gone = self._unused_topics()
         for topic in gone:
             store.delete_topic(topic)
         low = store.commit_log.min_offset

@@ -75,6 +75,8 @@ class SendBackProcessor:
         reconsume_times, msg, props = copy
         msg.topic, msg.queue_id = retry, queue_id
         self._route(header, sgc, msg, props, reconsume_times=reconsume_times)
+        # SNDBCK_PUT_NUMS is counted by the message's own topic (``originTopic``)
+        self.broker.stats.on_send_back(header.group, header.origin_topic or "")
         return await self._store(conn, request, msg, retry=retry)
 
     def _check(
