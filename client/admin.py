@@ -43,6 +43,10 @@ from client.trace import TRACE_TOPIC, TraceView, trace_views
 from remoting.acl import SessionCredentials
 from remoting.bodies import (
     MALFORMED_BODY,
+    AclConfigBody,
+    BrokerStatsData,
+    ConsumeStats,
+    GroupList,
     KVTable,
     OffsetWrapper,
     SubscriptionGroupConfig,
@@ -51,6 +55,7 @@ from remoting.bodies import (
     TopicList,
     TopicOffset,
     decode_consume_stats,
+    decode_consume_stats_list,
     decode_reset_offset_body,
     decode_topic_stats,
     pop_queue_map,
@@ -67,6 +72,7 @@ from remoting.headers import (
     CreateAccessConfigRequestHeader,
     CreateTopicRequestHeader,
     DeleteAccessConfigRequestHeader,
+    GetConsumeStatsInBrokerHeader,
     GetConsumeStatsRequestHeader,
     GetKVConfigResponseHeader,
     GroupNameRequestHeader,
@@ -85,6 +91,7 @@ from remoting.headers import (
     TopicRequestHeader,
     UpdateConsumerOffsetRequestHeader,
     UpdateGlobalWhiteAddrsConfigRequestHeader,
+    ViewBrokerStatsDataRequestHeader,
     ViewMessageRequestHeader,
     WipeWritePermResponseHeader,
 )
@@ -591,6 +598,78 @@ class Admin(ClientService):
         if not seen:
             raise ClientError(f"producer group {group} has no connection on the brokers of {topic}")
         return [seen[k] for k in sorted(seen)]
+
+    # ------------------------------------------------------------------- statistics
+
+    async def broker_stats(self, addr: str, name: str, key: str) -> BrokerStatsData | None:
+        """VIEW_BROKER_STATS_DATA: statistic ``name`` (``TOPIC_PUT_NUMS``, ``GROUP_GET_NUMS``
+        …) of ``key`` (a topic, ``topic@group``) over the last minute, hour and day; None
+        when the broker has none (it answers SYSTEM_ERROR "The stats … not exist")."""
+        response = await self._call(
+            addr,
+            RequestCode.VIEW_BROKER_STATS_DATA,
+            ViewBrokerStatsDataRequestHeader(stats_name=name, stats_key=key).to_ext_fields(),
+            what=f"stats {name} {key}",
+            ok=(ResponseCode.SUCCESS, ResponseCode.SYSTEM_ERROR),
+        )
+        if response.code != ResponseCode.SUCCESS:
+            return None
+        with reading_answer(RequestCode.VIEW_BROKER_STATS_DATA, addr):
+            return BrokerStatsData.decode(response.body_bytes)
+
+    async def broker_consume_stats(
+        self, addr: str, *, is_order: bool = False
+    ) -> tuple[list[tuple[str, list[ConsumeStats]]], int]:
+        """GET_BROKER_CONSUME_STATS: every group's positions on the broker at ``addr``
+        (orderly topics only with ``is_order``), and their total diff."""
+        response = await self._call(
+            addr,
+            RequestCode.GET_BROKER_CONSUME_STATS,
+            GetConsumeStatsInBrokerHeader(is_order=is_order).to_ext_fields(),
+            what="broker consume stats",
+        )
+        with reading_answer(RequestCode.GET_BROKER_CONSUME_STATS, addr):
+            _addr, groups, total = decode_consume_stats_list(response.body_bytes)
+        return groups, total
+
+    async def topic_consumed_by(self, topic: str) -> list[str]:
+        """QUERY_TOPIC_CONSUME_BY_WHO on the first broker of the topic's route, as mqadmin
+        asks it: the groups online with a subscription to it or with offsets in it."""
+        route = await self.topic_route(topic)
+        for bd in route.broker_datas:
+            addr = bd.master_addr or next(iter(bd.broker_addrs.values()), None)
+            if addr is None:
+                continue
+            response = await self._call(
+                addr,
+                RequestCode.QUERY_TOPIC_CONSUME_BY_WHO,
+                TopicRequestHeader(topic=topic).to_ext_fields(),
+                what=f"groups of {topic}",
+            )
+            with reading_answer(RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, addr):
+                return GroupList.decode(response.body_bytes).groups
+        return []
+
+    async def system_topics(self, addr: str) -> list[str]:
+        """GET_SYSTEM_TOPIC_LIST_FROM_BROKER: the broker's own topics."""
+        response = await self._call(
+            addr, RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_BROKER, what="system topics"
+        )
+        with reading_answer(RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_BROKER, addr):
+            return TopicList.decode(response.body_bytes).topic_list
+
+    async def clean_unused_topic(self, addr: str) -> None:
+        """CLEAN_UNUSED_TOPIC: the broker drops consume queues of topics it no longer has."""
+        await self._call(addr, RequestCode.CLEAN_UNUSED_TOPIC, what="clean unused topics")
+
+    async def acl_config(self, addr: str) -> AclConfigBody:
+        """GET_BROKER_CLUSTER_ACL_CONFIG: the ACL file's accounts and global white list (an
+        admin's read: secret keys included)."""
+        response = await self._call(
+            addr, RequestCode.GET_BROKER_CLUSTER_ACL_CONFIG, what="acl config"
+        )
+        with reading_answer(RequestCode.GET_BROKER_CLUSTER_ACL_CONFIG, addr):
+            return AclConfigBody.decode(response.body_bytes)
 
     async def runtime_info(self, addr: str) -> dict[str, str]:
         response = await self._call(addr, RequestCode.GET_BROKER_RUNTIME_INFO, what="broker status")

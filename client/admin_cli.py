@@ -23,12 +23,18 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
-from rich.progress import Progress
-from rich.table import Table
-
+import codec
 from client.admin import Admin, decode_offset_msg_id
-from client.errors import ClientError, InvalidArgumentError
+from client.admin_commands import (
+    COMMANDS,
+    Out,
+    UsageError,
+    command,
+    find_command,
+    ms_text,
+    parse_time,
+)
+from client.errors import ClientError
 from client.message import Message, MessageView
 from client.producer import Producer
 from client.rebalance import allocate_averagely
@@ -40,85 +46,7 @@ from remoting.errors import RocketMQError
 from remoting.headers import CreateAccessConfigRequestHeader
 from remoting.route import MessageQueue
 
-TIME_FORMAT = "%Y-%m-%d#%H:%M:%S:%f"  # mqadmin's yyyy-MM-dd#HH:mm:ss:SSS
 PRINT_BATCH = 32
-
-
-class UsageError(InvalidArgumentError):
-    """A command line that cannot run; ``main`` exits 2 with the message (it never leaves
-    ``main``; an ``InvalidArgumentError`` all the same, so nothing this module raises is
-    outside the SDK's tree)."""
-
-
-# ---------------------------------------------------------------------------- output
-
-
-class Out:
-    """Tables on a terminal, JSON for scripts."""
-
-    def __init__(self, as_json: bool) -> None:
-        self.as_json = as_json
-        # A pipe gets a wide page: cutting an id short would make the output useless.
-        wide = None if sys.stdout.isatty() else 240
-        self.console = Console(highlight=False, width=wide)
-        self.errors = Console(stderr=True, highlight=False)
-
-    def table(
-        self, title: str, headers: Sequence[str], rows: Sequence[Sequence[object]], doc: object
-    ) -> None:
-        if self.as_json:
-            self.json(doc)
-            return
-        t = Table(title=title, title_justify="left", box=None, header_style="bold")
-        for i, h in enumerate(headers):
-            t.add_column(h, justify="left" if i == 0 else "right", overflow="fold")
-        for row in rows:
-            t.add_row(*(_cell(c) for c in row))
-        self.console.print(t)
-
-    def line(self, text: str, doc: object) -> None:
-        if self.as_json:
-            self.json(doc)
-        else:
-            self.console.print(text)
-
-    def json(self, doc: object) -> None:
-        sys.stdout.write(json.dumps(doc, indent=2, ensure_ascii=False, default=str) + "\n")
-
-    def progress(self) -> Progress:
-        return Progress(console=self.errors, transient=True, disable=not sys.stderr.isatty())
-
-
-def _cell(value: object) -> str:
-    if isinstance(value, float):
-        return f"{value:,.2f}"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
-
-
-def _ms_text(ms: int) -> str:
-    if ms <= 0:
-        return "-"
-    return datetime.fromtimestamp(ms / 1000).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
-
-
-def parse_time(text: str) -> int:
-    """A time for mqadmin options: epoch ms, ``now``, or ``yyyy-MM-dd#HH:mm:ss:SSS``.
-
-    Raises:
-        UsageError: none of those.
-    """
-    if text == "now":
-        return int(time.time() * 1000)
-    if text.lstrip("-").isdigit():
-        return int(text)
-    try:
-        return int(datetime.strptime(text, TIME_FORMAT).timestamp() * 1000)
-    except ValueError:
-        raise UsageError(
-            f"time {text!r} is not epoch milliseconds, 'now' or yyyy-MM-dd#HH:mm:ss:SSS"
-        ) from None
 
 
 def _message_doc(m: MessageView, *, body: bool) -> dict[str, Any]:
@@ -159,7 +87,7 @@ def _print_messages(out: Out, title: str, msgs: list[MessageView], *, body: bool
             m.msg_id,
             m.tags or "",
             d["keys"],
-            _ms_text(m.store_timestamp),
+            ms_text(m.store_timestamp),
             len(m.body),
         ]
         if body:
@@ -169,19 +97,6 @@ def _print_messages(out: Out, title: str, msgs: list[MessageView], *, body: bool
 
 
 # -------------------------------------------------------------------------- commands
-
-Handler = Callable[[Admin, argparse.Namespace, Out], Awaitable[None]]
-COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Handler]] = {}
-
-
-def command(
-    name: str, help_text: str, options: Callable[[argparse.ArgumentParser], None]
-) -> Callable[[Handler], Handler]:
-    def register(fn: Handler) -> Handler:
-        COMMANDS[name] = (help_text, options, fn)
-        return fn
-
-    return register
 
 
 async def on_masters(
@@ -330,7 +245,7 @@ async def topic_route(admin: Admin, a: argparse.Namespace, out: Out) -> None:
 async def topic_status(admin: Admin, a: argparse.Namespace, out: Out) -> None:
     stats = await admin.topic_stats(a.topic)
     rows = [
-        [mq.broker_name, mq.queue_id, s.min_offset, s.max_offset, _ms_text(s.last_update_timestamp)]
+        [mq.broker_name, mq.queue_id, s.min_offset, s.max_offset, ms_text(s.last_update_timestamp)]
         for mq, s in stats.items()
     ]
     doc = [
@@ -636,7 +551,7 @@ async def consumer_progress(admin: Admin, a: argparse.Namespace, out: Out) -> No
                     w.broker_offset,
                     w.consumer_offset,
                     lag,
-                    _ms_text(w.last_timestamp),
+                    ms_text(w.last_timestamp),
                 ]
             )
             docs.append(
@@ -752,7 +667,7 @@ async def consumer_status(admin: Admin, a: argparse.Namespace, out: Out) -> None
                     q.get("cachedMsgCount"),
                     q.get("cachedMsgMinOffset"),
                     q.get("cachedMsgMaxOffset"),
-                    _ms_text(int(q.get("lastPullTimestamp") or 0)),
+                    ms_text(int(q.get("lastPullTimestamp") or 0)),
                 ]
                 for q in info.get("mqTable") or []
             ],
@@ -961,7 +876,7 @@ async def reset_offset_by_time(admin: Admin, a: argparse.Namespace, out: Out) ->
         for mq, o in table.items()
     ]
     out.table(
-        f"Offsets of {a.group} on {a.topic} reset to {'now' if now else _ms_text(ts)}",
+        f"Offsets of {a.group} on {a.topic} reset to {'now' if now else ms_text(ts)}",
         ["broker", "queue", "offset"],
         rows,
         doc,
@@ -1231,22 +1146,29 @@ async def consume_message(admin: Admin, a: argparse.Namespace, out: Out) -> None
 
 
 def _decode_id_opts(p: argparse.ArgumentParser) -> None:
-    p.add_argument("-i", "--messageId", dest="msg_id", required=True)
+    p.add_argument("-i", "--messageId", dest="msg_id", required=True, help="a message id")
 
 
 @command(
     "decodeMessageId",
-    "the broker and commit-log offset an offset message id names",
+    "what a message id says: an offset id's broker and commit-log offset, or a unique id's "
+    "client address, pid and time",
     _decode_id_opts,
 )
 async def decode_message_id(admin: Admin, a: argparse.Namespace, out: Out) -> None:
-    addr, offset = decode_offset_msg_id(a.msg_id)
-    out.table(
-        "Message id",
-        ["broker", "commit-log offset"],
-        [[addr, offset]],
-        {"addr": addr, "offset": offset},
-    )
+    msg_id = a.msg_id.strip()
+    if codec.looks_like_offset_msg_id(msg_id):
+        addr, offset = decode_offset_msg_id(msg_id)
+        doc: dict[str, object] = {"kind": "offset", "addr": addr, "offset": offset}
+        out.table("Offset message id", ["broker", "commit-log offset"], [[addr, offset]], doc)
+        return
+    try:
+        ip, pid, when = codec.decode_uniq_msg_id(msg_id)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    date = datetime.fromtimestamp(when / 1000).strftime("%Y-%m-%d#%H:%M:%S:%f")[:-3]
+    doc = {"kind": "unique", "ip": ip, "pid": pid, "time": when, "date": date}
+    out.table("Unique message id (UNIQ_KEY)", ["ip", "pid", "date"], [[ip, pid, date]], doc)
 
 
 # ---- ACL
@@ -1288,7 +1210,7 @@ def _acl_delete_opts(p: argparse.ArgumentParser) -> None:
     p.add_argument("-a", "--accessKey", dest="access_key", required=True)
 
 
-@command("deleteAclConfig", "delete an ACL account", _acl_delete_opts)
+@command("deleteAclConfig", "delete an ACL account", _acl_delete_opts, alias="deleteAccessConfig")
 async def delete_acl_config(admin: Admin, a: argparse.Namespace, out: Out) -> None:
     addrs = await on_masters(admin, a, lambda addr: admin.delete_acl_config(addr, a.access_key))
     out.line(
@@ -1329,36 +1251,68 @@ async def update_global_white_addr(admin: Admin, a: argparse.Namespace, out: Out
 # ------------------------------------------------------------------------------- main
 
 
+def add_common_options(p: argparse.ArgumentParser) -> None:
+    """What every command takes: the name servers, ``--json`` and the ACL account."""
+    p.add_argument(
+        "-n", "--namesrvAddr", dest="namesrv", help='"h1:9876;h2:9876" (default NAMESRV_ADDR)'
+    )
+    p.add_argument("--json", action="store_true", help="JSON for scripts instead of tables")
+    p.add_argument(
+        "--ak",
+        dest="ak",
+        default=os.environ.get("AEROLITE_ACCESS_KEY"),
+        help="ACL account to sign with (default AEROLITE_ACCESS_KEY)",
+    )
+    p.add_argument(
+        "--sk",
+        dest="sk",
+        default=os.environ.get("AEROLITE_SECRET_KEY"),
+        help="its secret (default AEROLITE_SECRET_KEY)",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="aerolite admin",
         description="mqadmin for Aerolite and Apache RocketMQ clusters.",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for name, (help_text, options, _fn) in sorted(COMMANDS.items()):
-        p = sub.add_parser(name, help=help_text, description=help_text)
-        p.add_argument(
-            "-n", "--namesrvAddr", dest="namesrv", help='"h1:9876;h2:9876" (default NAMESRV_ADDR)'
-        )
-        p.add_argument("--json", action="store_true", help="JSON for scripts instead of tables")
-        p.add_argument(
-            "--ak",
-            dest="ak",
-            default=os.environ.get("AEROLITE_ACCESS_KEY"),
-            help="ACL account to sign with (default AEROLITE_ACCESS_KEY)",
-        )
-        p.add_argument(
-            "--sk",
-            dest="sk",
-            default=os.environ.get("AEROLITE_SECRET_KEY"),
-            help="its secret (default AEROLITE_SECRET_KEY)",
-        )
-        options(p)
+    for name, cmd in sorted(COMMANDS.items()):
+        p = sub.add_parser(name, help=cmd.help_text, description=cmd.help_text)
+        add_common_options(p)
+        cmd.options(p)
     return parser
 
 
+# Apache's own order for ``mqadmin`` alone (MQAdminStartup.initCommand); ours that it does
+# not have follow, by name.
+_APACHE_ORDER = """
+updateTopic deleteTopic updateSubGroup deleteSubGroup updateBrokerConfig updateTopicPerm
+topicRoute topicStatus topicClusterList brokerStatus queryMsgById queryMsgByKey
+queryMsgByUniqueKey queryMsgByOffset queryMsgTraceById printMsg printMsgByQueue sendMsgStatus
+brokerConsumeStats producerConnection consumerConnection consumerProgress consumerStatus
+cloneGroupOffset producer clusterList topicList updateKvConfig deleteKvConfig wipeWritePerm
+addWritePerm resetOffsetByTime skipAccumulatedMessage updateOrderConf cleanExpiredCQ
+deleteExpiredCommitLog cleanUnusedTopic startMonitoring statsAll allocateMQ checkMsgSendRT
+clusterRT getNamesrvConfig updateNamesrvConfig getBrokerConfig getConsumerConfig queryCq
+sendMessage consumeMessage updateAclConfig deleteAclConfig clusterAclConfigVersion
+updateGlobalWhiteAddr getAclConfig exportMetadata exportConfigs exportMetrics
+"""
+APACHE_ORDER = tuple(_APACHE_ORDER.split())
+
+
+def command_list() -> str:
+    """``mqadmin`` alone: every command and what it does, in Apache's format."""
+    known = [n for n in APACHE_ORDER if n in COMMANDS]
+    names = known + sorted(set(COMMANDS) - set(known))
+    lines = ["The most commonly used mqadmin commands are:"]
+    lines += [f"   {n:<20} {COMMANDS[n].help_text}" for n in names]
+    lines += ["", "See 'mqadmin help <command>' for more information on a specific command."]
+    return "\n".join(lines) + "\n"
+
+
 async def _run(args: argparse.Namespace) -> None:
-    _help, _options, handler = COMMANDS[args.command]
+    handler = COMMANDS[args.command].handler
     out = Out(args.json)
     if (args.ak is None) != (args.sk is None):
         raise UsageError("--ak and --sk go together")
@@ -1367,8 +1321,35 @@ async def _run(args: argparse.Namespace) -> None:
         await handler(admin, args, out)
 
 
+def _resolve(argv: list[str]) -> list[str] | int:
+    """Apache's conventions before parsing: no command lists them all; ``help <command>``
+    explains one; a command is found by name or alias in any case. The argv to parse, or
+    the exit code when nothing is left to run."""
+    parser = build_parser()
+    if not argv:
+        sys.stdout.write(command_list())
+        return 0
+    if argv[0] == "help" and len(argv) == 2:
+        name = find_command(argv[1])
+        if name is None:
+            print(f"The sub command {argv[1]} not exist.", file=sys.stderr)
+            return 2
+        parser.parse_args([name, "-h"])  # prints the command's help and exits 0
+    if argv[0].startswith("-"):
+        return argv  # argparse's own -h / usage
+    name = find_command(argv[0])
+    if name is None:
+        print(f"The sub command {argv[0]} not exist.", file=sys.stderr)
+        print("Run 'mqadmin' alone for the list of commands.", file=sys.stderr)
+        return 2
+    return [name, *argv[1:]]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    resolved = _resolve(list(sys.argv[1:] if argv is None else argv))
+    if isinstance(resolved, int):
+        return resolved
+    args = build_parser().parse_args(resolved)
     # The SDK's own log lines are for services; a command shows only warnings, on stderr,
     # so that stdout (tables or --json) stays clean. (A no-op when logging is set up already.)
     logging.basicConfig(
@@ -1384,6 +1365,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     return 0
 
+
+# The commands of Apache's later additions register themselves on import.
+import client.admin_cli_ops  # noqa: E402, F401 - registers its commands
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -60,12 +60,16 @@ _NOT_ALLOWED_SEND = frozenset(
 )
 
 
-def check_topic(topic: str, error: type[InvalidArgumentError] = InvalidArgumentError) -> None:
-    """``Validators.checkTopic`` plus the forbidden topics.
+def check_topic(
+    topic: str, error: type[InvalidArgumentError] = InvalidArgumentError, *, to_send: bool = True
+) -> None:
+    """``Validators.checkTopic`` plus, for a topic to send to, the forbidden topics.
 
     Args:
         topic: the name to check.
         error: what to raise; a message's topic is the message's fault (InvalidMessageError).
+        to_send: False for a topic to read: the broker's own topics may be subscribed to
+            (OFFSET_MOVED_EVENT by a monitor, as Java's MonitorService does).
 
     Raises:
         InvalidArgumentError: blank, illegal characters, too long, or a system topic.
@@ -82,6 +86,8 @@ def check_topic(topic: str, error: type[InvalidArgumentError] = InvalidArgumentE
     if len(topic) > TOPIC_MAX_LENGTH:
         raise error(f"the specified topic is longer than topic max length {TOPIC_MAX_LENGTH}")
     if topic in _NOT_ALLOWED_SEND:
+        if not to_send:
+            return
         raise error(f"sending message to topic[{topic}] is forbidden")
     if len(_VALID_TOPICS) > 10_000:
         _VALID_TOPICS.clear()

@@ -220,7 +220,7 @@ class PushConsumer(ClientService):
         (``*`` or ``TagA || TagB``), or, with ``sql``, an SQL92 expression over the message
         properties (``"a > 5 AND region = 'eu'"``; the broker needs
         ``enablePropertyFilter=true``). Use as a decorator; call before ``start()``."""
-        check_topic(topic)
+        check_topic(topic, to_send=False)
         if self._instance is not None:
             raise ClientStateError("subscribe before start()")
         if sql is not None and (not isinstance(sql, str) or not sql.strip()):

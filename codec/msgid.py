@@ -11,7 +11,7 @@ import os
 import struct
 import threading
 import time
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from codec.record import Host
 
@@ -58,6 +58,59 @@ def decode_offset_msg_id(msg_id: str) -> tuple[Host, int]:
     (port,) = _INT.unpack_from(raw, addr_len)
     (offset,) = _LONG.unpack_from(raw, addr_len + 4)
     return (raw[:addr_len], port), offset
+
+
+def _month_start_ms(when_ms: int, months_back: int = 0) -> int:
+    start = datetime.fromtimestamp(when_ms / 1000).replace(
+        day=1, hour=0, minute=0, second=0, microsecond=0
+    )
+    for _ in range(months_back):
+        start = (start - timedelta(days=1)).replace(day=1)
+    return int(start.timestamp() * 1000)
+
+
+def decode_uniq_msg_id(msg_id: str, now_ms: int | None = None) -> tuple[str, int, int]:
+    """(client IP, pid, approximate time in epoch ms) of a unique message id (UNIQ_KEY) —
+    ``MessageClientIDSetter.getIPStrFromID`` / ``getNearlyTimeFromID``: the time is the
+    milliseconds since the start of this month, or of last month when that would be in the
+    future.
+
+    Raises:
+        ValueError: not 32 (IPv4) or 56 (IPv6) hex digits.
+    """
+    if len(msg_id) not in (32, 56):
+        raise ValueError(f"message id {msg_id!r} must have 32 (IPv4) or 56 (IPv6) hex digits")
+    try:
+        raw = bytes.fromhex(msg_id)
+    except ValueError:
+        raise ValueError(f"message id {msg_id!r} is not hex") from None
+    ip_len = 16 if len(raw) == 28 else 4
+    ip = raw[:ip_len]
+    ip_text = (
+        ".".join(str(b) for b in ip)
+        if ip_len == 4
+        else ":".join(ip[i : i + 2].hex() for i in range(0, 16, 2))
+    )
+    (pid,) = struct.unpack_from(">H", raw, ip_len)
+    (span,) = struct.unpack_from(">I", raw, ip_len + 6)
+    now = int(time.time() * 1000) if now_ms is None else now_ms
+    start = _month_start_ms(now)
+    if start + span >= now:
+        start = _month_start_ms(now, 1)
+    return ip_text, pid, start + span
+
+
+def looks_like_offset_msg_id(msg_id: str) -> bool:
+    """Whether a 32/56-digit id reads as an offset id (a port after the address) rather
+    than a unique id (a pid and a hash there, which make no port)."""
+    try:
+        raw = bytes.fromhex(msg_id)
+    except ValueError:
+        return False
+    if len(raw) not in (16, 28):
+        return False
+    (port,) = _INT.unpack_from(raw, len(raw) - 12)
+    return bool(0 < port < 65536)
 
 
 class UniqIdGenerator:

@@ -282,7 +282,7 @@ async def test_aerolite_admin_is_mqadmin(namesrv: NameServer, broker: Broker) ->
     assert code == 0, err
     assert json.loads(out)[0]["brokerName"] == "broker-a"
     code, _out, err = await run_cli("admin", "noSuchCommand", module="broker")
-    assert code == 2 and "invalid choice" in err
+    assert code == 2 and "The sub command noSuchCommand not exist." in err
 
 
 async def test_more_commands(namesrv: NameServer, broker: Broker, tmp_path: Path) -> None:

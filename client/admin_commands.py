@@ -1,0 +1,177 @@
+"""mqadmin's command registry and its output: tables, JSON, and Apache's text.
+
+RocketMQ counterpart: ``MQAdminStartup``'s sub-command list, ``SubCommand``, and the
+formatting the commands share (``UtilAll.frontStringAtLeast``, ``%.2f``, the date formats).
+``client.admin_cli`` and ``client.admin_cli_ops`` register their commands here; ``main``
+in ``client.admin_cli`` runs them.
+
+Two kinds of text: the commands that predate RocketMQ parity print rich tables; those that
+match Apache's output (``JavaText``) print its exact ``printf`` lines, so scripts written
+for Apache's mqadmin parse ours. ``--json`` is there for both.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from decimal import ROUND_HALF_UP, Decimal
+
+from rich.console import Console
+from rich.progress import Progress
+from rich.table import Table
+
+from client.admin import Admin
+from client.errors import InvalidArgumentError
+
+TIME_FORMAT = "%Y-%m-%d#%H:%M:%S:%f"  # mqadmin's yyyy-MM-dd#HH:mm:ss:SSS
+
+
+class UsageError(InvalidArgumentError):
+    """A command line that cannot run; ``main`` exits 2 with the message (it never leaves
+    ``main``; an ``InvalidArgumentError`` all the same, so nothing this module raises is
+    outside the SDK's tree)."""
+
+
+# ---------------------------------------------------------------------------- output
+
+
+class Out:
+    """Tables on a terminal, JSON for scripts."""
+
+    def __init__(self, as_json: bool) -> None:
+        self.as_json = as_json
+        # A pipe gets a wide page: cutting an id short would make the output useless.
+        wide = None if sys.stdout.isatty() else 240
+        self.console = Console(highlight=False, width=wide)
+        self.errors = Console(stderr=True, highlight=False)
+
+    def table(
+        self, title: str, headers: Sequence[str], rows: Sequence[Sequence[object]], doc: object
+    ) -> None:
+        if self.as_json:
+            self.json(doc)
+            return
+        t = Table(title=title, title_justify="left", box=None, header_style="bold")
+        for i, h in enumerate(headers):
+            t.add_column(h, justify="left" if i == 0 else "right", overflow="fold")
+        for row in rows:
+            t.add_row(*(cell(c) for c in row))
+        self.console.print(t)
+
+    def line(self, text: str, doc: object) -> None:
+        if self.as_json:
+            self.json(doc)
+        else:
+            self.console.print(text)
+
+    def json(self, doc: object) -> None:
+        sys.stdout.write(json.dumps(doc, indent=2, ensure_ascii=False, default=str) + "\n")
+
+    def text(self, text: str, doc: object) -> None:
+        """Apache's exact text (``printf`` lines, trailing spaces and all), or ``doc``."""
+        if self.as_json:
+            self.json(doc)
+        else:
+            sys.stdout.write(text)
+
+    def progress(self) -> Progress:
+        return Progress(console=self.errors, transient=True, disable=not sys.stderr.isatty())
+
+
+def cell(value: object) -> str:
+    if isinstance(value, float):
+        return f"{value:,.2f}"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def ms_text(ms: int) -> str:
+    if ms <= 0:
+        return "-"
+    return datetime.fromtimestamp(ms / 1000).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+
+
+def parse_time(text: str) -> int:
+    """A time for mqadmin options: epoch ms, ``now``, or ``yyyy-MM-dd#HH:mm:ss:SSS``.
+
+    Raises:
+        UsageError: none of those.
+    """
+    if text == "now":
+        return int(time.time() * 1000)
+    if text.lstrip("-").isdigit():
+        return int(text)
+    try:
+        return int(datetime.strptime(text, TIME_FORMAT).timestamp() * 1000)
+    except ValueError:
+        raise UsageError(
+            f"time {text!r} is not epoch milliseconds, 'now' or yyyy-MM-dd#HH:mm:ss:SSS"
+        ) from None
+
+
+# -------------------------------------------------------------------------- registry
+
+Handler = Callable[[Admin, argparse.Namespace, "Out"], Awaitable[None]]
+COMMANDS: dict[str, Command] = {}
+
+
+def command(
+    name: str,
+    help_text: str,
+    options: Callable[[argparse.ArgumentParser], None],
+    *,
+    alias: str | None = None,
+) -> Callable[[Handler], Handler]:
+    def register(fn: Handler) -> Handler:
+        COMMANDS[name] = Command(help_text, options, fn, alias)
+        return fn
+
+    return register
+
+
+@dataclass(frozen=True, slots=True)
+class Command:
+    """One sub-command: its help line, its options, what it does, and the other name
+    Apache's mqadmin also answers to (``commandAlias``)."""
+
+    help_text: str
+    options: Callable[[argparse.ArgumentParser], None]
+    handler: Handler
+    alias: str | None = None
+
+
+def find_command(name: str) -> str | None:
+    """``findSubCommand``: the command ``name`` names, case-insensitively, by its name or its
+    alias; None when there is none."""
+    wanted = name.lower()
+    for known, cmd in COMMANDS.items():
+        if known.lower() == wanted or (cmd.alias is not None and cmd.alias.lower() == wanted):
+            return known
+    return None
+
+
+# ------------------------------------------------------------------- Apache's text
+
+
+def java_f2(value: float) -> str:
+    """Java's ``%.2f``: half-up on the shortest decimal form (2.675 -> 2.68, where Python's
+    format gives 2.67); NaN as ``NaN``."""
+    if value != value:  # noqa: PLR0124 - NaN
+        return "NaN"
+    return str(Decimal(repr(float(value))).quantize(Decimal("0.01"), ROUND_HALF_UP))
+
+
+def front(text: str, n: int) -> str:
+    """``UtilAll.frontStringAtLeast``: at most ``n`` characters (it cuts, despite its name)."""
+    return text[:n]
+
+
+def java_date(ms: int, pattern: str = "%Y-%m-%d %H:%M:%S") -> str:
+    """``UtilAll.formatDate(new Date(ms), "yyyy-MM-dd HH:mm:ss")`` in the local zone."""
+    return datetime.fromtimestamp(ms / 1000).strftime(pattern)
