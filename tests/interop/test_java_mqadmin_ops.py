@@ -1,0 +1,96 @@
+"""Apache's own mqadmin (MQAdminStartup, rocketmq-tools 4.9.7) against an Aerolite broker,
+beside ours: the statistics codes answer as a RocketMQ broker does (fastjson bodies Java
+parses), and the two tools print the same text for statsAll, brokerConsumeStats,
+cleanUnusedTopic and printMsgByQueue.
+
+The broker is ``python -m broker standalone`` (stopped by PID after each test); messages are
+sent and consumed with the SDK first, so there are groups, offsets and a backlog to show.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from client import ConsumeFromWhere, Message, MessageView, Producer, PushConsumer
+from client.admin import Admin
+from remoting.bodies import TopicConfig
+from tests.interop.test_java_broker import java_lib  # noqa: F401 - the fixture
+from tests.interop.test_java_trace import apache_mqadmin, our_mqadmin
+from tests.processes import Broker, start_aerolite, unique
+
+pytestmark = pytest.mark.interop
+
+
+@pytest.fixture
+def aerolite(tmp_path: Path) -> Iterator[Broker]:
+    broker = start_aerolite(tmp_path / "store")
+    try:
+        yield broker
+    finally:
+        broker.stop()
+
+
+async def traffic(namesrv: str, topic: str, group: str) -> None:
+    """Six messages on two tags, four consumed by ``group`` and its offsets committed."""
+    async with Admin(namesrv) as admin:
+        (addr,) = await admin.all_masters()
+        await admin.create_topic(addr, TopicConfig(topic, 2, 2))
+    async with Producer(unique("pg_ops"), namesrv) as producer:
+        for n in range(4):
+            await producer.send(Message(topic, f"m{n}".encode(), tags="TagA"))
+    seen: list[str] = []
+    consumer = PushConsumer(
+        group, namesrv, consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
+    )
+
+    @consumer.subscribe(topic)
+    async def listener(msg: MessageView) -> None:
+        seen.append(msg.msg_id)
+
+    async with consumer:
+        for _ in range(200):
+            if len(seen) >= 4:
+                break
+            await asyncio.sleep(0.05)
+        await consumer.persist_offsets()
+    assert len(seen) >= 4
+    async with Producer(unique("pg_ops"), namesrv) as producer:
+        for n in range(2):
+            await producer.send(Message(topic, f"later{n}".encode(), tags="TagB"))
+
+
+async def test_apache_mqadmin_reads_our_statistics_and_agrees_with_ours(
+    aerolite: Broker,
+    java_lib: Path,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    topic, group = unique("OpsTopic"), unique("ops_cg")
+    await traffic(aerolite.namesrv, topic, group)
+    home = tmp_path / "mqadmin"
+
+    def both(*args: str) -> tuple[str, str]:
+        return (
+            our_mqadmin(aerolite.namesrv, *args),
+            apache_mqadmin(java_lib, home, aerolite.namesrv, *args),
+        )
+
+    ours, apache = both("statsAll", "-t", topic)
+    assert f" {2:>12} " in apache  # the backlog: two messages sent after the consume
+    assert ours == apache
+
+    ours, apache = both("brokerConsumeStats", "-b", aerolite.address)
+    rows = [line for line in apache.splitlines() if line.startswith(topic)]
+    assert len(rows) == 2 and all(group in row for row in rows)
+    assert ours == apache
+
+    args = ("printMsgByQueue", "-t", topic, "-a", "broker-a", "-i", "0", "-f", "true")
+    ours, apache = both(*args)
+    assert "Tag: TagA" in apache
+    assert ours == apache
+
+    ours, apache = both("cleanUnusedTopic", "-b", aerolite.address)
+    assert ours == apache == "success"
