@@ -34,6 +34,7 @@ from broker.config import (
     server_ssl_context,
     updated_config,
 )
+from broker.exporter_metrics import ExporterCollector
 from broker.locks import QueueLocks
 from broker.long_polling import PullHoldService
 from broker.metrics import BrokerCollector, MetricsServer, bind_error, registry_of
@@ -169,7 +170,8 @@ class Broker:
     def _init_requests(self, config: BrokerConfig) -> None:
         """The processor table, its lanes and hooks (ACL), and long polling."""
         self.processors = ProcessorTable()
-        self.recovering = False  # the ports answer, the store is still loading
+        # True until the broker serves: its ports may answer, its store is still loading.
+        self.recovering = True
         self.acl: PlainAcl | None = None
         if config.acl_enable:
             self.acl = PlainAcl(
@@ -314,7 +316,7 @@ class Broker:
         """Message queries and the topic, offset and group administration of mqadmin."""
         table = self.processors
         admin = AdminProcessor(self)
-        query_lane = Lane("query", workers=1, capacity=20_000)
+        self.query_lane = query_lane = Lane("query", workers=1, capacity=20_000)
         table.register(RequestCode.QUERY_MESSAGE, admin.query_message, query_lane)
         table.register(RequestCode.VIEW_MESSAGE_BY_ID, admin.view_message, query_lane)
         self.admin_lane = Lane("admin", workers=1, capacity=10_000)
@@ -507,7 +509,9 @@ class Broker:
         operator blind without a word on stdout."""
         if not self.config.metrics_enable:
             return
-        registry = registry_of(BrokerCollector(self), *self.extra_collectors)
+        registry = registry_of(
+            BrokerCollector(self), ExporterCollector(self), *self.extra_collectors
+        )
         server = MetricsServer(registry)
         self.metrics_port = await server.start(
             self.config.bind_address,

@@ -28,6 +28,15 @@ TOPIC_PUT_NUMS, TOPIC_PUT_SIZE = "TOPIC_PUT_NUMS", "TOPIC_PUT_SIZE"
 GROUP_GET_NUMS, GROUP_GET_SIZE = "GROUP_GET_NUMS", "GROUP_GET_SIZE"
 BROKER_PUT_NUMS, BROKER_GET_NUMS = "BROKER_PUT_NUMS", "BROKER_GET_NUMS"
 SNDBCK_PUT_NUMS = "SNDBCK_PUT_NUMS"
+# StoreStatsService's put-latency buckets (ms upper bounds; the last is 10 s and more),
+# counted over the current minute, as putMessageDistributeTime reports them.
+PUT_DISTRIBUTION_MS = (0, 10, 50, 100, 200, 500, 1000, 2000, 3000, 4000, 5000, 10000)
+PUT_DISTRIBUTION_NAMES = (
+    "<=0ms", "0~10ms", "10~50ms", "50~100ms", "100~200ms", "200~500ms", "500ms~1s", "1~2s",
+    "2~3s", "3~4s", "4~5s", "5~10s", "10s~",
+)  # fmt: skip
+DISTRIBUTION_RESET_SAMPLES = 6  # every minute
+TPS_WINDOWS_S = (10, 60, 600)  # StoreStatsService's getPutTps etc.: "<10 s> <60 s> <600 s>"
 # Upper bounds of the put-latency histogram, seconds (the last bucket is +Inf).
 PUT_LATENCY_BUCKETS_S = (
     0.0005,
@@ -88,6 +97,20 @@ class BrokerStats:
         self.cluster = cluster
         self._windows: dict[tuple[str, str], _Windows] = {}
         self._ticks = 0
+        # StoreStatsService's figures for GET_BROKER_RUNTIME_INFO: pulls that found
+        # messages and those that did not, the slowest put and get, this minute's put
+        # latencies, and the totals at the last two local midnights (BrokerStats.record).
+        self.get_found = 0
+        self.get_miss = 0
+        self.put_max_ms = 0.0
+        self.get_max_ms = 0.0
+        self.put_distribution = [0] * (len(PUT_DISTRIBUTION_MS) + 1)
+        self._history: deque[tuple[float, int, int, int, int]] = deque(
+            maxlen=TPS_WINDOWS_S[-1] // int(SAMPLE_INTERVAL_S) + 1
+        )
+        self._day = time.localtime().tm_yday
+        self.put_today_morning = self.put_yesterday_morning = 0
+        self.get_today_morning = self.get_yesterday_morning = 0
         self._sampled_ms = int(time.time() * 1000)  # the last sample (the start before one)
         self.put_latency_counts = [0] * (len(PUT_LATENCY_BUCKETS_S) + 1)
         self.put_latency_sum_s = 0.0
@@ -107,16 +130,30 @@ class BrokerStats:
         if latency_s is not None:
             self.put_latency_counts[bisect.bisect_left(PUT_LATENCY_BUCKETS_S, latency_s)] += 1
             self.put_latency_sum_s += latency_s
+            ms = latency_s * 1000
+            # Java's rule: <=0, then "< bound" for each bound after it
+            bucket = bisect.bisect_right(PUT_DISTRIBUTION_MS, ms) if ms > 0 else 0
+            self.put_distribution[bucket] += 1
+            self.put_max_ms = max(self.put_max_ms, ms)
 
     def on_get(self, group: str, count: int, topic: str = "", nbytes: int = 0) -> None:
         self.get_total += count
         self.get_calls += 1
+        self.get_found += 1
         self.group_get[group] += count
         if topic:
             key = (group, topic)
             self.group_topic_get[key] += count
             self.group_topic_get_bytes[key] += nbytes
             self.group_topic_get_calls[key] += 1
+
+    def on_get_miss(self) -> None:
+        """A pull that found no message (getMissTps)."""
+        self.get_miss += 1
+
+    def on_get_time(self, seconds: float) -> None:
+        ms = seconds * 1000
+        self.get_max_ms = max(self.get_max_ms, ms)
 
     def on_send_back(self, group: str, topic: str) -> None:
         """A consumer sent a message back for a later retry (SNDBCK_PUT_NUMS)."""
@@ -133,7 +170,63 @@ class BrokerStats:
             {g: (n - groups.get(g, 0)) / dt for g, n in self.group_get.items()},
         )
         self._last = (now, self.put_total, self.get_total, dict(self.group_get))
+        self._history.append((now, self.put_total, self.get_found, self.get_miss, self.get_total))
         self._sample_windows()
+        if self._ticks % DISTRIBUTION_RESET_SAMPLES == 0:
+            self.put_distribution = [0] * len(self.put_distribution)
+        today = time.localtime().tm_yday
+        if today != self._day:  # a local midnight went by
+            self._day = today
+            self.put_yesterday_morning, self.put_today_morning = (
+                self.put_today_morning,
+                self.put_total,
+            )
+            self.get_yesterday_morning, self.get_today_morning = (
+                self.get_today_morning,
+                self.get_total,
+            )
+
+    def tps_triplet(self, which: int) -> str:
+        """``"<10 s> <60 s> <600 s>"`` rates of a counter (1 put, 2 pulls that found, 3 pulls
+        that did not, 4 messages got; 5: 2 + 3), each over the samples that window has."""
+        history = self._history
+        if len(history) < 2:
+            return "0.00 0.00 0.00"
+        last = history[-1]
+        out = []
+        for window_s in TPS_WINDOWS_S:
+            back = min(len(history) - 1, round(window_s / SAMPLE_INTERVAL_S))
+            first = history[-1 - back]
+            dt = max(last[0] - first[0], 1e-3)
+            n: float
+            if which == 5:
+                n = (last[2] + last[3]) - (first[2] + first[3])
+            else:
+                n = last[which] - first[which]
+            out.append(f"{n / dt:.2f}")
+        return " ".join(out)
+
+    def put_distribution_text(self) -> str:
+        """``putMessageDistributeTime``: ``[<=0ms]:N [0~10ms]:N … [10s~]:N `` this minute."""
+        return "".join(
+            f"[{name}]:{n} "
+            for name, n in zip(PUT_DISTRIBUTION_NAMES, self.put_distribution, strict=True)
+        )
+
+    def put_latency_quantile_ms(self, q: float) -> float:
+        """The put latency at quantile ``q`` since boot, as the upper bound of its bucket
+        (-1 before any put)."""
+        total = sum(self.put_latency_counts)
+        if not total:
+            return -1.0
+        need = q * total
+        seen = 0
+        for i, n in enumerate(self.put_latency_counts):
+            seen += n
+            if seen >= need:
+                bound = PUT_LATENCY_BUCKETS_S[min(i, len(PUT_LATENCY_BUCKETS_S) - 1)]
+                return bound * 1000
+        return PUT_LATENCY_BUCKETS_S[-1] * 1000
 
     def _counters(self) -> Iterator[tuple[str, str, int, int]]:
         """Every statistic with its key, value and calls, as VIEW_BROKER_STATS_DATA names

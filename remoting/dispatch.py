@@ -152,6 +152,14 @@ class Lane:
             for i in range(self.workers)
         ]
 
+    def head_wait_s(self) -> float:
+        """How long the oldest queued request has waited (RocketMQ's
+        ``*ThreadPoolQueueHeadWaitTimeMills``); 0 when the lane is empty."""
+        if not self._depth:
+            return 0.0
+        oldest = min((q[0][4] for q in self._queues.values() if q), default=None)
+        return 0.0 if oldest is None else max(0.0, self._now() - oldest)
+
     def submit(
         self, table: ProcessorTable, conn: Connection, request: RemotingCommand, entry: _Entry
     ) -> bool:

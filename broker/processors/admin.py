@@ -9,7 +9,6 @@ the processor table, as the Java admin processor does for codes it does not know
 
 from __future__ import annotations
 
-import shutil
 import time
 from typing import Protocol
 
@@ -30,6 +29,7 @@ from broker.facets import (
 )
 from broker.locks import QueueLocks
 from broker.processors.stats import consume_stats
+from broker.runtime_info import RuntimeBroker, runtime_table
 from broker.subscriptions import check_group_name
 from broker.topics import altered_attributes, check_topic_name
 from codec import RecordError, decode_properties, decode_record
@@ -45,7 +45,7 @@ from remoting.bodies import (
     encode_lock_ok,
     encode_topic_stats,
 )
-from remoting.codes import PROTOCOL_VERSION, ResponseCode
+from remoting.codes import ResponseCode
 from remoting.command import RemotingCommand, response_to
 from remoting.connection import Connection
 from remoting.dispatch import Lane
@@ -102,6 +102,7 @@ def _ok(
 
 
 class AdminBroker(
+    RuntimeBroker,
     HasConfig,
     Tables,
     HasOffsets,
@@ -274,52 +275,7 @@ class AdminProcessor:
         return _ok(request, body=encode_consume_stats(cs.offset_table, cs.consume_tps))
 
     async def runtime_info(self, conn: Connection, request: RemotingCommand) -> RemotingCommand:
-        broker = self.broker
-        store = broker.store
-        cl = store.commit_log
-        usage = shutil.disk_usage(store.root)
-        stats = broker.stats
-        table = {
-            "brokerVersion": str(PROTOCOL_VERSION),
-            "brokerVersionDesc": "V4_9_8 (Aerolite)",
-            "bootTimestamp": str(broker.boot_timestamp_ms),
-            "runtime": stats.runtime_text(),
-            "commitLogMinOffset": str(cl.min_offset),
-            "commitLogMaxOffset": str(cl.max_offset),
-            "commitLogDirCapacity": (
-                f"Total : {usage.total / (1 << 30):.2f} GiB, "
-                f"Free : {usage.free / (1 << 30):.2f} GiB."
-            ),
-            "remainHowManyDataToFlush": f"{cl.max_offset - cl.flushed_offset} B",
-            "dispatchBehindBytes": str(store.dispatch_behind_bytes),
-            # RocketMQ's runningFlags: "OK", or why consume queues and index stopped growing.
-            "dispatchStatus": (
-                "OK"
-                if store.dispatch.healthy
-                else f"FAILED at {store.dispatch.error_offset}: {store.dispatch.error}"
-            ),
-            "dispatchFailures": str(store.dispatch.failures),
-            "msgPutTotalTodayNow": str(stats.put_total),
-            "msgGetTotalTodayNow": str(stats.get_total),
-            "putTps": f"{stats.put_tps():.2f}",
-            "getTransferedTps": f"{stats.get_tps():.2f}",
-            "sendThreadPoolQueueSize": str(broker.send_lane.depth),
-            "sendThreadPoolQueueCapacity": str(broker.send_lane.capacity),
-            "pullThreadPoolQueueSize": str(broker.pull_lane.depth),
-            "pullThreadPoolQueueCapacity": str(broker.pull_lane.capacity),
-            "heldPullRequests": str(broker.pull_hold.count),
-            "earliestMessageTimeStamp": str(broker.earliest_message_time()),
-        }
-        # Replication, where an operator looks for it: a master's connected slaves and how
-        # far its log is ahead of what a slave confirmed; a slave's master.
-        if broker.ha is not None:
-            ha = broker.ha
-            table["haConnectionNum"] = str(len(ha.slaves))
-            table["haSlaveAckOffset"] = str(ha.acked_offset)
-            table["haSlaveFallBehindBytes"] = str(max(0, cl.max_offset - ha.acked_offset))
-        if broker.ha_client is not None:
-            table["haMasterAddress"] = broker.ha_client.connected_to or ""
-        return _ok(request, body=KVTable(table).encode())
+        return _ok(request, body=KVTable(runtime_table(self.broker)).encode())
 
     # ---------------------------------------------------------- offsets and groups
 

@@ -17,6 +17,7 @@ once, so a slow reader never pins a segment that retention wants to delete.
 from __future__ import annotations
 
 import functools
+import time
 from typing import Protocol
 
 import structlog
@@ -329,6 +330,7 @@ class PullProcessor:
         """The store's answer, its response code and (when found) the records joined into
         the reply's body: the one copy, after which the segments are released at once."""
         broker = self.broker
+        started = time.perf_counter()
         got = broker.store.get_messages(
             h.topic,
             h.queue_id,
@@ -351,8 +353,11 @@ class PullProcessor:
             if code == ResponseCode.SUCCESS:
                 body = got.to_bytes()
                 broker.stats.on_get(h.consumer_group, got.message_count, h.topic, len(body))
+            else:
+                broker.stats.on_get_miss()
         finally:
             got.release()
+        broker.stats.on_get_time(time.perf_counter() - started)
         return got, code, body
 
     def _suspend(

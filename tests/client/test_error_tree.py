@@ -107,7 +107,7 @@ def test_the_new_members_of_the_tree() -> None:
 
 
 def test_the_connector_and_cli_errors_are_in_the_tree() -> None:
-    from client.admin_cli import UsageError
+    from client.admin_commands import UsageError
     from client.spark.offsets import DataLossError, SparkOptionError
 
     pytest.importorskip("pyarrow")
