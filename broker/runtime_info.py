@@ -60,19 +60,13 @@ def _lane_figures(name: str, lane: Lane) -> dict[str, str]:
     }
 
 
-def runtime_table(broker: RuntimeBroker) -> dict[str, str]:
-    """The runtime table, every value a string as RocketMQ sends it."""
+def _store_figures(broker: RuntimeBroker) -> dict[str, str]:
+    """The commit log, its disk, dispatch and flushing."""
     store = broker.store
     cl = store.commit_log
     usage = shutil.disk_usage(store.root)
     used_ratio = (usage.total - usage.free) / usage.total if usage.total else 0.0
-    stats = broker.stats
-    sizes = sum(stats.topic_put_bytes.values())
-    table = {
-        "brokerVersion": str(PROTOCOL_VERSION),
-        "brokerVersionDesc": BROKER_VERSION_DESC,
-        "bootTimestamp": str(broker.boot_timestamp_ms),
-        "runtime": stats.runtime_text(),
+    return {
         "commitLogMinOffset": str(cl.min_offset),
         "commitLogMaxOffset": str(cl.max_offset),
         "commitLogDirCapacity": (
@@ -91,6 +85,17 @@ def runtime_table(broker: RuntimeBroker) -> dict[str, str]:
             else f"FAILED at {store.dispatch.error_offset}: {store.dispatch.error}"
         ),
         "dispatchFailures": str(store.dispatch.failures),
+        "pageCacheLockTimeMills": "0",  # appends never hold a lock across a wait here
+        "remainTransientStoreBufferNumbs": str(NO_TRANSIENT_POOL),
+        "earliestMessageTimeStamp": str(broker.earliest_message_time()),
+    }
+
+
+def _traffic_figures(broker: RuntimeBroker) -> dict[str, str]:
+    """Messages in and out: totals, midnight snapshots, rates and put latencies."""
+    stats = broker.stats
+    sizes = sum(stats.topic_put_bytes.values())
+    return {
         "msgPutTotalTodayNow": str(stats.put_total),
         "msgGetTotalTodayNow": str(stats.get_total),
         "msgPutTotalTodayMorning": str(stats.put_today_morning),
@@ -110,14 +115,23 @@ def runtime_table(broker: RuntimeBroker) -> dict[str, str]:
         "getMissTps": stats.tps_triplet(3),
         "getTransferedTps": stats.tps_triplet(4),
         "getTotalTps": stats.tps_triplet(5),
-        "pageCacheLockTimeMills": "0",  # appends never hold a lock across a wait here
-        "remainTransientStoreBufferNumbs": str(NO_TRANSIENT_POOL),
+    }
+
+
+def runtime_table(broker: RuntimeBroker) -> dict[str, str]:
+    """The runtime table, every value a string as RocketMQ sends it."""
+    table = {
+        "brokerVersion": str(PROTOCOL_VERSION),
+        "brokerVersionDesc": BROKER_VERSION_DESC,
+        "bootTimestamp": str(broker.boot_timestamp_ms),
+        "runtime": broker.stats.runtime_text(),
+        **_store_figures(broker),
+        **_traffic_figures(broker),
         "startAcceptSendRequestTimeStamp": "0",
         **_lane_figures("send", broker.send_lane),
         **_lane_figures("pull", broker.pull_lane),
         **_lane_figures("query", broker.query_lane),
         "heldPullRequests": str(broker.pull_hold.count),
-        "earliestMessageTimeStamp": str(broker.earliest_message_time()),
     }
     # Replication, where an operator looks for it: a master's connected slaves and how far
     # its log is ahead of what a slave confirmed; a slave's master.
@@ -125,7 +139,8 @@ def runtime_table(broker: RuntimeBroker) -> dict[str, str]:
         ha = broker.ha
         table["haConnectionNum"] = str(len(ha.slaves))
         table["haSlaveAckOffset"] = str(ha.acked_offset)
-        table["haSlaveFallBehindBytes"] = str(max(0, cl.max_offset - ha.acked_offset))
+        lead = broker.store.commit_log.max_offset - ha.acked_offset
+        table["haSlaveFallBehindBytes"] = str(max(0, lead))
     if broker.ha_client is not None:
         table["haMasterAddress"] = broker.ha_client.connected_to or ""
     return table

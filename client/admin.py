@@ -242,7 +242,7 @@ class Admin(ClientService):
     async def _query(
         self, topic: str, key: str, max_num: int, begin_ms: int, end_ms: int, *, unique: bool
     ) -> list[MessageView]:
-        check_topic(topic)
+        check_topic(topic, to_send=False)
         instance = self._running()
         route = await instance.update_route(topic)
         if route is None:
@@ -407,7 +407,7 @@ class Admin(ClientService):
             return sorted(TopicList.decode(response.body_bytes).topic_list)
 
     async def topic_route(self, topic: str) -> TopicRouteData:
-        check_topic(topic)
+        check_topic(topic, to_send=False)
         route = await self._running().update_route(topic)
         if route is None:
             raise NoRouteError(topic, "the name server has no route for it")

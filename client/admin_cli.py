@@ -31,6 +31,9 @@ from client.admin_commands import (
     UsageError,
     command,
     find_command,
+    java_date,
+    java_f2,
+    java_human_time,
     ms_text,
     parse_time,
 )
@@ -38,7 +41,7 @@ from client.errors import ClientError
 from client.message import Message, MessageView
 from client.producer import Producer
 from client.rebalance import allocate_averagely
-from client.trace import TRACE_TOPIC, format_trace
+from client.trace import TRACE_TOPIC, format_trace, java_hashmap_order
 from remoting.acl import SessionCredentials
 from remoting.bodies import BUILTIN_GROUPS, SubscriptionGroupConfig, TopicConfig
 from remoting.codes import RequestCode
@@ -188,26 +191,31 @@ def _topic_list_opts(p: argparse.ArgumentParser) -> None:
 
 @command("topicList", "list every topic (-c: with its cluster)", _topic_list_opts)
 async def topic_list(admin: Admin, a: argparse.Namespace, out: Out) -> None:
-    topics = await admin.topic_list()
+    # Apache prints the name server's set in java.util.HashSet order; so do we.
+    topics = java_hashmap_order(await admin.topic_list())
     if not a.cluster_model:
-        out.table("Topics", ["topic"], [[t] for t in topics], topics)
+        out.text("".join(f"{t}\n" for t in topics), topics)
         return
     info = await admin.cluster_info()
     cluster_of = {n: c for c, names in info.clusters.items() for n in names}
-    rows = []
+    # Apache's header is 48 wide per column where its rows are 64: kept, for scripts.
+    lines = [f"{'#Cluster Name':<20}  {'#Topic':<48}  {'#Consumer Group':<48}\n"]
+    docs = []
     for t in topics:
+        if t.startswith(("%RETRY%", "%DLQ%")):
+            continue
+        cluster, groups = "", [""]
         try:
             route = await admin.topic_route(t)
+            first = route.broker_datas[0].broker_name if route.broker_datas else ""
+            cluster = cluster_of.get(first, "null")
+            groups = java_hashmap_order(await admin.topic_consumed_by(t)) or [""]
         except RocketMQError:  # gone since the listing, or its route cannot be read
-            continue
-        clusters = sorted({cluster_of.get(b.broker_name, "?") for b in route.broker_datas})
-        rows.append([",".join(clusters), t])
-    out.table(
-        "Topics by cluster",
-        ["cluster", "topic"],
-        rows,
-        [{"cluster": c, "topic": t} for c, t in rows],
-    )
+            pass
+        for g in groups:
+            docs.append({"cluster": cluster, "topic": t, "group": g})
+            lines.append(f"{cluster[:20]:<20}  {t[:64]:<64}  {g[:64]:<64}\n")
+    out.text("".join(lines), docs)
 
 
 @command("topicRoute", "a topic's route: brokers and queues", _opt_topic)
@@ -244,20 +252,20 @@ async def topic_route(admin: Admin, a: argparse.Namespace, out: Out) -> None:
 @command("topicStatus", "min/max offset and last update of every queue", _opt_topic)
 async def topic_status(admin: Admin, a: argparse.Namespace, out: Out) -> None:
     stats = await admin.topic_stats(a.topic)
-    rows = [
-        [mq.broker_name, mq.queue_id, s.min_offset, s.max_offset, ms_text(s.last_update_timestamp)]
-        for mq, s in stats.items()
-    ]
     doc = [
         {"brokerName": mq.broker_name, "queueId": mq.queue_id, **s.to_json()}
         for mq, s in stats.items()
     ]
-    out.table(
-        f"Status of {a.topic}",
-        ["broker", "queue", "min offset", "max offset", "last updated"],
-        rows,
-        doc,
-    )
+    head = ("#Broker Name", "#QID", "#Min Offset", "#Max Offset")
+    lines = ["{:<32}  {:<4}  {:<20}  {:<20}    #Last Updated\n".format(*head)]
+    for mq in sorted(stats):
+        s = stats[mq]
+        when = java_human_time(s.last_update_timestamp) if s.last_update_timestamp > 0 else ""
+        lines.append(
+            f"{mq.broker_name[:32]:<32}  {mq.queue_id:<4}  {s.min_offset:<20}  "
+            f"{s.max_offset:<20}    {when}\n"
+        )
+    out.text("".join(lines), doc)
 
 
 @command("topicClusterList", "the clusters holding a topic", _opt_topic)
@@ -526,9 +534,49 @@ async def delete_sub_group(admin: Admin, a: argparse.Namespace, out: Out) -> Non
     )
 
 
+PROGRESS_ROW = "{:<64}  {:<32}  {:<4}  {:<20}  {:<20}  {:<20}  {}\n"
+
+
 def _progress_opts(p: argparse.ArgumentParser) -> None:
     p.add_argument("-g", "--groupName", dest="group", help="one group (default: every group)")
     p.add_argument("-t", "--topicName", dest="topic", help="only this topic")
+
+
+async def _group_progress(admin: Admin, a: argparse.Namespace, out: Out) -> None:
+    """consumerProgress -g: one group's queues, Apache's table and footer."""
+    tps, table = await admin.consume_stats(a.group, a.topic)
+    docs: list[dict[str, Any]] = []
+    total = 0
+    for mq, w in table.items():
+        lag = max(0, w.broker_offset - w.consumer_offset)
+        total += lag
+        docs.append(
+            {
+                "topic": mq.topic,
+                "brokerName": mq.broker_name,
+                "queueId": mq.queue_id,
+                "brokerOffset": w.broker_offset,
+                "consumerOffset": w.consumer_offset,
+                "diff": lag,
+                "lastTimestamp": w.last_timestamp,
+            }
+        )
+    doc = {"group": a.group, "consumeTps": tps, "diffTotal": total, "queues": docs}
+    lines = [PROGRESS_ROW.format(
+        "#Topic", "#Broker Name", "#QID", "#Broker Offset", "#Consumer Offset", "#Diff",
+        "#LastTime",
+    )]  # fmt: skip
+    diff_total = 0
+    for mq, w in table.items():  # sorted by queue (topic, broker, id), as Apache's
+        diff = w.broker_offset - w.consumer_offset
+        diff_total += diff
+        last = java_date(w.last_timestamp) if w.last_timestamp else "N/A"
+        lines.append(PROGRESS_ROW.format(
+            mq.topic[:64], mq.broker_name[:32], mq.queue_id, w.broker_offset,
+            w.consumer_offset, diff, last,
+        ))  # fmt: skip
+    lines.append(f"\nConsume TPS: {java_f2(tps)}\nDiff Total: {diff_total}\n")
+    out.text("".join(lines), doc)
 
 
 @command(
@@ -536,50 +584,7 @@ def _progress_opts(p: argparse.ArgumentParser) -> None:
 )
 async def consumer_progress(admin: Admin, a: argparse.Namespace, out: Out) -> None:
     if a.group:
-        tps, table = await admin.consume_stats(a.group, a.topic)
-        rows = []
-        docs: list[dict[str, Any]] = []
-        total = 0
-        for mq, w in table.items():
-            lag = max(0, w.broker_offset - w.consumer_offset)
-            total += lag
-            rows.append(
-                [
-                    mq.topic,
-                    mq.broker_name,
-                    mq.queue_id,
-                    w.broker_offset,
-                    w.consumer_offset,
-                    lag,
-                    ms_text(w.last_timestamp),
-                ]
-            )
-            docs.append(
-                {
-                    "topic": mq.topic,
-                    "brokerName": mq.broker_name,
-                    "queueId": mq.queue_id,
-                    "brokerOffset": w.broker_offset,
-                    "consumerOffset": w.consumer_offset,
-                    "diff": lag,
-                    "lastTimestamp": w.last_timestamp,
-                }
-            )
-        doc = {"group": a.group, "consumeTps": tps, "diffTotal": total, "queues": docs}
-        out.table(
-            f"Progress of {a.group}: consume TPS {tps:.2f}, diff total {total}",
-            [
-                "topic",
-                "broker",
-                "queue",
-                "broker offset",
-                "consumer offset",
-                "diff",
-                "last consumed",
-            ],
-            rows,
-            doc,
-        )
+        await _group_progress(admin, a, out)
         return
     groups: set[str] = set()
     for addr in await admin.all_masters():
@@ -701,13 +706,65 @@ def _cluster_list_opts(p: argparse.ArgumentParser) -> None:
     p.add_argument("-m", "--moreStats", dest="more", action="store_true")
 
 
+CLUSTER_ROW = "{:<16}  {:<22}  {:<4}  {:<22} {:<16} {:>19} {:>19} {:>10} {:>5} {:>6}\n"
+CLUSTER_MORE_ROW = "{:<16}  {:<32} {:>14} {:>14} {:>14} {:>14}\n"
+
+
+def _first_rate(rt: dict[str, str], key: str) -> float:
+    try:
+        return float(rt.get(key, "").split()[0])
+    except (ValueError, IndexError):
+        return 0.0
+
+
+def _count(rt: dict[str, str], key: str) -> int:
+    try:
+        return int(rt.get(key, "0"))
+    except ValueError:
+        return 0
+
+
+def _load(rt: dict[str, str], rate: str, lane: str) -> str:
+    """Apache's ``%9.2f(<queued>,<head wait>ms)``."""
+    queued = rt.get(f"{lane}ThreadPoolQueueSize", "")
+    waited = rt.get(f"{lane}ThreadPoolQueueHeadWaitTimeMills", "")
+    return f"{java_f2(_first_rate(rt, rate)):>9}({queued},{waited}ms)"
+
+
+def _cluster_row(cluster: str, name: str, bid: int, addr: str, rt: dict[str, str]) -> str:
+    """One line of Apache's clusterList: its TPS in and out with the send and pull queues'
+    sizes and head waits, the page cache lock time, the oldest message's age in hours and
+    the disk's used fraction."""
+    earliest = rt.get("earliestMessageTimeStamp")
+    hours = (time.time() * 1000 - int(earliest)) / 3_600_000 if earliest else 0.0
+    try:
+        space = float(rt.get("commitLogDiskRatio", "0"))
+    except ValueError:
+        space = 0.0
+    return CLUSTER_ROW.format(
+        cluster, name, bid, addr, rt.get("brokerVersionDesc", ""),
+        _load(rt, "putTps", "send"), _load(rt, "getTransferedTps", "pull"),
+        rt.get("pageCacheLockTimeMills", ""), java_f2(hours), f"{space:.4f}",
+    )  # fmt: skip
+
+
 @command("clusterList", "clusters, brokers, versions and throughput", _cluster_list_opts)
 async def cluster_list(admin: Admin, a: argparse.Namespace, out: Out) -> None:
     info = await admin.cluster_info()
-    rows = []
     docs = []
-    for cluster, names in sorted(info.clusters.items()):
-        for name in names:
+    if a.more:
+        lines = [CLUSTER_MORE_ROW.format(
+            "#Cluster Name", "#Broker Name", "#InTotalYest", "#OutTotalYest", "#InTotalToday",
+            "#OutTotalToday",
+        )]  # fmt: skip
+    else:
+        lines = [CLUSTER_ROW.format(
+            "#Cluster Name", "#Broker Name", "#BID", "#Addr", "#Version", "#InTPS(LOAD)",
+            "#OutTPS(LOAD)", "#PCWait(ms)", "#Hour", "#SPACE",
+        )]  # fmt: skip
+    # Apache walks the clusters in java.util.HashMap order and each one's brokers sorted.
+    for cluster in java_hashmap_order(info.clusters):
+        for name in sorted(info.clusters[cluster]):
             bd = info.brokers.get(name)
             if bd is None:
                 continue
@@ -716,49 +773,36 @@ async def cluster_list(admin: Admin, a: argparse.Namespace, out: Out) -> None:
                     rt = await admin.runtime_info(addr)
                 except RocketMQError as exc:  # one broker down or refusing: still list it
                     rt = {"error": str(exc)}
-                row = [
-                    cluster,
-                    name,
-                    bid,
-                    addr,
-                    rt.get("brokerVersionDesc", "?"),
-                    rt.get("putTps", "?"),
-                    rt.get("getTransferedTps", "?"),
-                    rt.get("msgPutTotalTodayNow", "?"),
-                    rt.get("msgGetTotalTodayNow", "?"),
-                ]
-                rows.append(row)
                 docs.append(
                     {"cluster": cluster, "brokerName": name, "brokerId": bid, "addr": addr, **rt}
                 )
-    out.table(
-        "Clusters",
-        [
-            "cluster",
-            "broker",
-            "id",
-            "address",
-            "version",
-            "put TPS",
-            "get TPS",
-            "put today",
-            "get today",
-        ],
-        rows,
-        docs,
-    )
+                if not a.more:
+                    lines.append(_cluster_row(cluster, name, bid, addr, rt))
+                    continue
+                put, got = "msgPutTotal", "msgGetTotal"
+                lines.append(CLUSTER_MORE_ROW.format(
+                    cluster, name,
+                    _count(rt, f"{put}TodayMorning") - _count(rt, f"{put}YesterdayMorning"),
+                    _count(rt, f"{got}TodayMorning") - _count(rt, f"{got}YesterdayMorning"),
+                    _count(rt, f"{put}TodayNow") - _count(rt, f"{put}TodayMorning"),
+                    _count(rt, f"{got}TodayNow") - _count(rt, f"{got}TodayMorning"),
+                ))  # fmt: skip
+    out.text("".join(lines), docs)
 
 
 @command("brokerStatus", "a broker's runtime statistics", _target)
 async def broker_status(admin: Admin, a: argparse.Namespace, out: Out) -> None:
     docs = {}
+    lines = []
     for addr in await admin.masters(cluster=a.cluster, broker_addr=a.broker_addr):
         rt = await admin.runtime_info(addr)
         docs[addr] = rt
-        if not out.as_json:
-            out.table(f"Status of {addr}", ["key", "value"], sorted(rt.items()), None)
-    if out.as_json:
-        out.json(docs)
+        for key in sorted(rt):  # Apache: a TreeMap, sorted by key
+            if a.broker_addr:
+                lines.append(f"{key:<32}: {rt[key]}\n")
+            else:
+                lines.append(f"{addr:<24} {key:<32}: {rt[key]}\n")
+    out.text("".join(lines), docs)
 
 
 @command("getBrokerConfig", "a broker's configuration", _target)

@@ -510,23 +510,46 @@ def _cluster_rt_opts(p: argparse.ArgumentParser) -> None:
     )
 
 
+async def _send_rt(
+    producer: Producer, topic: str, amount: int, size: int
+) -> tuple[float, int, int]:
+    """``amount`` sends of ``size`` bytes to ``topic``: the mean round trip in ms (the
+    first send, which warms the route up, left out), successes, failures."""
+    ok, failed, elapsed = 0, 0, 0
+    for i in range(amount):
+        began = time.monotonic()
+        try:
+            await producer.send(Message(topic, b"a" * size))
+            ok += 1
+        except (ClientError, RocketMQError):
+            failed += 1
+        if i != 0:
+            elapsed += int((time.monotonic() - began) * 1000)
+    return (elapsed / (amount - 1) if amount > 1 else float("nan")), ok, failed
+
+
+def _rt_line(a: argparse.Namespace, cluster: str, name: str, result: tuple[float, int, int]) -> str:
+    rt, ok, bad = result
+    if _java_bool(a.print_log):
+        # Apache's tlog time is GMT+8 whatever the machine's zone
+        now = time.strftime(TLOG_TIME, time.gmtime(time.time() + 8 * 3600))
+        rounded = "NaN" if rt != rt else str(int(rt + 0.5))  # noqa: PLR0124 - NaN
+        return f"{now}|{a.machine_room}|{cluster}|{name}|{rounded}\n"
+    return f"{cluster:<24}  {name:<24}  {java_f2(rt):<8}  {ok:<16}  {bad:<16}\n"
+
+
 @command("clusterRT", "List All clusters Message Send RT", _cluster_rt_opts)
 async def cluster_rt(admin: Admin, a: argparse.Namespace, out: Out) -> None:
     amount, size = _positive(a.amount, "-a"), _positive(a.size, "-s")
     interval = _positive(a.interval, "-i")
-    tlog = _java_bool(a.print_log)
     info = await admin.cluster_info()
     clusters = [a.cluster] if a.cluster else sorted(info.clusters)
-    if not tlog and not out.as_json:
-        sys.stdout.write(
-            "{:<24}  {:<24}  {:<4}  {:<8}  {:<8}\n".format(
-                "#Cluster Name", "#Broker Name", "#RT", "#successCount", "#failCount"
-            )
-        )
+    if not _java_bool(a.print_log) and not out.as_json:
+        head = ("#Cluster Name", "#Broker Name", "#RT", "#successCount", "#failCount")
+        sys.stdout.write("{:<24}  {:<24}  {:<4}  {:<8}  {:<8}\n".format(*head))
     rounds = 0
-    async with Producer(
-        str(int(time.time() * 1000)), admin.namesrv, credentials=admin.credentials
-    ) as producer:
+    group = str(int(time.time() * 1000))
+    async with Producer(group, admin.namesrv, credentials=admin.credentials) as producer:
         while True:
             docs = []
             for cluster in clusters:
@@ -536,37 +559,12 @@ async def cluster_rt(admin: Admin, a: argparse.Namespace, out: Out) -> None:
                         sys.stdout.write(f"cluster [{cluster}] not exist")
                     break
                 for name in names:
-                    ok, failed, elapsed = 0, 0, 0
-                    for i in range(amount):
-                        began = time.monotonic()
-                        try:
-                            await producer.send(Message(name, b"a" * size))
-                            ok += 1
-                        except (ClientError, RocketMQError):
-                            failed += 1
-                        if i != 0:
-                            elapsed += int((time.monotonic() - began) * 1000)
-                    rt = elapsed / (amount - 1) if amount > 1 else float("nan")
-                    docs.append(
-                        {
-                            "cluster": cluster,
-                            "brokerName": name,
-                            "rt": rt,
-                            "successCount": ok,
-                            "failCount": failed,
-                        }
-                    )
-                    if out.as_json:
-                        continue
-                    if tlog:
-                        now = time.strftime(
-                            "%Y-%m-%d %H:%M:%S", time.gmtime(time.time() + 8 * 3600)
-                        )
-                        sys.stdout.write(f"{now}|{a.machine_room}|{cluster}|{name}|{round(rt)}\n")
-                    else:
-                        sys.stdout.write(
-                            f"{cluster:<24}  {name:<24}  {java_f2(rt):<8}  {ok:<16}  {failed:<16}\n"
-                        )
+                    result = await _send_rt(producer, name, amount, size)
+                    rt, ok, bad = result
+                    docs.append({"cluster": cluster, "brokerName": name, "rt": rt,
+                                 "successCount": ok, "failCount": bad})  # fmt: skip
+                    if not out.as_json:
+                        sys.stdout.write(_rt_line(a, cluster, name, result))
             if out.as_json:
                 out.json(docs)
             sys.stdout.flush()
@@ -729,84 +727,83 @@ def _per_day(runtime: dict[str, str], key: str) -> int:
         return 0
 
 
+async def _broker_report(admin: Admin, master: str) -> dict[str, Any]:
+    """exportMetrics' ``evaluateReport`` entry of one master: its environment, rates, one
+    day's counts, sizes and the versions of its consumers' clients."""
+    runtime = await admin.runtime_info(master)
+    config = await admin.broker_config(master)
+    groups = [
+        g
+        for g in await admin.subscription_groups(master)
+        if g not in BUILTIN_GROUPS and not g.startswith("CID_RMQ_SYS_")
+    ]
+    system = set(await admin.system_topics(master))
+    topics = [
+        t
+        for t in await admin.topic_configs(master)
+        if t not in system and not t.startswith((RETRY_PREFIX, DLQ_PREFIX))
+    ]
+    trans = await admin.broker_stats(master, "TOPIC_PUT_NUMS", "RMQ_SYS_TRANS_HALF_TOPIC")
+    schedule = await admin.broker_stats(master, "TOPIC_PUT_NUMS", "SCHEDULE_TOPIC_XXXX")
+    clients: set[str] = set()
+    for group in groups:
+        with contextlib.suppress(ClientError, RocketMQError):
+            conns = await admin.consumer_connection(group)
+            clients |= {
+                f"{c.get('language')}%{c.get('versionDesc', c.get('version'))}"
+                for c in conns.get("connectionSet") or []
+            }
+
+    def stat(data: BrokerStatsData | None) -> tuple[float, int]:
+        return (data.minute.tps, data.sum_24h()) if data is not None else (0.0, 0)
+
+    out_tps = _tps(runtime, "getTransferedTps") or _tps(runtime, "getTransferredTps")
+    return {
+        "runtimeEnv": {"cpuNum": config.get("clientCallbackExecutorThreads", "")},
+        "runtimeQuota": {
+            "diskRatio": {
+                "commitLogDiskRatio": runtime.get("commitLogDiskRatio", ""),
+                "consumeQueueDiskRatio": runtime.get("consumeQueueDiskRatio", ""),
+            },
+            "tps": {
+                "normalInTps": _tps(runtime, "putTps"),
+                "normalOutTps": out_tps,
+                "transInTps": stat(trans)[0],
+                "scheduleInTps": stat(schedule)[0],
+            },
+            "oneDayNum": {
+                "normalOneDayInNum": _per_day(runtime, "msgPutTotal"),
+                "normalOneDayOutNum": _per_day(runtime, "msgGetTotal"),
+                "transOneDayInNum": stat(trans)[1],
+                "scheduleOneDayInNum": stat(schedule)[1],
+            },
+            "messageAverageSize": runtime.get("putMessageAverageSize", ""),
+            "topicSize": len(topics),
+            "groupSize": len(groups),
+        },
+        "runtimeVersion": {
+            "rocketmqVersion": runtime.get("brokerVersionDesc", ""),
+            "clientInfo": sorted(clients),
+        },
+    }
+
+
 @command("exportMetrics", "export metrics", _export_opts("metrics"))
 async def export_metrics(admin: Admin, a: argparse.Namespace, out: Out) -> None:
     brokers = await _cluster_brokers(admin, a.cluster)
-    report: dict[str, Any] = {}
-    totals = {
-        "totalNormalInTps": 0.0,
-        "totalNormalOutTps": 0.0,
-        "totalTransInTps": 0.0,
-        "totalScheduleInTps": 0.0,
+    report = {
+        name: await _broker_report(admin, master) for name, (master, _s) in sorted(brokers.items())
     }
-    day = {
-        "normalOneDayInNum": 0,
-        "normalOneDayOutNum": 0,
-        "transOneDayInNum": 0,
-        "scheduleOneDayInNum": 0,
-    }
-    for name, (master, _slaves) in sorted(brokers.items()):
-        runtime = await admin.runtime_info(master)
-        config = await admin.broker_config(master)
-        groups = [
-            g
-            for g in await admin.subscription_groups(master)
-            if g not in BUILTIN_GROUPS and not g.startswith("CID_RMQ_SYS_")
-        ]
-        system = set(await admin.system_topics(master))
-        topics = [
-            t
-            for t in await admin.topic_configs(master)
-            if t not in system and not t.startswith((RETRY_PREFIX, DLQ_PREFIX))
-        ]
-        trans = await admin.broker_stats(master, "TOPIC_PUT_NUMS", "RMQ_SYS_TRANS_HALF_TOPIC")
-        schedule = await admin.broker_stats(master, "TOPIC_PUT_NUMS", "SCHEDULE_TOPIC_XXXX")
-        clients: set[str] = set()
-        for group in groups:
-            with contextlib.suppress(ClientError, RocketMQError):
-                conns = await admin.consumer_connection(group)
-                clients |= {
-                    f"{c.get('language')}%{c.get('versionDesc', c.get('version'))}"
-                    for c in conns.get("connectionSet") or []
-                }
-
-        def stat(data: BrokerStatsData | None) -> tuple[float, int]:
-            return (data.minute.tps, data.sum_24h()) if data is not None else (0.0, 0)
-
-        tps = {
-            "normalInTps": _tps(runtime, "putTps"),
-            "normalOutTps": _tps(runtime, "getTransferedTps") or _tps(runtime, "getTransferredTps"),
-            "transInTps": stat(trans)[0],
-            "scheduleInTps": stat(schedule)[0],
-        }
-        one_day = {
-            "normalOneDayInNum": _per_day(runtime, "msgPutTotal"),
-            "normalOneDayOutNum": _per_day(runtime, "msgGetTotal"),
-            "transOneDayInNum": stat(trans)[1],
-            "scheduleOneDayInNum": stat(schedule)[1],
-        }
-        for key, value in tps.items():
+    totals = {"totalNormalInTps": 0.0, "totalNormalOutTps": 0.0, "totalTransInTps": 0.0,
+              "totalScheduleInTps": 0.0}  # fmt: skip
+    day = {"normalOneDayInNum": 0, "normalOneDayOutNum": 0, "transOneDayInNum": 0,
+           "scheduleOneDayInNum": 0}  # fmt: skip
+    for entry in report.values():
+        quota = entry["runtimeQuota"]
+        for key, value in quota["tps"].items():
             totals["total" + key[0].upper() + key[1:]] += value
-        for key, n in one_day.items():
+        for key, n in quota["oneDayNum"].items():
             day[key] += n
-        report[name] = {
-            "runtimeEnv": {"cpuNum": config.get("clientCallbackExecutorThreads", "")},
-            "runtimeQuota": {
-                "diskRatio": {
-                    "commitLogDiskRatio": runtime.get("commitLogDiskRatio", ""),
-                    "consumeQueueDiskRatio": runtime.get("consumeQueueDiskRatio", ""),
-                },
-                "tps": tps,
-                "oneDayNum": one_day,
-                "messageAverageSize": runtime.get("putMessageAverageSize", ""),
-                "topicSize": len(topics),
-                "groupSize": len(groups),
-            },
-            "runtimeVersion": {
-                "rocketmqVersion": runtime.get("brokerVersionDesc", ""),
-                "clientInfo": sorted(clients),
-            },
-        }
     doc = {"evaluateReport": report, "totalData": {"totalTps": totals, "totalOneDayNum": day}}
     path = _write_export(a.path, "metrics.json", doc)
     out.text(f"export {path} success", {"path": path, **doc})

@@ -175,3 +175,9 @@ def front(text: str, n: int) -> str:
 def java_date(ms: int, pattern: str = "%Y-%m-%d %H:%M:%S") -> str:
     """``UtilAll.formatDate(new Date(ms), "yyyy-MM-dd HH:mm:ss")`` in the local zone."""
     return datetime.fromtimestamp(ms / 1000).strftime(pattern)
+
+
+def java_human_time(ms: int) -> str:
+    """``UtilAll.timeMillisToHumanString2``: ``2024-01-02 03:04:05,678`` in the local zone."""
+    when = datetime.fromtimestamp(ms / 1000)
+    return when.strftime("%Y-%m-%d %H:%M:%S,") + f"{when.microsecond // 1000:03d}"

@@ -260,20 +260,19 @@ class Producer(ClientService):
         # trace=True: each send's Pub record goes to the trace topic (enableMsgTrace). The
         # traced send replaces ``send`` on this instance only, so an untraced producer's
         # sends pay nothing for it (not even a check or a coroutine more).
-        self.tracer = (
-            trace_dispatcher(
-                self.group,
-                "PRODUCE",
-                self.namesrv,
-                trace_topic=trace_topic,
-                tls=self.tls,
-                credentials=self.credentials,
-            )
-            if trace
-            else None
-        )
+        self.tracer = self._tracer(trace_topic) if trace else None
         if self.tracer is not None:
             self.send = self._traced_send  # type: ignore[method-assign]
+
+    def _tracer(self, trace_topic: str | None) -> TraceDispatcher:
+        return trace_dispatcher(
+            self.group,
+            "PRODUCE",
+            self.namesrv,
+            trace_topic=trace_topic,
+            tls=self.tls,
+            credentials=self.credentials,
+        )
 
     # -------------------------------------------------------------------- lifecycle
 

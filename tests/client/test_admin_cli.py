@@ -78,7 +78,7 @@ async def test_topic_commands(namesrv: NameServer, two_groups: tuple[Broker, Bro
         assert tc is not None and tc.read_queue_nums == 3
     assert TOPIC in await mqadmin(namesrv, "topicList")
     by_cluster = await mqadmin(namesrv, "topicList", "-c")
-    assert {"cluster": "DefaultCluster", "topic": TOPIC} in by_cluster
+    assert {"cluster": "DefaultCluster", "topic": TOPIC, "group": ""} in by_cluster
     route = await mqadmin(namesrv, "topicRoute", "-t", TOPIC)
     assert sorted(q["brokerName"] for q in route["queueDatas"]) == ["broker-a", "broker-b"]
     assert await mqadmin(namesrv, "topicClusterList", "-t", TOPIC) == ["DefaultCluster"]
@@ -91,7 +91,12 @@ async def test_topic_commands(namesrv: NameServer, two_groups: tuple[Broker, Bro
     assert len(status) == 6
     assert sum(q["maxOffset"] for q in status) == 12
     text = await mqadmin_text(namesrv, "topicStatus", "-t", TOPIC)
-    assert "min offset" in text and "broker-b" in text
+    lines = text.splitlines()  # Apache's table: header, then each queue sorted
+    head = ("#Broker Name", "#QID", "#Min Offset", "#Max Offset")
+    assert lines[0] == "{:<32}  {:<4}  {:<20}  {:<20}    #Last Updated".format(*head)
+    assert [line.split()[:2] for line in lines[1:]] == [
+        [name, str(q)] for name in ("broker-a", "broker-b") for q in range(3)
+    ]
 
     # one broker only
     await mqadmin(namesrv, "updateTopic", "-b", a.address, "-t", "OnlyOnA")
@@ -224,7 +229,26 @@ async def test_broker_and_namesrv_commands(
     assert sorted(r["brokerName"] for r in clusters) == ["broker-a", "broker-b"]
     assert all(r["cluster"] == "DefaultCluster" for r in clusters)
     text = await mqadmin_text(namesrv, "clusterList")
-    assert "broker-a" in text and "put TPS" in text
+    head, *rows = text.splitlines()
+    assert head.split() == [
+        "#Cluster", "Name", "#Broker", "Name", "#BID", "#Addr", "#Version", "#InTPS(LOAD)",
+        "#OutTPS(LOAD)", "#PCWait(ms)", "#Hour", "#SPACE",
+    ]  # fmt: skip
+    assert [r.split()[:4] for r in rows] == [
+        ["DefaultCluster", "broker-a", "0", a.address],
+        ["DefaultCluster", "broker-b", "0", b.address],
+    ]
+    more = (await mqadmin_text(namesrv, "clusterList", "-m")).splitlines()
+    assert more[0].split()[-4:] == [
+        "#InTotalYest",
+        "#OutTotalYest",
+        "#InTotalToday",
+        "#OutTotalToday",
+    ]
+    text = await mqadmin_text(namesrv, "brokerStatus", "-b", a.address)
+    assert f"{'commitLogMaxOffset':<32}: " in text
+    keys = [line.split(":")[0].strip() for line in text.splitlines()]
+    assert keys == sorted(keys)  # Apache's TreeMap order
     status = await mqadmin(namesrv, "brokerStatus", "-b", a.address)
     assert "commitLogMaxOffset" in status[a.address]
     config = await mqadmin(namesrv, "getBrokerConfig", "-c", "DefaultCluster")

@@ -1,7 +1,8 @@
 """Apache's own mqadmin (MQAdminStartup, rocketmq-tools 4.9.7) against an Aerolite broker,
 beside ours: the statistics codes answer as a RocketMQ broker does (fastjson bodies Java
 parses), and the two tools print the same text for statsAll, brokerConsumeStats,
-cleanUnusedTopic and printMsgByQueue.
+cleanUnusedTopic, printMsgByQueue, topicStatus, consumerProgress and topicList, and the same
+tables for brokerStatus and clusterList (whose figures move between two calls).
 
 The broker is ``python -m broker standalone`` (stopped by PID after each test); messages are
 sent and consumed with the SDK first, so there are groups, offsets and a backlog to show.
@@ -94,3 +95,23 @@ async def test_apache_mqadmin_reads_our_statistics_and_agrees_with_ours(
 
     ours, apache = both("cleanUnusedTopic", "-b", aerolite.address)
     assert ours == apache == "success"
+
+    # The classic tables scripts parse.
+    ours, apache = both("topicStatus", "-t", topic)
+    assert apache.startswith("#Broker Name") and len(apache.splitlines()) == 3
+    assert ours == apache
+    ours, apache = both("consumerProgress", "-g", group)
+    assert "Diff Total: 2" in apache
+    assert ours == apache
+    ours, apache = both("topicList")
+    assert topic in apache.split()
+    assert ours == apache  # the same java.util.HashSet order
+    ours, apache = both("topicList", "-c")
+    assert ours == apache
+    ours, apache = both("brokerStatus", "-b", aerolite.address)
+    assert [line.split(":")[0] for line in ours.splitlines()] == sorted(
+        line.split(":")[0] for line in ours.splitlines()
+    ) and "putTps" in apache
+    ours, apache = both("clusterList")
+    assert ours.splitlines()[0] == apache.splitlines()[0]  # the header; the figures move
+    assert ours.split()[12:16] == apache.split()[12:16]  # cluster, broker, id, address
