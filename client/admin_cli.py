@@ -3,8 +3,11 @@
 RocketMQ counterpart: ``org.apache.rocketmq.tools.command.MQAdminStartup`` and its
 ``SubCommand`` classes. Commands keep mqadmin's names and option letters (``-n`` name
 servers, ``-t`` topic, ``-g`` group, ``-c`` cluster, ``-b`` broker …) and speak only the
-remoting protocol, so they work against Apache RocketMQ clusters too. Output is an aligned
-table (rich) by default, or JSON with ``--json`` for scripts. A long run (printMsg over
+remoting protocol, so they work against Apache RocketMQ clusters too. The tables scripts
+parse most (clusterList, topicList, topicStatus, consumerProgress, brokerStatus) print
+Apache's exact text; the others an aligned table (rich); ``--json`` gives JSON for scripts.
+Apache's later commands are in ``client.admin_cli_ops``, the registry in
+``client.admin_commands``. A long run (printMsg over
 many messages, resetOffsetByTime) shows progress on stderr when it is a terminal. Every
 error says what failed and where, and exits 1; a usage error exits 2.
 """
