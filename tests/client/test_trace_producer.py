@@ -60,3 +60,29 @@ async def test_no_record_when_the_broker_turns_tracing_off(
     assert broker.store.get_max_offset("RMQ_SYS_TRACE_TOPIC", 0) == 0
     async with Admin(namesrv.address) as admin:
         assert await admin.query_trace(sent.msg_id) == []
+
+
+async def test_batches_and_orderly_sends_are_traced_message_by_message(
+    namesrv: NameServer, start_broker: BrokerFactory
+) -> None:
+    broker = await start_broker(trace_topic_enable=True)
+    await create_topic(broker, TOPIC)
+    async with Producer("pg-traced-b", namesrv.address, trace=True) as producer:
+        batch = [Message(TOPIC, f"b{n}".encode(), keys=[f"batch-{n}"]) for n in range(3)]
+        sent = await producer.send_batch(batch)
+        ordered = await producer.send_orderly(Message(TOPIC, b"in order"), sharding_key="k")
+    await wait_dispatched(broker)
+    ids = sent.msg_id.split(",")
+    assert len(ids) == 3
+    async with Admin(namesrv.address) as admin:
+        for n, msg_id in enumerate(ids):
+            (view,) = await admin.query_trace(msg_id)
+            bean = view.context.beans[0]
+            assert (view.trace_type, bean.keys, bean.body_length) == (
+                TraceType.PUB,
+                f"batch-{n}",
+                2,
+            )
+            assert bean.offset_msg_id == sent.offset_msg_id.split(",")[n]
+        (view,) = await admin.query_trace(ordered.msg_id)
+        assert view.context.beans[0].msg_type is MessageType.NORMAL  # what a 4.9 reader knows
