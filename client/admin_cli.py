@@ -4,7 +4,8 @@ RocketMQ counterpart: ``org.apache.rocketmq.tools.command.MQAdminStartup`` and i
 ``SubCommand`` classes. Commands keep mqadmin's names and option letters (``-n`` name
 servers, ``-t`` topic, ``-g`` group, ``-c`` cluster, ``-b`` broker …) and speak only the
 remoting protocol, so they work against Apache RocketMQ clusters too. The tables scripts
-parse most (clusterList, topicList, topicStatus, consumerProgress, brokerStatus) print
+parse most (clusterList, topicList, topicStatus, consumerProgress, brokerStatus,
+consumerConnection, producerConnection) print
 Apache's exact text; the others an aligned table (rich); ``--json`` gives JSON for scripts.
 Apache's later commands are in ``client.admin_cli_ops``, the registry in
 ``client.admin_commands``. A long run (printMsg over
@@ -39,6 +40,7 @@ from client.admin_commands import (
     java_human_time,
     ms_text,
     parse_time,
+    version_desc,
 )
 from client.errors import ClientError
 from client.message import Message, MessageView
@@ -607,28 +609,26 @@ async def consumer_progress(admin: Admin, a: argparse.Namespace, out: Out) -> No
 @command("consumerConnection", "a group's online clients and subscriptions", _opt_group)
 async def consumer_connection(admin: Admin, a: argparse.Namespace, out: Out) -> None:
     doc = await admin.consumer_connection(a.group)
-    conns = doc.get("connectionSet") or []
-    out.table(
-        f"Connections of {a.group} ({doc.get('messageModel')}, {doc.get('consumeType')}, "
-        f"{doc.get('consumeFromWhere')})",
-        ["clientId", "address", "language", "version"],
-        [
-            [c.get("clientId"), c.get("clientAddr"), c.get("language"), c.get("version")]
-            for c in conns
-        ],
-        doc,
-    )
-    if not out.as_json:
-        subs = doc.get("subscriptionTable") or {}
-        out.table(
-            "subscriptions",
-            ["topic", "expression", "type"],
-            [
-                [t, s.get("subString"), s.get("expressionType", "TAG")]
-                for t, s in sorted(subs.items())
-            ],
-            doc,
+    lines = [
+        "{:<36} {:<22} {:<10} {}\n".format("#ClientId", "#ClientAddr", "#Language", "#Version")
+    ]
+    lines += [
+        "{:<36} {:<22} {:<10} {}\n".format(
+            c.get("clientId"), c.get("clientAddr"), c.get("language"),
+            version_desc(int(c.get("version") or 0)),
         )
+        for c in doc.get("connectionSet") or []
+    ]  # fmt: skip
+    lines += ["\nBelow is subscription:\n", "{:<20} {}\n".format("#Topic", "#SubExpression")]
+    subs = doc.get("subscriptionTable") or {}
+    lines += [f"{t:<20} {s.get('subString')}\n" for t, s in subs.items()]
+    lines += [
+        "\n",
+        f"ConsumeType: {doc.get('consumeType')}\n",
+        f"MessageModel: {doc.get('messageModel')}\n",
+        f"ConsumeFromWhere: {doc.get('consumeFromWhere')}\n",
+    ]
+    out.text("".join(lines), doc)
 
 
 def _consumer_status_opts(p: argparse.ArgumentParser) -> None:
@@ -691,15 +691,14 @@ def _producer_connection_opts(p: argparse.ArgumentParser) -> None:
 @command("producerConnection", "a producer group's connections", _producer_connection_opts)
 async def producer_connection(admin: Admin, a: argparse.Namespace, out: Out) -> None:
     conns = await admin.producer_connection(a.group, a.topic)
-    out.table(
-        f"Connections of producer group {a.group}",
-        ["clientId", "address", "language", "version"],
-        [
-            [c.get("clientId"), c.get("clientAddr"), c.get("language"), c.get("version")]
-            for c in conns
-        ],
-        conns,
-    )
+    lines = [
+        "{:04d}  {:<32} {:<22} {:<8} {}\n".format(
+            i, c.get("clientId"), c.get("clientAddr"), c.get("language"),
+            version_desc(int(c.get("version") or 0)),
+        )
+        for i, c in enumerate(conns, 1)
+    ]  # fmt: skip
+    out.text("".join(lines), conns)
 
 
 # ---- cluster and brokers

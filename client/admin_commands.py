@@ -181,3 +181,20 @@ def java_human_time(ms: int) -> str:
     """``UtilAll.timeMillisToHumanString2``: ``2024-01-02 03:04:05,678`` in the local zone."""
     when = datetime.fromtimestamp(ms / 1000)
     return when.strftime("%Y-%m-%d %H:%M:%S,") + f"{when.microsecond // 1000:03d}"
+
+
+# MQVersion.Version from 4.0.0 on is a grid: VX_Y_Z_SNAPSHOT, VX_Y_Z for every Z of every Y
+# (10 x 10 per major), V4_0_0_SNAPSHOT being ordinal 212; V4_9_7 = 407, V5_1_0 = 433.
+_GRID_START, _GRID_END = 212, 612
+
+
+def version_desc(ordinal: int) -> str:
+    """``MQVersion.getVersionDesc``: a client's version number as its name (``V4_9_7``)."""
+    if ordinal > _GRID_END:
+        return "HIGHER_VERSION"
+    if ordinal < _GRID_START:
+        return str(ordinal)  # a 3.x client: its name is not worth a table here
+    step, snapshot = divmod(ordinal - _GRID_START, 2)
+    major, rest = divmod(step, 100)
+    name = f"V{major + 4}_{rest // 10}_{rest % 10}"
+    return name if snapshot else name + "_SNAPSHOT"

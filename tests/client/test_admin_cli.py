@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import sys
 import time
 from pathlib import Path
@@ -195,6 +196,20 @@ async def test_group_progress_connections_and_offsets(namesrv: NameServer, broke
             assert "commit offset" in text and TOPIC in text
             producers = await mqadmin(namesrv, "producerConnection", "-g", "pg-admin", "-t", TOPIC)
             assert len(producers) == 1
+            # Apache's text: the connections, the subscriptions, the group's settings.
+            text = await mqadmin_text(namesrv, "consumerConnection", "-g", group)
+            lines = text.splitlines()
+            assert lines[0].split() == ["#ClientId", "#ClientAddr", "#Language", "#Version"]
+            assert lines[1].split()[0] == client_id and lines[1].split()[2] == "PYTHON"
+            assert re.fullmatch(r"V\d+_\d+_\d+", lines[1].split()[3]), lines[1]
+            assert "Below is subscription:" in lines and f"{TOPIC:<20} *" in lines
+            assert lines[-3:] == [
+                "ConsumeType: CONSUME_PASSIVELY",
+                "MessageModel: CLUSTERING",
+                "ConsumeFromWhere: CONSUME_FROM_FIRST_OFFSET",
+            ]
+            text = await mqadmin_text(namesrv, "producerConnection", "-g", "pg-admin", "-t", TOPIC)
+            assert text.startswith("0001  ") and " PYTHON   " in text
 
             await consumer.persist_offsets()
             progress = await mqadmin(namesrv, "consumerProgress", "-g", group)
