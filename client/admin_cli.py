@@ -4,8 +4,8 @@ RocketMQ counterpart: ``org.apache.rocketmq.tools.command.MQAdminStartup`` and i
 ``SubCommand`` classes. Commands keep mqadmin's names and option letters (``-n`` name
 servers, ``-t`` topic, ``-g`` group, ``-c`` cluster, ``-b`` broker …) and speak only the
 remoting protocol, so they work against Apache RocketMQ clusters too. The tables scripts
-parse most (clusterList, topicList, topicStatus, consumerProgress, brokerStatus,
-consumerConnection, producerConnection) print
+parse most (clusterList, topicList, topicRoute, topicStatus, consumerProgress,
+brokerStatus, consumerConnection, producerConnection) print
 Apache's exact text; the others an aligned table (rich); ``--json`` gives JSON for scripts.
 Apache's later commands are in ``client.admin_cli_ops``, the registry in
 ``client.admin_commands``. A long run (printMsg over
@@ -52,7 +52,7 @@ from remoting.bodies import BUILTIN_GROUPS, SubscriptionGroupConfig, TopicConfig
 from remoting.codes import RequestCode
 from remoting.errors import RocketMQError
 from remoting.headers import CreateAccessConfigRequestHeader
-from remoting.route import MessageQueue
+from remoting.route import MessageQueue, TopicRouteData
 
 PRINT_BATCH = 32
 
@@ -223,35 +223,82 @@ async def topic_list(admin: Admin, a: argparse.Namespace, out: Out) -> None:
     out.text("".join(lines), docs)
 
 
-@command("topicRoute", "a topic's route: brokers and queues", _opt_topic)
+def _route_opts(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-t", "--topic", required=True)
+    p.add_argument("-l", "--list", dest="as_list", action="store_true", help="a table")
+
+
+def _pretty_route(route: TopicRouteData) -> str:
+    """``TopicRouteData.toJson(true)``: fastjson's pretty JSON, tab-indented, fields in
+    alphabetical order, the broker ids unquoted on the map's first line (as fastjson writes
+    a map with Long keys)."""
+    q = json.dumps
+    brokers = []
+    for bd in route.broker_datas:
+        addrs = ",".join(f"{bid}:{q(addr)}" for bid, addr in sorted(bd.broker_addrs.items()))
+        brokers.append(
+            f'\t\t{{\n\t\t\t"brokerAddrs":{{{addrs}\n\t\t\t}},\n'
+            f'\t\t\t"brokerName":{q(bd.broker_name)},\n\t\t\t"cluster":{q(bd.cluster)}\n\t\t}}'
+        )
+    queues = [
+        "\t\t{\n"
+        f'\t\t\t"brokerName":{q(qd.broker_name)},\n\t\t\t"perm":{qd.perm},\n'
+        f'\t\t\t"readQueueNums":{qd.read_queue_nums},\n'
+        f'\t\t\t"topicSysFlag":{qd.topic_sys_flag},\n'
+        f'\t\t\t"writeQueueNums":{qd.write_queue_nums}\n\t\t}}'
+        for qd in route.queue_datas
+    ]
+    servers = route.filter_server_table
+    fields = [
+        '\t"brokerDatas":' + ("[\n" + ",\n".join(brokers) + "\n\t]" if brokers else "[]"),
+        '\t"filterServerTable":'
+        + (
+            "{\n"
+            + ",\n".join(
+                f"\t\t{q(k)}:[\n" + ",\n".join(f"\t\t\t{q(x)}" for x in v) + "\n\t\t]"
+                for k, v in servers.items()
+            )
+            + "\n\t}"
+            if servers
+            else "{}"
+        ),
+    ]
+    if route.order_topic_conf:
+        fields.append(f'\t"orderTopicConf":{q(route.order_topic_conf)}')
+    fields.append('\t"queueDatas":' + ("[\n" + ",\n".join(queues) + "\n\t]" if queues else "[]"))
+    return "{\n" + ",\n".join(fields) + "\n}\n"
+
+
+ROUTE_ROW = "{:<45} {:<32} {:<50} {:<10} {:<11} {:<5}\n"
+
+
+def _route_table(route: TopicRouteData) -> str:
+    """``topicRoute -l``: one row per broker name, a 158-dash rule and the totals (the
+    number of brokers in the broker-name column, as Apache's)."""
+    by_name = {qd.broker_name: qd for qd in route.queue_datas}
+    lines = [ROUTE_ROW.format(
+        "#ClusterName", "#BrokerName", "#BrokerAddrs", "#ReadQueue", "#WriteQueue", "#Perm"
+    )]  # fmt: skip
+    reads = writes = 0
+    for bd in sorted(route.broker_datas, key=lambda b: b.broker_name):
+        qd = by_name.get(bd.broker_name)
+        if qd is None:
+            continue
+        reads, writes = reads + qd.read_queue_nums, writes + qd.write_queue_nums
+        addrs = "{" + ", ".join(f"{i}={ad}" for i, ad in sorted(bd.broker_addrs.items())) + "}"
+        lines.append(ROUTE_ROW.format(
+            bd.cluster, bd.broker_name, addrs, qd.read_queue_nums, qd.write_queue_nums, qd.perm
+        ))  # fmt: skip
+    lines.append("-" * 158 + "\n")
+    lines.append(ROUTE_ROW.format("Total:", len(by_name), "", reads, writes, ""))
+    return "".join(lines)
+
+
+@command("topicRoute", "a topic's route: brokers and queues", _route_opts)
 async def topic_route(admin: Admin, a: argparse.Namespace, out: Out) -> None:
     route = await admin.topic_route(a.topic)
-    doc = route.to_json()
-    if out.as_json:
-        out.json(doc)
-        return
-    out.table(
-        f"Route of {a.topic}: brokers",
-        ["broker", "cluster", "addresses"],
-        [
-            [
-                b.broker_name,
-                b.cluster,
-                ", ".join(f"{i}={ad}" for i, ad in sorted(b.broker_addrs.items())),
-            ]
-            for b in route.broker_datas
-        ],
-        doc,
-    )
-    out.table(
-        "queues",
-        ["broker", "read", "write", "perm", "sysFlag"],
-        [
-            [q.broker_name, q.read_queue_nums, q.write_queue_nums, q.perm, q.topic_sys_flag]
-            for q in route.queue_datas
-        ],
-        doc,
-    )
+    text = _route_table(route) if a.as_list else _pretty_route(route)
+    out.text(text, route.to_json())
 
 
 @command("topicStatus", "min/max offset and last update of every queue", _opt_topic)

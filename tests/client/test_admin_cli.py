@@ -83,6 +83,11 @@ async def test_topic_commands(namesrv: NameServer, two_groups: tuple[Broker, Bro
     route = await mqadmin(namesrv, "topicRoute", "-t", TOPIC)
     assert sorted(q["brokerName"] for q in route["queueDatas"]) == ["broker-a", "broker-b"]
     assert await mqadmin(namesrv, "topicClusterList", "-t", TOPIC) == ["DefaultCluster"]
+    text = await mqadmin_text(namesrv, "topicRoute", "-t", TOPIC)  # fastjson's pretty JSON
+    assert text.startswith('{\n\t"brokerDatas":[\n\t\t{\n\t\t\t"brokerAddrs":{0:"')
+    assert text.endswith("\n\t]\n}\n")
+    listed = (await mqadmin_text(namesrv, "topicRoute", "-t", TOPIC, "-l")).splitlines()
+    assert listed[-2] == "-" * 158 and listed[-1].split()[:4] == ["Total:", "2", "6", "6"]
 
     async with Producer("pg-admin", namesrv.address) as producer:
         for n in range(12):

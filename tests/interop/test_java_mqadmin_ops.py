@@ -1,7 +1,8 @@
 """Apache's own mqadmin (MQAdminStartup, rocketmq-tools 4.9.7) against an Aerolite broker,
 beside ours: the statistics codes answer as a RocketMQ broker does (fastjson bodies Java
 parses), and the two tools print the same text for statsAll, brokerConsumeStats,
-cleanUnusedTopic, printMsgByQueue, topicStatus, consumerProgress and topicList, and the same
+cleanUnusedTopic, printMsgByQueue, topicStatus, consumerProgress, topicList and topicRoute,
+and the same
 tables for brokerStatus and clusterList (whose figures move between two calls).
 
 The broker is ``python -m broker standalone`` (stopped by PID after each test); messages are
@@ -107,6 +108,11 @@ async def test_apache_mqadmin_reads_our_statistics_and_agrees_with_ours(
     assert topic in apache.split()
     assert ours == apache  # the same java.util.HashSet order
     ours, apache = both("topicList", "-c")
+    assert ours == apache
+    ours, apache = both("topicRoute", "-t", topic)
+    assert '"brokerAddrs":{0:' in apache  # fastjson's unquoted Long keys
+    assert ours == apache
+    ours, apache = both("topicRoute", "-t", topic, "-l")
     assert ours == apache
     ours, apache = both("brokerStatus", "-b", aerolite.address)
     assert [line.split(":")[0] for line in ours.splitlines()] == sorted(
