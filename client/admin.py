@@ -526,20 +526,27 @@ class Admin(ClientService):
         them (mqadmin consumerConnection).
 
         Raises:
-            ClientError: no broker has the group online.
+            BrokerError: CONSUMER_NOT_ONLINE, no broker has the group online (the remark is
+                the last broker's: "the consumer group[<group>] not online").
+            ClientError: there is no master to ask.
         """
+        code = RequestCode.GET_CONSUMER_CONNECTION_LIST
+        refusal: RemotingCommand | None = None
+        addr = ""
         for addr in await self.all_masters():
             response = await self._call(
                 addr,
-                RequestCode.GET_CONSUMER_CONNECTION_LIST,
+                code,
                 ConsumerGroupRequestHeader(consumer_group=group).to_ext_fields(),
                 what=f"connections of consumer group {group}",
                 ok=(ResponseCode.SUCCESS, ResponseCode.CONSUMER_NOT_ONLINE),
             )
             if response.code == ResponseCode.SUCCESS:
-                code = RequestCode.GET_CONSUMER_CONNECTION_LIST
                 return _json_object(response.body_bytes, code, addr)
-        raise ClientError(f"consumer group {group} is not online on any broker")
+            refusal = response
+        if refusal is None:
+            raise ClientError(f"consumer group {group}: no master broker to ask")
+        raise BrokerError.for_code(refusal.code, refusal.remark, request_code=code, addr=addr)
 
     async def consumer_running_info(self, group: str, client_id: str) -> dict[str, Any]:
         """One online consumer's own account of itself: settings, subscriptions and each

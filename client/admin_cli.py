@@ -5,7 +5,7 @@ RocketMQ counterpart: ``org.apache.rocketmq.tools.command.MQAdminStartup`` and i
 servers, ``-t`` topic, ``-g`` group, ``-c`` cluster, ``-b`` broker …) and speak only the
 remoting protocol, so they work against Apache RocketMQ clusters too. The tables scripts
 parse most (clusterList, topicList, topicRoute, topicStatus, consumerProgress,
-brokerStatus, consumerConnection, producerConnection) print
+brokerStatus, consumerConnection, producerConnection, the queryMsg* lookups) print
 Apache's exact text; the others an aligned table (rich); ``--json`` gives JSON for scripts.
 Apache's later commands are in ``client.admin_cli_ops``, the registry in
 ``client.admin_commands``. A long run (printMsg over
@@ -49,8 +49,8 @@ from client.rebalance import allocate_averagely
 from client.trace import TRACE_TOPIC, format_trace, java_hashmap_order
 from remoting.acl import SessionCredentials
 from remoting.bodies import BUILTIN_GROUPS, SubscriptionGroupConfig, TopicConfig
-from remoting.codes import RequestCode
-from remoting.errors import RocketMQError
+from remoting.codes import RequestCode, ResponseCode
+from remoting.errors import BrokerError, RocketMQError
 from remoting.headers import CreateAccessConfigRequestHeader
 from remoting.route import MessageQueue, TopicRouteData
 
@@ -102,6 +102,85 @@ def _print_messages(out: Out, title: str, msgs: list[MessageView], *, body: bool
             row.append(d["body"][:200])
         rows.append(row)
     out.table(title, headers, rows, docs)
+
+
+BODY_DIR = Path("/tmp/rocketmq/msgbodys")  # noqa: S108 - Apache's, where it saves bodies
+
+
+async def _tracks(admin: Admin, m: MessageView) -> list[str]:
+    """``messageTrackDetail``: for each group that reads the topic, whether it consumed the
+    message, has not yet, is not online, or pulls (and so cannot be told)."""
+    tracks = []
+    for group in java_hashmap_order(await admin.topic_consumed_by(m.topic)):
+        kind, why = "UNKNOWN", "null"
+        try:
+            conns = await admin.consumer_connection(group)
+            if conns.get("consumeType") == "CONSUME_ACTIVELY":
+                kind = "PULL"
+            else:
+                mq = MessageQueue(m.topic, m.broker_name, m.queue_id)
+                consumed = await admin.consumer_offset(mq, group) > m.queue_offset
+                sub = (conns.get("subscriptionTable") or {}).get(m.topic) or {}
+                tags = set(sub.get("tagsSet") or [])
+                filtered = bool(tags) and "*" not in tags and m.tags not in tags
+                kind = (
+                    ("CONSUMED_BUT_FILTERED" if filtered else "CONSUMED")
+                    if consumed
+                    else ("NOT_CONSUME_YET")
+                )
+        except BrokerError as exc:
+            if exc.response_code == ResponseCode.CONSUMER_NOT_ONLINE:
+                kind = "NOT_ONLINE"
+            why = f"CODE:{exc.response_code} DESC:{exc.remark}"
+        except (ClientError, RocketMQError) as exc:
+            why = str(exc)
+        tracks.append(
+            f"MessageTrack [consumerGroup={group}, trackType={kind}, exceptionDesc={why}]"
+        )
+    return tracks
+
+
+def _save_body(m: MessageView) -> Path:
+    BODY_DIR.mkdir(parents=True, exist_ok=True)
+    path = BODY_DIR / m.msg_id
+    path.write_bytes(m.body)
+    return path
+
+
+async def _detail(
+    admin: Admin,
+    m: MessageView,
+    *,
+    offset_id: bool = True,
+    extra: dict[str, str] | None = None,
+) -> str:
+    """Apache's message block (``QueryMsgByIdSubCommand.printMsg``): each field at column
+    21, the properties in java.util.HashMap order, the body saved to
+    ``/tmp/rocketmq/msgbodys/<msgId>``, then each consumer group's track (no newline at the
+    end, as Apache's)."""
+    path = _save_body(m)
+    props = {**m.properties, **(extra or {})}
+    shown = ", ".join(f"{k}={props[k]}" for k in java_hashmap_order(props))
+    fields: list[tuple[str, object]] = [("OffsetID:", m.offset_msg_id)] if offset_id else []
+    fields += [
+        ("Topic:", m.topic),
+        ("Tags:", f"[{m.tags}]" if m.tags is not None else "[null]"),
+        ("Keys:", f"[{props['KEYS']}]" if "KEYS" in props else "[null]"),
+        ("Queue ID:", m.queue_id),
+        ("Queue Offset:", m.queue_offset),
+        ("CommitLog Offset:", m.commit_log_offset),
+        ("Reconsume Times:", m.reconsume_times),
+        ("Born Timestamp:", java_human_time(m.born_timestamp)),
+        ("Store Timestamp:", java_human_time(m.store_timestamp)),
+        ("Born Host:", m.born_host),
+        ("Store Host:", m.store_host),
+        ("System Flag:", m.sys_flag),
+        ("Properties:", "{" + shown + "}"),
+        ("Message Body Path:", str(path)),
+    ]
+    text = "".join(f"{label:<20} {value}\n" for label, value in fields)
+    tracks = await _tracks(admin, m)
+    return text + ("\n\n" + "".join(tracks) if tracks else "\n\nWARN: No Consumer")
 
 
 # -------------------------------------------------------------------------- commands
@@ -1023,7 +1102,10 @@ def _id_opt(p: argparse.ArgumentParser) -> None:
 async def query_msg_by_id(admin: Admin, a: argparse.Namespace, out: Out) -> None:
     ids = [i.strip() for i in a.msg_id.split(",") if i.strip()]
     msgs = [await admin.view_message(i) for i in ids]
-    _print_messages(out, "Messages", msgs, body=a.body)
+    if out.as_json:
+        _print_messages(out, "Messages", msgs, body=a.body)
+        return
+    out.text("".join([await _detail(admin, m) for m in msgs]), None)
 
 
 def _key_opts(p: argparse.ArgumentParser) -> None:
@@ -1040,7 +1122,12 @@ async def query_msg_by_key(admin: Admin, a: argparse.Namespace, out: Out) -> Non
     msgs = await admin.query_by_key(
         a.topic, a.key, max_num=a.max_num, begin_ms=parse_time(a.begin), end_ms=end
     )
-    _print_messages(out, f"Messages of {a.topic} with key {a.key}", msgs, body=False)
+    if out.as_json:
+        _print_messages(out, f"Messages of {a.topic} with key {a.key}", msgs, body=False)
+        return
+    lines = ["{:<50} {:>4} {:>40}\n".format("#Message ID", "#QID", "#Offset")]
+    lines += [f"{m.msg_id:<50} {m.queue_id:>4} {m.queue_offset:>40}\n" for m in msgs]
+    out.text("".join(lines), None)
 
 
 def _trace_opts(p: argparse.ArgumentParser) -> None:
@@ -1086,7 +1173,10 @@ async def query_msg_by_unique_key(admin: Admin, a: argparse.Namespace, out: Out)
     msg = await admin.query_by_unique_key(a.topic, a.msg_id)
     if msg is None:
         raise ClientError(f"no message {a.msg_id} in topic {a.topic} on any broker")
-    _print_messages(out, "Message", [msg], body=a.body)
+    if out.as_json:
+        _print_messages(out, "Message", [msg], body=a.body)
+        return
+    out.text(await _detail(admin, msg, offset_id=False), None)
 
 
 def _by_offset_opts(p: argparse.ArgumentParser) -> None:
@@ -1100,10 +1190,18 @@ def _by_offset_opts(p: argparse.ArgumentParser) -> None:
 @command("queryMsgByOffset", "the message at a queue offset", _by_offset_opts)
 async def query_msg_by_offset(admin: Admin, a: argparse.Namespace, out: Out) -> None:
     mq = MessageQueue(a.topic, a.broker_name, a.queue_id)
-    msgs, _next, max_offset = await admin.pull(mq, a.offset, 1)
+    pulled = await admin.pull_batch(mq, a.offset, 1)
+    msgs = pulled.messages
     if not msgs or msgs[0].queue_offset != a.offset:
-        raise ClientError(f"no message at offset {a.offset} of {mq} (max offset {max_offset})")
-    _print_messages(out, "Message", msgs[:1], body=a.body)
+        raise ClientError(
+            f"no message at offset {a.offset} of {mq} (max offset {pulled.max_offset})"
+        )
+    if out.as_json:
+        _print_messages(out, "Message", msgs[:1], body=a.body)
+        return
+    # A pulled message carries its queue's bounds, as the Java client adds them.
+    bounds = {"MIN_OFFSET": str(pulled.min_offset), "MAX_OFFSET": str(pulled.max_offset)}
+    out.text(await _detail(admin, msgs[0], extra=bounds), None)
 
 
 def _print_opts(p: argparse.ArgumentParser) -> None:

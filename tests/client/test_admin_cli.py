@@ -130,6 +130,16 @@ async def test_message_commands(namesrv: NameServer, broker: Broker) -> None:
 
     by_id = await mqadmin(namesrv, "queryMsgById", "-i", sent["offsetMsgId"])
     assert [m["body"] for m in by_id] == ["hello admin"]
+    # Apache's block: each value at column 21, the body saved, no consumer yet.
+    text = await mqadmin_text(namesrv, "queryMsgById", "-i", sent["offsetMsgId"])
+    lines = text.split("\n")
+    assert lines[0] == f"{'OffsetID:':<20} {sent['offsetMsgId']}"
+    assert f"{'Tags:':<20} [TagA]" in lines and f"{'Keys:':<20} [order-7]" in lines
+    body_path = next(x for x in lines if x.startswith("Message Body Path:")).split()[-1]
+    assert await asyncio.to_thread(Path(body_path).read_bytes) == b"hello admin"
+    assert text.endswith("\n\nWARN: No Consumer")  # Apache leaves the newline out
+    listed = await mqadmin_text(namesrv, "queryMsgByKey", "-t", TOPIC, "-k", "order-7")
+    assert listed.splitlines()[1].split()[0] == sent["msgId"]
     assert by_id[0]["tags"] == "TagA" and by_id[0]["keys"] == "order-7"
     by_key = await mqadmin(namesrv, "queryMsgByKey", "-t", TOPIC, "-k", "order-7")
     assert [m["msgId"] for m in by_key] == [sent["msgId"]]

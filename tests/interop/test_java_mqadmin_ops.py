@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from client import ConsumeFromWhere, Message, MessageView, Producer, PushConsumer
+from client import ConsumeFromWhere, Message, MessageView, Producer, PushConsumer, SendResult
 from client.admin import Admin
 from remoting.bodies import TopicConfig
 from tests.interop.test_java_broker import java_lib  # noqa: F401 - the fixture
@@ -36,13 +36,15 @@ def aerolite(tmp_path: Path) -> Iterator[Broker]:
         broker.stop()
 
 
-async def traffic(namesrv: str, topic: str, group: str) -> None:
-    """Six messages on two tags, four consumed by ``group`` and its offsets committed."""
+async def traffic(namesrv: str, topic: str, group: str) -> SendResult:
+    """Six messages on two tags, four consumed by ``group`` and its offsets committed; the
+    first send's result."""
     async with Admin(namesrv) as admin:
         (addr,) = await admin.all_masters()
         await admin.create_topic(addr, TopicConfig(topic, 2, 2))
     async with Producer(unique("pg_ops"), namesrv) as producer:
-        for n in range(4):
+        first = await producer.send(Message(topic, b"m0", tags="TagA", keys=["order-0"]))
+        for n in range(1, 4):
             await producer.send(Message(topic, f"m{n}".encode(), tags="TagA"))
     seen: list[str] = []
     consumer = PushConsumer(
@@ -63,6 +65,7 @@ async def traffic(namesrv: str, topic: str, group: str) -> None:
     async with Producer(unique("pg_ops"), namesrv) as producer:
         for n in range(2):
             await producer.send(Message(topic, f"later{n}".encode(), tags="TagB"))
+    return first
 
 
 async def test_apache_mqadmin_reads_our_statistics_and_agrees_with_ours(
@@ -71,7 +74,7 @@ async def test_apache_mqadmin_reads_our_statistics_and_agrees_with_ours(
     tmp_path: Path,
 ) -> None:
     topic, group = unique("OpsTopic"), unique("ops_cg")
-    await traffic(aerolite.namesrv, topic, group)
+    first = await traffic(aerolite.namesrv, topic, group)
     home = tmp_path / "mqadmin"
 
     def both(*args: str) -> tuple[str, str]:
@@ -113,6 +116,19 @@ async def test_apache_mqadmin_reads_our_statistics_and_agrees_with_ours(
     assert '"brokerAddrs":{0:' in apache  # fastjson's unquoted Long keys
     assert ours == apache
     ours, apache = both("topicRoute", "-t", topic, "-l")
+    assert ours == apache
+    # The message detail block, its consumer tracks included (the group is offline now).
+    ours, apache = both("queryMsgById", "-i", first.offset_msg_id)
+    assert "trackType=NOT_ONLINE" in apache
+    assert ours == apache
+    mq = first.message_queue
+    at = ("-b", mq.broker_name, "-i", str(mq.queue_id), "-o", str(first.queue_offset))
+    ours, apache = both("queryMsgByOffset", "-t", topic, *at)
+    assert ours == apache
+    ours, apache = both("queryMsgByUniqueKey", "-t", topic, "-i", first.msg_id)
+    assert ours == apache
+    ours, apache = both("queryMsgByKey", "-t", topic, "-k", "order-0")
+    assert first.msg_id in apache
     assert ours == apache
     ours, apache = both("brokerStatus", "-b", aerolite.address)
     assert [line.split(":")[0] for line in ours.splitlines()] == sorted(
