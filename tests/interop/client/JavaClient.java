@@ -152,6 +152,12 @@ public class JavaClient {
                 emit("send_error", fields("index", i, "error", e.toString()));
             }
         }
+        if (args.getBooleanValue("trace")) {
+            // The trace dispatcher sends asynchronously, and its shutdown does not wait for
+            // sends in flight: a long-running application's last records would go out on the
+            // next batch; give them that time before exiting.
+            Thread.sleep(1500);
+        }
         producer.shutdown();
         emit("done", fields("ok", ok));
     }
@@ -197,6 +203,9 @@ public class JavaClient {
         long deadline = System.currentTimeMillis() + (long) (1000 * args.getDoubleValue("deadline_s"));
         String reason = waitUntil(stdin, deadline,
             () -> expect >= 0 && count.get() >= expect && System.currentTimeMillis() - last.get() >= settleMs);
+        if (args.getBooleanValue("trace")) {
+            Thread.sleep(1500); // the last trace records' batch, as for the producer
+        }
         consumer.shutdown();
         emit("done", fields("reason", reason, "count", count.get()));
     }
