@@ -28,9 +28,10 @@ TOPIC_PUT_NUMS, TOPIC_PUT_SIZE = "TOPIC_PUT_NUMS", "TOPIC_PUT_SIZE"
 GROUP_GET_NUMS, GROUP_GET_SIZE = "GROUP_GET_NUMS", "GROUP_GET_SIZE"
 BROKER_PUT_NUMS, BROKER_GET_NUMS = "BROKER_PUT_NUMS", "BROKER_GET_NUMS"
 SNDBCK_PUT_NUMS = "SNDBCK_PUT_NUMS"
-# StoreStatsService's put-latency buckets (ms upper bounds; the last is 10 s and more),
-# counted over the current minute, as putMessageDistributeTime reports them.
-PUT_DISTRIBUTION_MS = (0, 10, 50, 100, 200, 500, 1000, 2000, 3000, 4000, 5000, 10000)
+# StoreStatsService's put-latency buckets, as putMessageDistributeTime names them; their
+# bounds (10 ms ... 10 s) are all bounds of the put-latency histogram below too, so this
+# minute's counts are differences of that histogram's, not counted a second time per put.
+PUT_DISTRIBUTION_S = (0.01, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 3.0, 4.0, 5.0, 10.0)
 PUT_DISTRIBUTION_NAMES = (
     "<=0ms", "0~10ms", "10~50ms", "50~100ms", "100~200ms", "200~500ms", "500ms~1s", "1~2s",
     "2~3s", "3~4s", "4~5s", "5~10s", "10s~",
@@ -39,20 +40,9 @@ DISTRIBUTION_RESET_SAMPLES = 6  # every minute
 TPS_WINDOWS_S = (10, 60, 600)  # StoreStatsService's getPutTps etc.: "<10 s> <60 s> <600 s>"
 # Upper bounds of the put-latency histogram, seconds (the last bucket is +Inf).
 PUT_LATENCY_BUCKETS_S = (
-    0.0005,
-    0.001,
-    0.0025,
-    0.005,
-    0.01,
-    0.025,
-    0.05,
-    0.1,
-    0.25,
-    0.5,
-    1.0,
-    2.5,
-    5.0,
-)
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.2, 0.25, 0.5, 1.0, 2.0, 2.5, 3.0,
+    4.0, 5.0, 10.0,
+)  # fmt: skip
 
 
 Snapshot = tuple[int, int, int]  # (epoch ms, value, calls)
@@ -100,11 +90,10 @@ class BrokerStats:
         # StoreStatsService's figures for GET_BROKER_RUNTIME_INFO: pulls that found
         # messages and those that did not, the slowest put and get, this minute's put
         # latencies, and the totals at the last two local midnights (BrokerStats.record).
-        self.get_found = 0
-        self.get_miss = 0
-        self.put_max_ms = 0.0
+        self.get_miss = 0  # pulls that found nothing (get_calls: those that found some)
+        self.put_max_s = 0.0
         self.get_max_ms = 0.0
-        self.put_distribution = [0] * (len(PUT_DISTRIBUTION_MS) + 1)
+        self._minute_base = [0] * (len(PUT_LATENCY_BUCKETS_S) + 1)  # the histogram then
         self._history: deque[tuple[float, int, int, int, int]] = deque(
             maxlen=TPS_WINDOWS_S[-1] // int(SAMPLE_INTERVAL_S) + 1
         )
@@ -130,16 +119,12 @@ class BrokerStats:
         if latency_s is not None:
             self.put_latency_counts[bisect.bisect_left(PUT_LATENCY_BUCKETS_S, latency_s)] += 1
             self.put_latency_sum_s += latency_s
-            ms = latency_s * 1000
-            # Java's rule: <=0, then "< bound" for each bound after it
-            bucket = bisect.bisect_right(PUT_DISTRIBUTION_MS, ms) if ms > 0 else 0
-            self.put_distribution[bucket] += 1
-            self.put_max_ms = max(self.put_max_ms, ms)
+            if latency_s > self.put_max_s:  # noqa: PLR1730 - a compare, not a call, per put
+                self.put_max_s = latency_s
 
     def on_get(self, group: str, count: int, topic: str = "", nbytes: int = 0) -> None:
         self.get_total += count
         self.get_calls += 1
-        self.get_found += 1
         self.group_get[group] += count
         if topic:
             key = (group, topic)
@@ -170,10 +155,10 @@ class BrokerStats:
             {g: (n - groups.get(g, 0)) / dt for g, n in self.group_get.items()},
         )
         self._last = (now, self.put_total, self.get_total, dict(self.group_get))
-        self._history.append((now, self.put_total, self.get_found, self.get_miss, self.get_total))
+        self._history.append((now, self.put_total, self.get_calls, self.get_miss, self.get_total))
         self._sample_windows()
         if self._ticks % DISTRIBUTION_RESET_SAMPLES == 0:
-            self.put_distribution = [0] * len(self.put_distribution)
+            self._minute_base = list(self.put_latency_counts)
         today = time.localtime().tm_yday
         if today != self._day:  # a local midnight went by
             self._day = today
@@ -205,6 +190,22 @@ class BrokerStats:
                 n = last[which] - first[which]
             out.append(f"{n / dt:.2f}")
         return " ".join(out)
+
+    @property
+    def put_distribution(self) -> list[int]:
+        """This minute's puts per putMessageDistributeTime bucket (``<=0ms`` stays 0: a put
+        takes time), from the put-latency histogram's counts since the minute began."""
+        bounds = PUT_LATENCY_BUCKETS_S
+        out = [0]
+        seen = 0
+        for bound in PUT_DISTRIBUTION_S:
+            upto = bounds.index(bound) + 1
+            n = sum(self.put_latency_counts[:upto]) - sum(self._minute_base[:upto])
+            out.append(n - seen)
+            seen = n
+        total = sum(self.put_latency_counts) - sum(self._minute_base)
+        out.append(total - seen)
+        return out
 
     def put_distribution_text(self) -> str:
         """``putMessageDistributeTime``: ``[<=0ms]:N [0~10ms]:N … [10s~]:N `` this minute."""

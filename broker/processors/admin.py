@@ -16,14 +16,9 @@ import structlog
 
 from broker.acl import owner_topic
 from broker.facets import (
-    HasConfig,
     HasConsumers,
-    HasHA,
     HasOffsets,
-    HasPullHold,
     HasSchedule,
-    HasStats,
-    HasStore,
     Routed,
     Tables,
 )
@@ -48,7 +43,6 @@ from remoting.bodies import (
 from remoting.codes import ResponseCode
 from remoting.command import RemotingCommand, response_to
 from remoting.connection import Connection
-from remoting.dispatch import Lane
 from remoting.headers import (
     CreateTopicRequestHeader,
     EarliestMsgStoretimeResponseHeader,
@@ -64,7 +58,6 @@ from remoting.headers import (
     ViewMessageRequestHeader,
 )
 from remoting.route import MessageQueue, dumps, loads
-from store.ha import HAClient
 
 log = structlog.get_logger(__name__)
 
@@ -103,37 +96,18 @@ def _ok(
 
 class AdminBroker(
     RuntimeBroker,
-    HasConfig,
     Tables,
     HasOffsets,
     HasConsumers,
-    HasStore,
-    HasStats,
     HasSchedule,
-    HasPullHold,
-    HasHA,
     Routed,
     Protocol,
 ):
     """What the admin and query codes read and change: the tables, offsets, locks and
-    consumers, the store, and the figures of the runtime info."""
+    consumers, the store, and the figures of the runtime info (``RuntimeBroker``)."""
 
     @property
     def locks(self) -> QueueLocks: ...
-
-    @property
-    def boot_timestamp_ms(self) -> int: ...
-
-    @property
-    def send_lane(self) -> Lane: ...
-
-    @property
-    def pull_lane(self) -> Lane: ...
-
-    @property
-    def ha_client(self) -> HAClient | None: ...
-
-    def earliest_message_time(self) -> int: ...
 
 
 class AdminProcessor:
