@@ -212,16 +212,16 @@ class ExporterCollector(Collector):
 
     def __init__(self, broker: ExporterBroker) -> None:
         self.broker = broker
-        self._later: list[Metric] = []  # a scrape's offset and latency families
 
     def collect(self) -> Iterator[Metric]:
         if self.broker.recovering:
             return  # the store is loading on another thread: nothing to read yet
-        yield from self._groups()
+        lag, positions = self._groups()
+        yield from lag
         yield from self._producers()
         yield from self._topic_offsets()
         yield from self._topic_rates()
-        yield from self._group_rates()
+        yield from self._group_rates(*positions)
         yield from self._broker_rates()
         yield from self._runtime()
 
@@ -241,7 +241,9 @@ class ExporterCollector(Collector):
             pairs.add((topic, group))
         return sorted(p for p in pairs if not p[0].startswith(DLQ) and p[0] in broker.topics.table)
 
-    def _groups(self) -> Iterator[Metric]:
+    def _groups(self) -> tuple[list[Metric], tuple[Metric, Metric]]:
+        """The lag and online-consumer families, and the offset and latency ones (which
+        the exporter writes with the group rates)."""
         broker = self.broker
         diff = _gauge("rocketmq_group_diff", "GroupDiff", LAG_LABELS)
         retry = _gauge("rocketmq_group_retrydiff", "GroupRetryDiff", LAG_LABELS)
@@ -285,10 +287,7 @@ class ExporterCollector(Collector):
                 (retry if topic.startswith(RETRY) else diff).add_metric(labels, total_lag)
                 latency.add_metric([cluster, name, topic, group], worst)
             offset.add_metric([cluster, name, topic, group], total_offset)
-        yield diff
-        yield retry
-        yield count
-        self._later = [offset, latency]  # the exporter writes these with the group rates
+        return [diff, retry, count], (offset, latency)
 
     def _producers(self) -> Iterator[Metric]:
         broker = self.broker
@@ -339,7 +338,7 @@ class ExporterCollector(Collector):
         yield tps
         yield size
 
-    def _group_rates(self) -> Iterator[Metric]:
+    def _group_rates(self, offset: Metric, latency: Metric) -> Iterator[Metric]:
         broker = self.broker
         tps = _gauge("rocketmq_consumer_tps", "GroupGetNums", GROUP_LABELS)
         size = _gauge("rocketmq_consumer_message_size", "GroupGetMessageSize", GROUP_LABELS)
@@ -360,10 +359,10 @@ class ExporterCollector(Collector):
             if sent_back is not None:
                 back.add_metric(labels, sent_back.minute.sum)  # a count, not a rate
         yield tps
-        yield from self._later[:1]  # rocketmq_consumer_offset
+        yield offset
         yield size
         yield back
-        yield from self._later[1:]  # rocketmq_group_get_latency_by_storetime
+        yield latency
 
     # ------------------------------------------------------------------- broker
 
