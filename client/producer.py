@@ -34,7 +34,7 @@ import struct
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import NoReturn
+from typing import NoReturn, Protocol
 
 from client.errors import (
     ClientError,
@@ -160,27 +160,28 @@ def select_by_hash(queues: list[MessageQueue], _msg: Message, arg: object) -> Me
     return queues[abs(code % len(queues)) if code >= 0 else abs(code) % len(queues)]
 
 
-def trace_dispatcher(
-    group: str,
-    kind: str,
-    namesrv: str,
-    *,
-    trace_topic: str | None,
-    tls: TlsOption,
-    credentials: SessionCredentials | None,
-) -> TraceDispatcher:
-    """The trace writer of a traced client of ``group`` (``kind`` PRODUCE or CONSUME): a
-    dispatcher over an inner producer of its own, as Java's AsyncTraceDispatcher has."""
-    inner = inner_group(group, kind)
+class Traced(Protocol):
+    """A client that may write trace records: its group and how it reaches the brokers."""
+
+    group: str
+    namesrv: str
+    tls: TlsOption
+    credentials: SessionCredentials | None
+
+
+def trace_dispatcher(client: Traced, kind: str, trace_topic: str | None) -> TraceDispatcher:
+    """The trace writer of a traced ``client`` (``kind`` PRODUCE or CONSUME): a dispatcher
+    over an inner producer of its own, as Java's AsyncTraceDispatcher has."""
+    inner = inner_group(client.group, kind)
     sender = Producer(
         inner,
-        namesrv,
+        client.namesrv,
         # an instance of its own: trace sends never queue behind the traced client's calls
         instance_name=f"PID_CLIENT{inner}",
         max_message_bytes=128_000,
         auto_batch=False,
-        tls=tls,
-        credentials=credentials,
+        tls=client.tls,
+        credentials=client.credentials,
     )
     return TraceDispatcher(sender, trace_topic=trace_topic)
 
@@ -261,21 +262,11 @@ class Producer(ClientService):
         # trace=True: each send's Pub record goes to the trace topic (enableMsgTrace). The
         # traced send replaces ``send`` on this instance only, so an untraced producer's
         # sends pay nothing for it (not even a check or a coroutine more).
-        self.tracer = self._tracer(trace_topic) if trace else None
+        self.tracer = trace_dispatcher(self, "PRODUCE", trace_topic) if trace else None
         if self.tracer is not None:
             self.send = self._traced_send  # type: ignore[method-assign]
             self.send_batch = self._traced_send_batch  # type: ignore[method-assign]
             self.send_orderly = self._traced_send_orderly  # type: ignore[method-assign]
-
-    def _tracer(self, trace_topic: str | None) -> TraceDispatcher:
-        return trace_dispatcher(
-            self.group,
-            "PRODUCE",
-            self.namesrv,
-            trace_topic=trace_topic,
-            tls=self.tls,
-            credentials=self.credentials,
-        )
 
     # -------------------------------------------------------------------- lifecycle
 

@@ -199,16 +199,7 @@ class PushConsumer(ClientService):
         self._started_ms = 0
         self._subs_cache: dict[str, Subscription] | None = None
         self.tracer = (
-            trace_dispatcher(
-                group,
-                "CONSUME",
-                self.namesrv,
-                trace_topic=trace_topic,
-                tls=tls,
-                credentials=credentials,
-            )
-            if trace and self._uses_workers
-            else None
+            trace_dispatcher(self, "CONSUME", trace_topic) if trace and self._uses_workers else None
         )
 
     # ----------------------------------------------------------------- subscription

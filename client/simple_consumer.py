@@ -118,18 +118,7 @@ class SimpleConsumer(ClientService):
         self._instance: ClientInstance | None = None
         self._topic_turn = 0
         self._broker_turn = 0
-        self.tracer = (
-            trace_dispatcher(
-                group,
-                "CONSUME",
-                self.namesrv,
-                trace_topic=trace_topic,
-                tls=tls,
-                credentials=credentials,
-            )
-            if trace
-            else None
-        )
+        self.tracer = trace_dispatcher(self, "CONSUME", trace_topic) if trace else None
         self._trace = ConsumeTracer(self.tracer, group) if self.tracer is not None else None
 
     def subscribe(self, topic: str, expression: str = "*", *, sql: str | None = None) -> None:
