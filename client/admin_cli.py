@@ -35,6 +35,7 @@ from client.admin_commands import (
     UsageError,
     command,
     find_command,
+    first_rate,
     java_date,
     java_f2,
     java_human_time,
@@ -46,7 +47,8 @@ from client.errors import ClientError
 from client.message import Message, MessageView
 from client.producer import Producer
 from client.rebalance import allocate_averagely
-from client.trace import TRACE_TOPIC, format_trace, java_hashmap_order
+from client.trace import TRACE_TOPIC, format_trace
+from codec.hashing import java_hashmap_order
 from remoting.acl import SessionCredentials
 from remoting.bodies import BUILTIN_GROUPS, SubscriptionGroupConfig, TopicConfig
 from remoting.codes import RequestCode, ResponseCode
@@ -838,13 +840,6 @@ CLUSTER_ROW = "{:<16}  {:<22}  {:<4}  {:<22} {:<16} {:>19} {:>19} {:>10} {:>5} {
 CLUSTER_MORE_ROW = "{:<16}  {:<32} {:>14} {:>14} {:>14} {:>14}\n"
 
 
-def _first_rate(rt: dict[str, str], key: str) -> float:
-    try:
-        return float(rt.get(key, "").split()[0])
-    except (ValueError, IndexError):
-        return 0.0
-
-
 def _count(rt: dict[str, str], key: str) -> int:
     try:
         return int(rt.get(key, "0"))
@@ -856,7 +851,7 @@ def _load(rt: dict[str, str], rate: str, lane: str) -> str:
     """Apache's ``%9.2f(<queued>,<head wait>ms)``."""
     queued = rt.get(f"{lane}ThreadPoolQueueSize", "")
     waited = rt.get(f"{lane}ThreadPoolQueueHeadWaitTimeMills", "")
-    return f"{java_f2(_first_rate(rt, rate)):>9}({queued},{waited}ms)"
+    return f"{java_f2(first_rate(rt, rate)):>9}({queued},{waited}ms)"
 
 
 def _cluster_row(cluster: str, name: str, bid: int, addr: str, rt: dict[str, str]) -> str:

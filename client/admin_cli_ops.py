@@ -30,7 +30,16 @@ from pathlib import Path
 from typing import Any
 
 from client.admin import Admin
-from client.admin_commands import Out, UsageError, command, front, java_date, java_f2, parse_time
+from client.admin_commands import (
+    Out,
+    UsageError,
+    command,
+    first_rate,
+    front,
+    java_date,
+    java_f2,
+    parse_time,
+)
 from client.errors import ClientError
 from client.message import Message, MessageView
 from client.producer import Producer
@@ -710,13 +719,6 @@ async def export_configs(admin: Admin, a: argparse.Namespace, out: Out) -> None:
     out.text(f"export {path} success", {"path": path, **doc})
 
 
-def _tps(runtime: dict[str, str], key: str) -> float:
-    try:
-        return float(runtime.get(key, "0").split()[0])
-    except (ValueError, IndexError):
-        return 0.0
-
-
 def _per_day(runtime: dict[str, str], key: str) -> int:
     """Yesterday's count: this morning's total less yesterday morning's."""
     try:
@@ -757,7 +759,7 @@ async def _broker_report(admin: Admin, master: str) -> dict[str, Any]:
     def stat(data: BrokerStatsData | None) -> tuple[float, int]:
         return (data.minute.tps, data.sum_24h()) if data is not None else (0.0, 0)
 
-    out_tps = _tps(runtime, "getTransferedTps") or _tps(runtime, "getTransferredTps")
+    out_tps = first_rate(runtime, "getTransferedTps") or first_rate(runtime, "getTransferredTps")
     return {
         "runtimeEnv": {"cpuNum": config.get("clientCallbackExecutorThreads", "")},
         "runtimeQuota": {
@@ -766,7 +768,7 @@ async def _broker_report(admin: Admin, master: str) -> dict[str, Any]:
                 "consumeQueueDiskRatio": runtime.get("consumeQueueDiskRatio", ""),
             },
             "tps": {
-                "normalInTps": _tps(runtime, "putTps"),
+                "normalInTps": first_rate(runtime, "putTps"),
                 "normalOutTps": out_tps,
                 "transInTps": stat(trans)[0],
                 "scheduleInTps": stat(schedule)[0],

@@ -198,3 +198,12 @@ def version_desc(ordinal: int) -> str:
     major, rest = divmod(step, 100)
     name = f"V{major + 4}_{rest // 10}_{rest % 10}"
     return name if snapshot else name + "_SNAPSHOT"
+
+
+def first_rate(runtime: dict[str, str], key: str) -> float:
+    """The 10-second figure of a runtime rate triplet (``putTps``: ``"<10 s> <60 s> <600 s>"``),
+    as Apache's tools read it; 0 when absent or empty."""
+    try:
+        return float(runtime.get(key, "").split()[0])
+    except (ValueError, IndexError):
+        return 0.0

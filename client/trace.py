@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from client.errors import ResponseDecodeError
-from codec.hashing import java_hash
+from codec.hashing import java_hashmap_order
 
 __all__ = [
     "DEFAULT_REGION",
@@ -327,23 +327,6 @@ def trace_views(msg_id: str, messages: Iterable[tuple[str, str]]) -> list[TraceV
             continue
         views += [TraceView(c, host) for c in contexts if c.beans and c.beans[0].msg_id == msg_id]
     return views
-
-
-def java_hashmap_order(keys: Iterable[str]) -> list[str]:
-    """``keys`` (distinct, in insertion order) in the order a ``java.util.HashMap`` iterates
-    them: by bucket of the spread ``String.hashCode``, insertion order within a bucket. The
-    consumer groups of ``queryMsgTraceById`` come out in this order, and scripts that compare
-    our output with Apache's need the same."""
-    distinct = list(dict.fromkeys(keys))
-    capacity = 16
-    while len(distinct) > capacity * 3 // 4:
-        capacity *= 2
-
-    def bucket(key: str) -> int:
-        h = java_hash(key) & 0xFFFFFFFF
-        return (h ^ (h >> 16)) & (capacity - 1)
-
-    return sorted(distinct, key=bucket)  # sorted() is stable: insertion order within a bucket
 
 
 _ROW = "{:<10} {:<20} {:<20} {:<20} {:<10} {:<10}\n"  # Java's "%-10s %-20s ... %-10s%n"

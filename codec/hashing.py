@@ -6,6 +6,8 @@ consume-queue tags code), ``IndexFile.indexKeyHashMethod`` over ``IndexService.b
 ``String.hashCode`` over UTF-16 code units, wrapped to 32 bits. ``tags_codes`` and
 ``index_hashes`` give what dispatch enters for the records of an append (the tags codes of
 ``CommitLog.checkMessageAndReturnSize``, the keys of ``IndexService.buildIndex``).
+``java_hashmap_order`` is the order a ``java.util.HashMap`` of strings iterates in, which
+Apache's tools print in.
 
 The hot functions have compiled twins in codec/_chash.pyx, bound here when built (below).
 """
@@ -15,7 +17,7 @@ from __future__ import annotations
 import contextlib
 import operator
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from codec import _ext
 from codec.properties import property_value
@@ -66,6 +68,23 @@ def java_hash(text: str) -> int:
         _JAVA_HASHES.clear()
     _JAVA_HASHES[text] = h
     return h
+
+
+def java_hashmap_order(keys: Iterable[str]) -> list[str]:
+    """``keys`` (distinct, in insertion order) in the order a ``java.util.HashMap`` (or
+    ``HashSet``) built from them iterates: by bucket of the spread ``String.hashCode``,
+    insertion order within a bucket. Apache's tools print topics, groups, properties in this
+    order; so do ours where scripts compare the two outputs."""
+    distinct = list(dict.fromkeys(keys))
+    capacity = 16
+    while len(distinct) > capacity * 3 // 4:
+        capacity *= 2
+
+    def bucket(key: str) -> int:
+        h = java_hash(key) & 0xFFFFFFFF
+        return (h ^ (h >> 16)) & (capacity - 1)
+
+    return sorted(distinct, key=bucket)  # sorted() is stable: insertion order within a bucket
 
 
 def tags_code(tags: str | None) -> int:
