@@ -7,7 +7,9 @@ consume-queue tags code), ``IndexFile.indexKeyHashMethod`` over ``IndexService.b
 ``index_hashes`` give what dispatch enters for the records of an append (the tags codes of
 ``CommitLog.checkMessageAndReturnSize``, the keys of ``IndexService.buildIndex``).
 ``java_hashmap_order`` is the order a ``java.util.HashMap`` of strings iterates in, which
-Apache's tools print in.
+Apache's tools print in; ``java_hashmap_order_by`` that of any keys given their ``hashCode``
+(``message_queue_hash``: RocketMQ's ``MessageQueue``), from the table a ``putAll`` makes
+(``java_putall_capacity``) too, and ``java_properties_order`` that of a ``java.util.Properties``.
 
 The hot functions have compiled twins in codec/_chash.pyx, bound here when built (below).
 """
@@ -17,7 +19,8 @@ from __future__ import annotations
 import contextlib
 import operator
 import struct
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
+from typing import TypeVar
 
 from codec import _ext
 from codec.properties import property_value
@@ -70,21 +73,240 @@ def java_hash(text: str) -> int:
     return h
 
 
+# ------------------------------------------------ Java's hash collections: iteration orders
+# Apache's tools print what they hold in java.util hash collections, in those collections'
+# iteration order: HashMap/HashSet (offset tables, queue sets) and Properties (broker and
+# name-server configs). The orders below are those of Java 17 (tested against it).
+
+_T = TypeVar("_T")
+_MAXIMUM_CAPACITY = 1 << 30
+_TREEIFY_THRESHOLD = 8  # a bin that would hold more nodes than this is treeified ...
+_MIN_TREEIFY_CAPACITY = 64  # ... once the table is this large; before, the table grows
+_UNTREEIFY_THRESHOLD = 6
+
+
+def _float32(value: float) -> float:
+    """``value`` rounded to a Java ``float`` (IEEE single precision, to nearest)."""
+    result: float = struct.unpack("<f", struct.pack("<f", value))[0]
+    return result
+
+
+def _table_size_for(c: int) -> int:
+    """``HashMap.tableSizeFor`` / ``ConcurrentHashMap.tableSizeFor``: the least power of two
+    >= ``c`` (1 for ``c`` <= 1), at most 2^30."""
+    n = 1
+    while n < c:
+        n <<= 1
+    return min(n, _MAXIMUM_CAPACITY)
+
+
+def _spread(h: int) -> int:
+    """``HashMap.hash``: a ``hashCode`` (signed or unsigned 32-bit) with its high half folded
+    into the low one, as an unsigned int: ``h ^ (h >>> 16)``."""
+    h &= _HASH_MASK
+    return h ^ (h >> 16)
+
+
+def java_putall_capacity(first_size: int) -> int:
+    """The table capacity of a ``new HashMap<>()`` after ``putAll`` of a map of ``first_size``
+    entries (Java 17 ``HashMap.putMapEntries`` on a map without a table): the threshold is set
+    to ``tableSizeFor((int)((float)s / 0.75f + 1.0f))`` and the first ``resize`` takes it as the
+    capacity (4 entries: 8, 8: 16, 12: 32, 16: 32, 1: 2). Not the 16 a ``put`` starts from:
+    a ``HashMap`` filled by ``putAll`` can iterate in another order than one filled entry by
+    entry (RocketMQ's admin merges per-broker offset tables so). 0 entries leave the map without
+    a table, which its first ``put`` makes 16."""
+    if first_size <= 0:
+        return 16
+    ft = _float32(_float32(_float32(float(first_size)) / 0.75) + 1.0)
+    t = int(ft) if ft < _MAXIMUM_CAPACITY else _MAXIMUM_CAPACITY
+    return _table_size_for(t)
+
+
+def java_hashmap_order_by(
+    items: Sequence[_T], hash_of: Callable[[_T], int], capacity: int = 16
+) -> list[_T]:
+    """``items`` (distinct keys, in insertion order) in the order a ``java.util.HashMap`` (or
+    ``HashSet``) iterates them, each key's Java ``hashCode`` given by ``hash_of`` (a signed or
+    unsigned 32-bit int), the map's table starting at ``capacity`` (a power of two: 16 for
+    ``new HashMap<>()``, ``java_putall_capacity`` after a first ``putAll``; a map that already
+    holds keys is given them first, in its iteration order).
+
+    Java's bucket is ``(n - 1) & (h ^ (h >>> 16))`` of a table of ``n``, which doubles when the
+    size passes 0.75 n; a resize keeps the relative order of a bucket's keys, so iteration is
+    by final bucket, insertion order within one. As in Java 17's ``putVal``, a bucket that
+    would hold a 9th key doubles a table under 64 too (``treeifyBin`` resizes instead). In a
+    table of 64 or more such a bucket becomes a red-black tree whose iteration order is the
+    tree's (its root first): not simulated, the bucket stays in insertion order. At 0.75 keys
+    a bucket on average, 9 in one do not happen by chance; crafted strings (of "Aa" and "BB",
+    all of one hash) get there."""
+    if capacity < 1 or capacity & (capacity - 1):
+        raise ValueError(f"a HashMap's capacity is a power of two, not {capacity}")
+    hashes = [_spread(hash_of(item)) for item in items]
+    cap = min(capacity, _MAXIMUM_CAPACITY)
+    counts: dict[int, int] = {}
+    for size, h in enumerate(hashes, 1):
+        bucket = h & (cap - 1)
+        before = counts.get(bucket, 0)
+        counts[bucket] = before + 1
+        grow = 0
+        if before >= _TREEIFY_THRESHOLD and cap < _MIN_TREEIFY_CAPACITY:
+            grow = 1  # treeifyBin: resize() instead, then ++size > threshold may resize again
+        if size > (cap << grow) * 3 // 4 and (cap << grow) < _MAXIMUM_CAPACITY:
+            grow += 1
+        if grow:
+            cap <<= grow
+            counts = {}
+            for earlier in hashes[:size]:
+                counts[earlier & (cap - 1)] = counts.get(earlier & (cap - 1), 0) + 1
+    mask = cap - 1
+    order = sorted(range(len(hashes)), key=lambda i: hashes[i] & mask)  # stable
+    return [items[i] for i in order]
+
+
 def java_hashmap_order(keys: Iterable[str]) -> list[str]:
     """``keys`` (distinct, in insertion order) in the order a ``java.util.HashMap`` (or
     ``HashSet``) built from them iterates: by bucket of the spread ``String.hashCode``,
     insertion order within a bucket. Apache's tools print topics, groups, properties in this
-    order; so do ours where scripts compare the two outputs."""
-    distinct = list(dict.fromkeys(keys))
-    capacity = 16
-    while len(distinct) > capacity * 3 // 4:
-        capacity *= 2
+    order; so do ours where scripts compare the two outputs. ``java_hashmap_order_by`` over
+    ``java_hash``, from a table of 16."""
+    return java_hashmap_order_by(list(dict.fromkeys(keys)), java_hash)
 
-    def bucket(key: str) -> int:
-        h = java_hash(key) & 0xFFFFFFFF
-        return (h ^ (h >> 16)) & (capacity - 1)
 
-    return sorted(distinct, key=bucket)  # sorted() is stable: insertion order within a bucket
+class _ConcurrentHashMapOrder:
+    """The bins of a Java 17 ``java.util.concurrent.ConcurrentHashMap`` that one thread puts
+    string keys into (values play no part): enough of ``putVal``, ``addCount``,
+    ``treeifyBin``, ``tryPresize`` and ``transfer`` to know where each key lands and in which
+    order a bin's keys iterate."""
+
+    def __init__(self, initial_capacity: int) -> None:
+        # ConcurrentHashMap(int) is (initialCapacity, 0.75f, 1): the long divided by a float
+        # is a float; the table is the power of two for 1 + that, sizeCtl until initTable.
+        size = int(1.0 + _float32(_float32(float(initial_capacity)) / 0.75))
+        self.size_ctl = _MAXIMUM_CAPACITY if size >= _MAXIMUM_CAPACITY else _table_size_for(size)
+        self.table: list[list[tuple[int, str]]] = []
+        self.trees: set[int] = set()  # the bins that are TreeBins
+        self.count = 0
+
+    def put(self, key: str) -> None:
+        """``put(key, value)``: a new key goes at the tail of its bin (at the head of a
+        TreeBin's node list); an existing one stays where it is."""
+        h = _spread(java_hash(key)) & 0x7FFFFFFF  # spread() clears the sign (HASH_BITS)
+        if not self.table:  # initTable
+            n = self.size_ctl if self.size_ctl > 0 else 16
+            self.table = [[] for _ in range(n)]
+            self.size_ctl = n - (n >> 2)
+        i = h & (len(self.table) - 1)
+        bin_ = self.table[i]
+        if i in self.trees:  # putTreeVal: binCount 2, no treeifyBin
+            if all(k != key for _, k in bin_):
+                bin_.insert(0, (h, key))
+                self._add_count()
+            return
+        for position, (_, k) in enumerate(bin_, 1):
+            if k == key:  # binCount is the matched node's position: treeifyBin at 8+
+                if position >= _TREEIFY_THRESHOLD:
+                    self._treeify_bin(i)
+                return
+        bin_.append((h, key))
+        if len(bin_) - 1 >= _TREEIFY_THRESHOLD:  # binCount: the nodes there were before
+            self._treeify_bin(i)
+        self._add_count()
+
+    def _add_count(self) -> None:
+        """``addCount(1, binCount)``: resize while the count reaches sizeCtl."""
+        self.count += 1
+        while self.count >= self.size_ctl and len(self.table) < _MAXIMUM_CAPACITY:
+            self._transfer()
+
+    def _treeify_bin(self, i: int) -> None:
+        """``treeifyBin``: a table under 64 grows instead (``tryPresize(n << 1)``), else the
+        bin becomes a TreeBin, its nodes kept in order."""
+        n = len(self.table)
+        if n < _MIN_TREEIFY_CAPACITY:
+            self._try_presize(n << 1)
+        else:
+            self.trees.add(i)
+
+    def _try_presize(self, size: int) -> None:
+        """``tryPresize``: transfer until sizeCtl (0.75 n) reaches tableSizeFor(1.5 size + 1):
+        from ``treeifyBin`` of a table of n that is 3 doublings, to 8 n, not 1."""
+        c = (
+            _MAXIMUM_CAPACITY
+            if size >= _MAXIMUM_CAPACITY >> 1
+            else _table_size_for(size + (size >> 1) + 1)
+        )
+        while c > self.size_ctl and len(self.table) < _MAXIMUM_CAPACITY:
+            self._transfer()
+
+    def _transfer(self) -> None:
+        """``transfer`` to a table of 2 n. A list bin is split at ``lastRun``, the start of its
+        longest tail whose nodes all go the same way: that tail moves as it is, the nodes before
+        it are re-linked one by one at the head of their new list, so in reverse order. A
+        TreeBin is split in order (and untreeified at 6 nodes or fewer)."""
+        old = self.table
+        n = len(old)
+        table: list[list[tuple[int, str]]] = [[] for _ in range(2 * n)]
+        trees: set[int] = set()
+        for i, bin_ in enumerate(old):
+            if not bin_:
+                continue
+            if i in self.trees:
+                lo = [node for node in bin_ if not node[0] & n]
+                hi = [node for node in bin_ if node[0] & n]
+                table[i], table[i + n] = lo, hi
+                trees.update(
+                    j for j, half in ((i, lo), (i + n, hi)) if len(half) > _UNTREEIFY_THRESHOLD
+                )
+                continue
+            last_run = len(bin_) - 1
+            run_bit = bin_[last_run][0] & n
+            while last_run > 0 and bin_[last_run - 1][0] & n == run_bit:
+                last_run -= 1
+            lo = bin_[last_run:] if not run_bit else []
+            hi = bin_[last_run:] if run_bit else []
+            for node in bin_[:last_run]:
+                (hi if node[0] & n else lo).insert(0, node)
+            table[i], table[i + n] = lo, hi
+        self.table, self.trees = table, trees
+        self.size_ctl = (n << 1) - (n >> 1)
+
+    def keys(self) -> list[str]:
+        """Iteration order: bins 0 .. n - 1, each bin's nodes in order."""
+        return [key for bin_ in self.table for _, key in bin_]
+
+
+def java_properties_order(keys: Iterable[str]) -> list[str]:
+    """``keys`` (in the order they were put, repeats allowed) in the order a
+    ``java.util.Properties`` that they were put into one by one iterates (``keySet``,
+    ``entrySet``, ``forEach``): what ``Properties.load`` makes of ``key=value`` lines, which
+    RocketMQ's ``MixAll.string2Properties`` runs on a broker's config and mqadmin prints in.
+
+    Since Java 9 a ``Properties`` keeps its entries in a ``new ConcurrentHashMap<>(8)``: a table
+    of 16 (1 + 8 / 0.75 rounded up to a power of two) made at the first put, bin
+    ``(n - 1) & spread(h)`` with ``spread(h) = (h ^ (h >>> 16)) & 0x7fffffff``, new keys at a
+    bin's tail, and a doubling when the count after a put reaches 0.75 n (the 12th key, the
+    24th, ...). Unlike a ``HashMap``'s, the doubling reverses part of a bin (see
+    ``_ConcurrentHashMapOrder._transfer``), so the order is not by bin and insertion order:
+    the map's history is replayed. A 9th key in one bin grows a table under 64 to 8 times its
+    size (``treeifyBin`` calls ``tryPresize(2 n)``, which transfers until sizeCtl reaches
+    ``tableSizeFor(3 n + 1)``); from 64 on the bin becomes a TreeBin, whose node list, which
+    iteration follows, takes new keys at its head: both are simulated. Not for a
+    ``Properties`` filled by ``putAll`` (Java 17 presizes the table for the other map first)."""
+    chm = _ConcurrentHashMapOrder(8)
+    for key in keys:
+        chm.put(key)
+    return chm.keys()
+
+
+def message_queue_hash(topic: str, broker_name: str, queue_id: int) -> int:
+    """RocketMQ 4.9.7 ``MessageQueue.hashCode()`` (Eclipse-generated: prime 31, result 1, then
+    brokerName, queueId, topic), a signed 32-bit int. ``HashSet<MessageQueue>`` and
+    ``HashMap<MessageQueue, ...>`` (queue sets, offset tables) iterate by it: give it to
+    ``java_hashmap_order_by``."""
+    result = 31 * 1 + java_hash(broker_name)
+    result = 31 * result + queue_id
+    result = (31 * result + java_hash(topic)) & _HASH_MASK
+    return result - (1 << 32) if result & 0x80000000 else result
 
 
 def tags_code(tags: str | None) -> int:
