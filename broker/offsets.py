@@ -136,6 +136,15 @@ class OffsetTable:
         suffix = TOPIC_GROUP_SEPARATOR + group
         return {k[: -len(suffix)] for k in self.table if k.endswith(suffix)}
 
+    def remove_group(self, group: str) -> None:
+        """``ConsumerOffsetManager.removeOffset``: every offset of ``group``, on every topic."""
+        suffix = TOPIC_GROUP_SEPARATOR + group
+        for k in [k for k in self.table if k.endswith(suffix)]:
+            del self.table[k]
+            self._dirty = True
+        for changed in [c for c in self._changed_at if c[0].endswith(suffix)]:
+            del self._changed_at[changed]
+
     def remove_topic(self, topic: str) -> None:
         prefix = topic + TOPIC_GROUP_SEPARATOR
         for k in [k for k in self.table if k.startswith(prefix)]:

@@ -581,9 +581,11 @@ class CreateTopicRequestHeader(CommandHeader):
 
 @dataclass(slots=True, kw_only=True)
 class GroupNameRequestHeader(CommandHeader):
-    """DELETE_SUBSCRIPTIONGROUP."""
+    """DELETE_SUBSCRIPTIONGROUP (RocketMQ 4.9's DeleteSubscriptionGroupRequestHeader)."""
 
     group_name: str = wire("groupName")
+    # mqadmin deleteSubGroup -r true: the group's committed offsets go with it.
+    remove_offset: bool = wire("removeOffset", False)
 
 
 @dataclass(slots=True, kw_only=True)

@@ -294,8 +294,10 @@ class AdminProcessor:
         self, conn: Connection, request: RemotingCommand
     ) -> RemotingCommand:
         h = GroupNameRequestHeader.from_ext_fields(request.ext_fields)
-        # The group's offsets stay, as in RocketMQ 4.9: re-creating the group resumes them.
         self.broker.subscription_groups.delete(h.group_name)
+        # Unless asked, the offsets stay, as in RocketMQ 4.9: re-creating the group resumes them.
+        if h.remove_offset:
+            self.broker.offsets.remove_group(h.group_name)
         return _ok(request)
 
     # ------------------------------------------------------------------------- locks

@@ -609,7 +609,10 @@ CONVERTED: dict[str, tuple[CommandHeader, dict[str, str]]] = {
         },
     ),
     "admin DELETE_TOPIC / GET_TOPIC_STATS_INFO": (TopicRequestHeader(topic="T"), {"topic": "T"}),
-    "admin DELETE_SUBSCRIPTIONGROUP": (GroupNameRequestHeader(group_name="g"), {"groupName": "g"}),
+    "admin DELETE_SUBSCRIPTIONGROUP": (
+        GroupNameRequestHeader(group_name="g"),
+        {"groupName": "g", "removeOffset": "false"},
+    ),
     "admin GET_CONSUME_STATS": (
         GetConsumeStatsRequestHeader(consumer_group="g", topic=None),
         {"consumerGroup": "g"},
