@@ -285,6 +285,10 @@ class Admin(ClientService):
         answers = await asyncio.gather(*(ask(name, addr) for name, addr in targets if addr))
         return [m for answer in answers for m in answer if m.topic == topic]
 
+    async def broker_name_of(self, addr: str) -> str:
+        """The broker name serving ``addr``; "" when no route nor the name server knows it."""
+        return await self._broker_name(addr)
+
     async def _broker_name(self, addr: str) -> str:
         """The broker name serving ``addr``: from known routes, else the name server's
         cluster table; "" when neither knows it."""
@@ -481,11 +485,14 @@ class Admin(ClientService):
             what=f"create subscription group {config.group_name}",
         )
 
-    async def delete_subscription_group(self, addr: str, group: str) -> None:
+    async def delete_subscription_group(
+        self, addr: str, group: str, *, remove_offset: bool = False
+    ) -> None:
+        """DELETE_SUBSCRIPTIONGROUP; ``remove_offset`` drops the group's offsets too."""
         await self._call(
             addr,
             RequestCode.DELETE_SUBSCRIPTIONGROUP,
-            GroupNameRequestHeader(group_name=group).to_ext_fields(),
+            GroupNameRequestHeader(group_name=group, remove_offset=remove_offset).to_ext_fields(),
             what=f"delete subscription group {group}",
         )
 
@@ -520,6 +527,16 @@ class Admin(ClientService):
             tps += part_tps
             table.update(part)
         return tps, dict(sorted(table.items()))
+
+    async def consume_stats_at(self, addr: str, group: str) -> dict[MessageQueue, OffsetWrapper]:
+        """GET_CONSUME_STATS of every topic of ``group`` on one broker, in the order it
+        answered."""
+        ext = GetConsumeStatsRequestHeader(consumer_group=group, topic=None).to_ext_fields()
+        response = await self._call(
+            addr, RequestCode.GET_CONSUME_STATS, ext, what=f"progress of group {group}"
+        )
+        with reading_answer(RequestCode.GET_CONSUME_STATS, addr):
+            return decode_consume_stats(response.body_bytes)[1]
 
     async def consumer_connection(self, group: str) -> dict[str, Any]:
         """The group's online clients and subscriptions, from the first master that has
@@ -740,7 +757,8 @@ class Admin(ClientService):
         max offsets. A time goes to each broker once, which resets every queue of the topic
         and tells the group's online consumers once: an Aerolite broker (and RocketMQ 5)
         to the first message at or after it, a RocketMQ 4.9 broker to the nearest message.
-        What each broker answers is what is returned."""
+        What each broker answers is what is returned, in the order of the answers (the
+        route's brokers, each broker's queues as it listed them)."""
         route = await self.topic_route(topic)
         out: dict[MessageQueue, int] = {}
         header = ResetOffsetRequestHeader(
@@ -757,7 +775,7 @@ class Admin(ClientService):
             )
             with reading_answer(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, bd.master_addr):
                 out.update(decode_reset_offset_body(response.body_bytes))
-        return dict(sorted(out.items()))
+        return out
 
     async def clone_group_offset(self, src: str, dest: str, topic: str) -> list[str]:
         route = await self.topic_route(topic)
@@ -923,6 +941,7 @@ class Admin(ClientService):
             answer.min_offset,
             answer.max_offset,
             response.code == ResponseCode.PULL_OFFSET_MOVED,
+            _PULL_STATUS[response.code],
         )
 
     async def consumer_offset(self, mq: MessageQueue, group: str) -> int:
@@ -990,10 +1009,17 @@ class Admin(ClientService):
         return dict(wrapper.topic_config_table)
 
     async def query_consume_queue(
-        self, mq: MessageQueue, index: int, count: int, group: str | None = None
+        self,
+        mq: MessageQueue,
+        index: int,
+        count: int,
+        group: str | None = None,
+        *,
+        addr: str | None = None,
     ) -> dict[str, Any]:
-        """Raw ConsumeQueue entries of one queue (mqadmin queryCq)."""
-        addr = await self._addr_of(mq)
+        """Raw ConsumeQueue entries of one queue (mqadmin queryCq), from ``addr`` or the
+        queue's broker."""
+        addr = addr or await self._addr_of(mq)
         header = QueryConsumeQueueRequestHeader(
             topic=mq.topic, queue_id=mq.queue_id, index=index, count=count, consumer_group=group
         )
@@ -1058,6 +1084,14 @@ def _json_object(body: bytes | memoryview, code: RequestCode, addr: str) -> dict
     return doc
 
 
+_PULL_STATUS: dict[int, str] = {
+    ResponseCode.SUCCESS: "FOUND",
+    ResponseCode.PULL_NOT_FOUND: "NO_NEW_MSG",
+    ResponseCode.PULL_RETRY_IMMEDIATELY: "NO_MATCHED_MSG",
+    ResponseCode.PULL_OFFSET_MOVED: "OFFSET_ILLEGAL",
+}
+
+
 class PulledBatch(NamedTuple):
     """One pull's answer: the messages, where the next pull starts, the queue's bounds, and
     whether the broker moved the offset (it was below the minimum or past the end)."""
@@ -1067,6 +1101,8 @@ class PulledBatch(NamedTuple):
     min_offset: int
     max_offset: int
     moved: bool
+    # The Java client's PullStatus: FOUND, NO_NEW_MSG, NO_MATCHED_MSG or OFFSET_ILLEGAL.
+    status: str = "FOUND"
 
 
 class _StoreTimeSearch:

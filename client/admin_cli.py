@@ -22,7 +22,7 @@ import logging
 import os
 import sys
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -36,22 +36,26 @@ from client.admin_commands import (
     command,
     find_command,
     first_rate,
+    group_opt,
+    java_bool,
     java_date,
     java_f2,
     java_human_time,
+    message_doc,
     ms_text,
+    on_masters,
     parse_time,
+    target_opts,
+    topic_opt,
     version_desc,
 )
 from client.errors import ClientError
-from client.message import Message, MessageView
-from client.producer import Producer
-from client.rebalance import allocate_averagely
+from client.message import MessageView
 from client.trace import TRACE_TOPIC, format_trace
 from codec.hashing import java_hashmap_order
 from remoting.acl import SessionCredentials
-from remoting.bodies import BUILTIN_GROUPS, SubscriptionGroupConfig, TopicConfig
-from remoting.codes import RequestCode, ResponseCode
+from remoting.bodies import BUILTIN_GROUPS
+from remoting.codes import ResponseCode
 from remoting.errors import BrokerError, RocketMQError
 from remoting.headers import CreateAccessConfigRequestHeader
 from remoting.route import MessageQueue, TopicRouteData
@@ -59,30 +63,8 @@ from remoting.route import MessageQueue, TopicRouteData
 PRINT_BATCH = 32
 
 
-def _message_doc(m: MessageView, *, body: bool) -> dict[str, Any]:
-    doc: dict[str, Any] = {
-        "topic": m.topic,
-        "brokerName": m.broker_name,
-        "queueId": m.queue_id,
-        "queueOffset": m.queue_offset,
-        "msgId": m.msg_id,
-        "offsetMsgId": m.offset_msg_id,
-        "tags": m.tags,
-        "keys": " ".join(m.keys),
-        "storeTime": m.store_timestamp,
-        "bornHost": m.born_host,
-        "storeHost": m.store_host,
-        "reconsumeTimes": m.reconsume_times,
-        "bodyBytes": len(m.body),
-        "properties": dict(m.properties),
-    }
-    if body:
-        doc["body"] = m.body.decode("utf-8", errors="replace")
-    return doc
-
-
 def _print_messages(out: Out, title: str, msgs: list[MessageView], *, body: bool) -> None:
-    docs = [_message_doc(m, body=body) for m in msgs]
+    docs = [message_doc(m, body=body) for m in msgs]
     if out.as_json:
         out.json(docs)
         return
@@ -188,87 +170,7 @@ async def _detail(
 # -------------------------------------------------------------------------- commands
 
 
-async def on_masters(
-    admin: Admin, a: argparse.Namespace, action: Callable[[str], Awaitable[object]]
-) -> list[str]:
-    """Run ``action`` on the broker ``-b`` names, or on every master of cluster ``-c``;
-    the addresses it ran on."""
-    addrs = await admin.masters(cluster=a.cluster, broker_addr=a.broker_addr)
-    for addr in addrs:
-        await action(addr)
-    return addrs
-
-
-def _target(p: argparse.ArgumentParser, *, required: bool = True) -> None:
-    g = p.add_mutually_exclusive_group(required=required)
-    g.add_argument("-b", "--brokerAddr", dest="broker_addr", help="broker address host:port")
-    g.add_argument("-c", "--clusterName", dest="cluster", help="every master of a cluster")
-
-
-def _opt_topic(p: argparse.ArgumentParser) -> None:
-    p.add_argument("-t", "--topic", required=True)
-
-
-def _opt_group(p: argparse.ArgumentParser) -> None:
-    p.add_argument("-g", "--consumerGroup", dest="group", required=True)
-
-
-def _bool(text: str) -> bool:
-    if text.lower() in ("true", "false"):
-        return text.lower() == "true"
-    raise argparse.ArgumentTypeError(f"{text!r} is not true or false")
-
-
 # ---- topics
-
-
-def _update_topic_opts(p: argparse.ArgumentParser) -> None:
-    _target(p)
-    _opt_topic(p)
-    p.add_argument("-r", "--readQueueNums", dest="read", type=int, default=8)
-    p.add_argument("-w", "--writeQueueNums", dest="write", type=int, default=8)
-    p.add_argument("-p", "--perm", type=int, default=6, help="2 write, 4 read, 6 both")
-    p.add_argument("-o", "--order", type=_bool, default=False)
-    p.add_argument("-s", "--hasUnitSub", dest="unit_sub", type=_bool, default=False)
-    p.add_argument("-u", "--unit", type=_bool, default=False)
-    p.add_argument(
-        "-a",
-        "--attributes",
-        help="RocketMQ 5 attributes: +message.type=NORMAL|FIFO|DELAY|TRANSACTION|MIXED, -key",
-    )
-
-
-@command(
-    "updateTopic", "create or update a topic on a broker or a whole cluster", _update_topic_opts
-)
-async def update_topic(admin: Admin, a: argparse.Namespace, out: Out) -> None:
-    if a.perm not in (2, 4, 6):
-        raise UsageError(f"perm {a.perm} must be 2 (write), 4 (read) or 6 (read and write)")
-    sys_flag = (0x1 if a.unit else 0) | (0x2 if a.unit_sub else 0)
-    config = TopicConfig(a.topic, a.read, a.write, a.perm, "SINGLE_TAG", sys_flag, a.order)
-    addrs = await on_masters(
-        admin, a, lambda addr: admin.create_topic(addr, config, attributes=a.attributes)
-    )
-    doc = {"topic": a.topic, "brokers": addrs, "config": config.to_json()}
-    out.line(f"create topic {a.topic} on {', '.join(addrs)} success.\n{config.to_json()}", doc)
-
-
-def _delete_topic_opts(p: argparse.ArgumentParser) -> None:
-    _opt_topic(p)
-    p.add_argument("-c", "--clusterName", dest="cluster", required=True)
-
-
-@command(
-    "deleteTopic",
-    "delete a topic from a cluster's brokers and the name servers",
-    _delete_topic_opts,
-)
-async def delete_topic(admin: Admin, a: argparse.Namespace, out: Out) -> None:
-    addrs = await admin.delete_topic(a.topic, a.cluster)
-    out.line(
-        f"delete topic [{a.topic}] from cluster [{a.cluster}] success ({', '.join(addrs)}).",
-        {"topic": a.topic, "cluster": a.cluster, "brokers": addrs},
-    )
 
 
 def _topic_list_opts(p: argparse.ArgumentParser) -> None:
@@ -382,7 +284,7 @@ async def topic_route(admin: Admin, a: argparse.Namespace, out: Out) -> None:
     out.text(text, route.to_json())
 
 
-@command("topicStatus", "min/max offset and last update of every queue", _opt_topic)
+@command("topicStatus", "min/max offset and last update of every queue", topic_opt)
 async def topic_status(admin: Admin, a: argparse.Namespace, out: Out) -> None:
     stats = await admin.topic_stats(a.topic)
     doc = [
@@ -401,270 +303,18 @@ async def topic_status(admin: Admin, a: argparse.Namespace, out: Out) -> None:
     out.text("".join(lines), doc)
 
 
-@command("topicClusterList", "the clusters holding a topic", _opt_topic)
+@command("topicClusterList", "the clusters holding a topic", topic_opt)
 async def topic_cluster_list(admin: Admin, a: argparse.Namespace, out: Out) -> None:
     route = await admin.topic_route(a.topic)
     info = await admin.cluster_info()
-    clusters = sorted(
-        {
-            c
-            for c, names in info.clusters.items()
-            for b in route.broker_datas
-            if b.broker_name in names
-        }
-    )
-    out.table(f"Clusters of {a.topic}", ["cluster"], [[c] for c in clusters], clusters)
-
-
-def _topic_perm_opts(p: argparse.ArgumentParser) -> None:
-    _target(p)
-    _opt_topic(p)
-    p.add_argument("-p", "--perm", type=int, required=True, help="2 write, 4 read, 6 both")
-
-
-@command("updateTopicPerm", "change a topic's read/write permission", _topic_perm_opts)
-async def update_topic_perm(admin: Admin, a: argparse.Namespace, out: Out) -> None:
-    if a.perm not in (2, 4, 6):
-        raise UsageError(f"perm {a.perm} must be 2 (write), 4 (read) or 6 (read and write)")
-    addrs = await admin.masters(cluster=a.cluster, broker_addr=a.broker_addr)
-    changed = []
-    for addr in addrs:
-        current = (await admin.topic_configs(addr)).get(a.topic)
-        if current is None:
-            raise ClientError(f"topic {a.topic} does not exist on {addr}")
-        current.perm = a.perm
-        await admin.create_topic(addr, current)
-        changed.append(addr)
-    out.line(
-        f"update topic perm of {a.topic} to {a.perm} on {', '.join(changed)} success.",
-        {"topic": a.topic, "perm": a.perm, "brokers": changed},
-    )
-
-
-def _order_conf_opts(p: argparse.ArgumentParser) -> None:
-    _opt_topic(p)
-    p.add_argument("-v", "--orderConf", dest="conf", help='"broker-a:4;broker-b:4"')
-    p.add_argument("-m", "--method", choices=["get", "put", "delete"], required=True)
-
-
-@command("updateOrderConf", "get, put or delete a topic's ordered-queue config", _order_conf_opts)
-async def update_order_conf(admin: Admin, a: argparse.Namespace, out: Out) -> None:
-    ns = "ORDER_TOPIC_CONFIG"
-    if a.method == "get":
-        value = await admin.get_kv(ns, a.topic)
-        out.line(
-            f"get orderConf success. topic={a.topic}, orderConf={value}",
-            {"topic": a.topic, "orderConf": value},
-        )
-        return
-    if a.method == "put":
-        if not a.conf:
-            raise UsageError("put needs -v orderConf, e.g. broker-a:4;broker-b:4")
-        for part in a.conf.split(";"):
-            name, _, count = part.partition(":")
-            if not name or not count.isdigit():
-                raise UsageError(f"orderConf entry {part!r} is not brokerName:queueNums")
-        await admin.put_kv(ns, a.topic, a.conf)
-    else:
-        await admin.delete_kv(ns, a.topic)
-    out.line(
-        f"{a.method} orderConf success. topic={a.topic}", {"topic": a.topic, "method": a.method}
-    )
-
-
-def _kv_update_opts(p: argparse.ArgumentParser) -> None:
-    p.add_argument("-s", "--namespace", required=True)
-    p.add_argument("-k", "--key", required=True)
-    p.add_argument("-v", "--value", required=True)
-
-
-@command(
-    "updateKvConfig", "create or update a namespaced KV entry on the name servers", _kv_update_opts
-)
-async def update_kv_config(admin: Admin, a: argparse.Namespace, out: Out) -> None:
-    addrs = await admin.put_kv(a.namespace, a.key, a.value)
-    out.line(
-        f"update kv config in namespace {a.namespace} success.",
-        {"namespace": a.namespace, "key": a.key, "namesrv": addrs},
-    )
-
-
-def _kv_delete_opts(p: argparse.ArgumentParser) -> None:
-    p.add_argument("-s", "--namespace", required=True)
-    p.add_argument("-k", "--key", required=True)
-
-
-@command("deleteKvConfig", "delete a namespaced KV entry", _kv_delete_opts)
-async def delete_kv_config(admin: Admin, a: argparse.Namespace, out: Out) -> None:
-    addrs = await admin.delete_kv(a.namespace, a.key)
-    out.line(
-        f"delete kv config from namespace {a.namespace} success.",
-        {"namespace": a.namespace, "key": a.key, "namesrv": addrs},
-    )
-
-
-def _allocate_opts(p: argparse.ArgumentParser) -> None:
-    _opt_topic(p)
-    p.add_argument("-i", "--ipList", dest="ips", required=True, help="client ids, comma separated")
-
-
-@command(
-    "allocateMQ", "how the average strategy spreads a topic's queues over clients", _allocate_opts
-)
-async def allocate_mq(admin: Admin, a: argparse.Namespace, out: Out) -> None:
-    route = await admin.topic_route(a.topic)
-    mqs = sorted(
-        MessageQueue(a.topic, q.broker_name, i)
-        for q in route.queue_datas
-        for i in range(q.read_queue_nums)
-    )
-    cids = sorted(c.strip() for c in a.ips.split(",") if c.strip())
-    if not cids:
-        raise UsageError("-i needs at least one client id")
-    plan = {cid: allocate_averagely("", cid, mqs, cids) for cid in cids}
-    rows = [
-        [cid, len(q), " ".join(f"{m.broker_name}:{m.queue_id}" for m in q)]
-        for cid, q in plan.items()
-    ]
-    doc = {cid: [m.to_json() for m in q] for cid, q in plan.items()}
-    out.table(f"Allocation of {a.topic}", ["client", "queues", "which"], rows, doc)
-
-
-def _query_cq_opts(p: argparse.ArgumentParser) -> None:
-    _opt_topic(p)
-    p.add_argument("-b", "--broker", dest="broker_name", required=True)
-    p.add_argument("-q", "--queue", dest="queue_id", type=int, required=True)
-    p.add_argument("-i", "--index", type=int, required=True)
-    p.add_argument("-c", "--count", type=int, default=10)
-    p.add_argument("-g", "--consumer", dest="group")
-
-
-@command("queryCq", "raw ConsumeQueue entries of a queue", _query_cq_opts)
-async def query_cq(admin: Admin, a: argparse.Namespace, out: Out) -> None:
-    mq = MessageQueue(a.topic, a.broker_name, a.queue_id)
-    doc = await admin.query_consume_queue(mq, a.index, a.count, a.group)
-    rows = [
-        [a.index + i, e.get("physicOffset"), e.get("physicSize"), e.get("tagsCode")]
-        for i, e in enumerate(doc.get("queueData") or [])
-    ]
-    out.table(
-        f"ConsumeQueue {mq} (min {doc.get('minQueueIndex')}, max {doc.get('maxQueueIndex')})",
-        ["index", "commit-log offset", "size", "tags code"],
-        rows,
-        doc,
-    )
-
-
-def _export_opts(p: argparse.ArgumentParser) -> None:
-    _target(p)
-    p.add_argument("-f", "--filePath", dest="file", help="write the JSON there (default: stdout)")
-
-
-@command("exportMetadata", "topics and subscription groups of brokers, as JSON", _export_opts)
-async def export_metadata(admin: Admin, a: argparse.Namespace, out: Out) -> None:
-    doc: dict[str, Any] = {
-        "topicConfigTable": {},
-        "subscriptionGroupTable": {},
-        "exportTime": int(time.time() * 1000),
-    }
-    for addr in await admin.masters(cluster=a.cluster, broker_addr=a.broker_addr):
-        for name, tc in (await admin.topic_configs(addr)).items():
-            doc["topicConfigTable"][name] = tc.to_json()
-        for name, g in (await admin.subscription_groups(addr)).items():
-            doc["subscriptionGroupTable"][name] = g.to_json()
-    if a.file:
-        text = json.dumps(doc, indent=2, ensure_ascii=False)
-        await asyncio.to_thread(Path(a.file).write_text, text, encoding="utf-8")
-        topics, groups = len(doc["topicConfigTable"]), len(doc["subscriptionGroupTable"])
-        out.line(
-            f"export {topics} topics and {groups} groups to {a.file} success.",
-            {"file": a.file, "topics": topics, "groups": groups},
-        )
-    else:
-        out.json(doc)
+    # As Apache's getTopicClusterList: the clusters holding the route's first broker, in
+    # HashSet order, one per line.
+    first = route.broker_datas[0].broker_name if route.broker_datas else None
+    clusters = java_hashmap_order(c for c, names in info.clusters.items() if first in names)
+    out.text("".join(f"{c}\n" for c in clusters), clusters)
 
 
 # ---- subscription groups
-
-
-def _get_consumer_config_opts(p: argparse.ArgumentParser) -> None:
-    _opt_group(p)
-
-
-@command(
-    "getConsumerConfig", "a subscription group's settings on each broker", _get_consumer_config_opts
-)
-async def get_consumer_config(admin: Admin, a: argparse.Namespace, out: Out) -> None:
-    found = {}
-    for addr in await admin.all_masters():
-        g = (await admin.subscription_groups(addr)).get(a.group)
-        if g is not None:
-            found[addr] = g.to_json()
-    if not found:
-        raise ClientError(f"subscription group {a.group} exists on no broker")
-    keys = sorted({k for d in found.values() for k in d})
-    out.table(
-        f"Subscription group {a.group}",
-        ["broker", *keys],
-        [[addr, *(d.get(k) for k in keys)] for addr, d in found.items()],
-        found,
-    )
-
-
-def _update_sub_group_opts(p: argparse.ArgumentParser) -> None:
-    _target(p)
-    _opt_group(p)
-    p.add_argument("-s", "--consumeEnable", dest="consume_enable", type=_bool, default=True)
-    p.add_argument("-m", "--consumeFromMinEnable", dest="from_min", type=_bool, default=False)
-    p.add_argument("-d", "--consumeBroadcastEnable", dest="broadcast", type=_bool, default=False)
-    p.add_argument("-q", "--retryQueueNums", dest="retry_queues", type=int, default=1)
-    p.add_argument("-r", "--retryMaxTimes", dest="retry_max", type=int, default=16)
-    p.add_argument("-i", "--brokerId", dest="broker_id", type=int, default=0)
-    p.add_argument("-w", "--whichBrokerWhenConsumeSlowly", dest="slow_broker", type=int, default=1)
-    p.add_argument("-a", "--notifyConsumerIdsChanged", dest="notify", type=_bool, default=True)
-    p.add_argument(
-        "-o",
-        "--consumeMessageOrderly",
-        dest="orderly",
-        type=_bool,
-        default=False,
-        help="RocketMQ 5: a FIFO group (5.x consumers receive its queues in order)",
-    )
-
-
-@command("updateSubGroup", "create or update a subscription group", _update_sub_group_opts)
-async def update_sub_group(admin: Admin, a: argparse.Namespace, out: Out) -> None:
-    config = SubscriptionGroupConfig(
-        a.group,
-        consume_enable=a.consume_enable,
-        consume_from_min_enable=a.from_min,
-        consume_broadcast_enable=a.broadcast,
-        retry_queue_nums=a.retry_queues,
-        retry_max_times=a.retry_max,
-        broker_id=a.broker_id,
-        which_broker_when_consume_slowly=a.slow_broker,
-        notify_consumer_ids_changed_enable=a.notify,
-        consume_message_orderly=a.orderly,
-    )
-    addrs = await on_masters(admin, a, lambda addr: admin.create_subscription_group(addr, config))
-    out.line(
-        f"create subscription group {a.group} on {', '.join(addrs)} success.\n{config.to_json()}",
-        {"group": a.group, "brokers": addrs, "config": config.to_json()},
-    )
-
-
-def _delete_sub_group_opts(p: argparse.ArgumentParser) -> None:
-    _target(p)
-    _opt_group(p)
-
-
-@command("deleteSubGroup", "delete a subscription group", _delete_sub_group_opts)
-async def delete_sub_group(admin: Admin, a: argparse.Namespace, out: Out) -> None:
-    addrs = await on_masters(admin, a, lambda addr: admin.delete_subscription_group(addr, a.group))
-    out.line(
-        f"delete subscription group [{a.group}] from {', '.join(addrs)} success.",
-        {"group": a.group, "brokers": addrs},
-    )
 
 
 PROGRESS_ROW = "{:<64}  {:<32}  {:<4}  {:<20}  {:<20}  {:<20}  {}\n"
@@ -734,7 +384,7 @@ async def consumer_progress(admin: Admin, a: argparse.Namespace, out: Out) -> No
     out.table("Consumer groups", ["group", "queues", "TPS", "diff total"], rows, docs)
 
 
-@command("consumerConnection", "a group's online clients and subscriptions", _opt_group)
+@command("consumerConnection", "a group's online clients and subscriptions", group_opt)
 async def consumer_connection(admin: Admin, a: argparse.Namespace, out: Out) -> None:
     doc = await admin.consumer_connection(a.group)
     lines = [
@@ -759,61 +409,9 @@ async def consumer_connection(admin: Admin, a: argparse.Namespace, out: Out) -> 
     out.text("".join(lines), doc)
 
 
-def _consumer_status_opts(p: argparse.ArgumentParser) -> None:
-    _opt_group(p)
-    p.add_argument("-i", "--clientId", dest="client_id", help="one client (default: all)")
-
-
-@command(
-    "consumerStatus", "what each consumer of a group holds, in its own words", _consumer_status_opts
-)
-async def consumer_status(admin: Admin, a: argparse.Namespace, out: Out) -> None:
-    if a.client_id:
-        clients = [a.client_id]
-    else:
-        conns = (await admin.consumer_connection(a.group)).get("connectionSet") or []
-        clients = [str(c.get("clientId")) for c in conns]
-    infos = {cid: await admin.consumer_running_info(a.group, cid) for cid in clients}
-    if out.as_json:
-        out.json(infos)
-        return
-    for cid, info in infos.items():
-        props = info.get("properties") or {}
-        out.table(
-            f"Consumer {cid} of {a.group}", ["property", "value"], sorted(props.items()), None
-        )
-        out.table(
-            "queues",
-            [
-                "topic",
-                "broker",
-                "queue",
-                "commit offset",
-                "cached",
-                "cached min",
-                "cached max",
-                "last pull",
-            ],
-            [
-                [
-                    q["topic"],
-                    q["brokerName"],
-                    q["queueId"],
-                    q.get("commitOffset"),
-                    q.get("cachedMsgCount"),
-                    q.get("cachedMsgMinOffset"),
-                    q.get("cachedMsgMaxOffset"),
-                    ms_text(int(q.get("lastPullTimestamp") or 0)),
-                ]
-                for q in info.get("mqTable") or []
-            ],
-            None,
-        )
-
-
 def _producer_connection_opts(p: argparse.ArgumentParser) -> None:
     p.add_argument("-g", "--producerGroup", dest="group", required=True)
-    _opt_topic(p)
+    topic_opt(p)
 
 
 @command("producerConnection", "a producer group's connections", _producer_connection_opts)
@@ -913,7 +511,7 @@ async def cluster_list(admin: Admin, a: argparse.Namespace, out: Out) -> None:
     out.text("".join(lines), docs)
 
 
-@command("brokerStatus", "a broker's runtime statistics", _target)
+@command("brokerStatus", "a broker's runtime statistics", target_opts)
 async def broker_status(admin: Admin, a: argparse.Namespace, out: Out) -> None:
     docs = {}
     lines = []
@@ -928,161 +526,10 @@ async def broker_status(admin: Admin, a: argparse.Namespace, out: Out) -> None:
     out.text("".join(lines), docs)
 
 
-@command("getBrokerConfig", "a broker's configuration", _target)
-async def get_broker_config(admin: Admin, a: argparse.Namespace, out: Out) -> None:
-    docs = {}
-    for addr in await admin.masters(cluster=a.cluster, broker_addr=a.broker_addr):
-        docs[addr] = await admin.broker_config(addr)
-        if not out.as_json:
-            out.table(f"Config of {addr}", ["key", "value"], list(docs[addr].items()), None)
-    if out.as_json:
-        out.json(docs)
-
-
-def _update_broker_config_opts(p: argparse.ArgumentParser) -> None:
-    _target(p)
-    p.add_argument("-k", "--key", required=True)
-    p.add_argument("-v", "--value", required=True)
-
-
-@command("updateBrokerConfig", "change a broker config key at runtime", _update_broker_config_opts)
-async def update_broker_config(admin: Admin, a: argparse.Namespace, out: Out) -> None:
-    addrs = await on_masters(
-        admin, a, lambda addr: admin.update_broker_config(addr, {a.key: a.value})
-    )
-    out.line(
-        f"update broker config {a.key}={a.value} on {', '.join(addrs)} success.",
-        {"key": a.key, "value": a.value, "brokers": addrs},
-    )
-
-
-@command("cleanExpiredCQ", "remove consume queues that point at deleted commit log", _target)
-async def clean_expired_cq(admin: Admin, a: argparse.Namespace, out: Out) -> None:
-    addrs = await on_masters(admin, a, admin.clean_expired_consume_queue)
-    out.line(f"clean expired ConsumeQueue on {', '.join(addrs)} success.", {"brokers": addrs})
-
-
-@command("deleteExpiredCommitLog", "delete expired commit-log files now", _target)
-async def delete_expired_commit_log(admin: Admin, a: argparse.Namespace, out: Out) -> None:
-    addrs = await on_masters(admin, a, admin.delete_expired_commit_log)
-    out.line(f"delete expired CommitLog on {', '.join(addrs)} success.", {"brokers": addrs})
-
-
 # ---- name servers
 
 
-@command("getNamesrvConfig", "every name server's configuration", lambda p: None)
-async def get_namesrv_config(admin: Admin, a: argparse.Namespace, out: Out) -> None:
-    configs = await admin.namesrv_config()
-    if out.as_json:
-        out.json(configs)
-        return
-    for addr, props in configs.items():
-        out.table(f"Config of name server {addr}", ["key", "value"], list(props.items()), None)
-
-
-def _kv_opts(p: argparse.ArgumentParser) -> None:
-    p.add_argument("-k", "--key", required=True)
-    p.add_argument("-v", "--value", required=True)
-
-
-@command("updateNamesrvConfig", "change a name server config key at runtime", _kv_opts)
-async def update_namesrv_config(admin: Admin, a: argparse.Namespace, out: Out) -> None:
-    addrs = await admin.update_namesrv_config({a.key: a.value})
-    out.line(
-        f"update name server config {a.key}={a.value} on {', '.join(addrs)} success.",
-        {"key": a.key, "value": a.value, "namesrv": addrs},
-    )
-
-
-def _broker_name_opt(p: argparse.ArgumentParser) -> None:
-    p.add_argument("-b", "--brokerName", dest="broker_name", required=True)
-
-
-@command(
-    "wipeWritePerm", "take a broker's write permission away on every name server", _broker_name_opt
-)
-async def wipe_write_perm(admin: Admin, a: argparse.Namespace, out: Out) -> None:
-    counts = await admin.write_perm(a.broker_name, wipe=True)
-    rows = [[ns, n] for ns, n in counts.items()]
-    out.table(f"Write permission of {a.broker_name} wiped", ["name server", "topics"], rows, counts)
-
-
-@command(
-    "addWritePerm", "give a broker its write permission back on every name server", _broker_name_opt
-)
-async def add_write_perm(admin: Admin, a: argparse.Namespace, out: Out) -> None:
-    counts = await admin.write_perm(a.broker_name, wipe=False)
-    rows = [[ns, n] for ns, n in counts.items()]
-    out.table(f"Write permission of {a.broker_name} added", ["name server", "topics"], rows, counts)
-
-
 # ---- offsets
-
-
-def _reset_opts(p: argparse.ArgumentParser) -> None:
-    _opt_group(p)
-    _opt_topic(p)
-    p.add_argument("-s", "--timestamp", required=True, help="ms, 'now' or yyyy-MM-dd#HH:mm:ss:SSS")
-    p.add_argument("-f", "--force", type=_bool, default=True)
-
-
-@command("resetOffsetByTime", "move a group's offsets to a time, clients online", _reset_opts)
-async def reset_offset_by_time(admin: Admin, a: argparse.Namespace, out: Out) -> None:
-    # "now" is -1, as RocketMQ 4.9's mqadmin sends it: each broker takes its queues' max
-    # offsets as of now, so the backlog is skipped and nothing consumed comes again.
-    now = a.timestamp.strip() == "now"
-    ts = -1 if now else parse_time(a.timestamp)
-    with out.progress() as progress:
-        task = progress.add_task(f"resetting {a.group} on {a.topic}", total=None)
-        table = await admin.reset_offset_by_time(a.group, a.topic, ts, force=a.force)
-        progress.update(task, completed=1, total=1)
-    rows = [[mq.broker_name, mq.queue_id, off] for mq, off in table.items()]
-    doc = [
-        {"brokerName": mq.broker_name, "queueId": mq.queue_id, "offset": o}
-        for mq, o in table.items()
-    ]
-    out.table(
-        f"Offsets of {a.group} on {a.topic} reset to {'now' if now else ms_text(ts)}",
-        ["broker", "queue", "offset"],
-        rows,
-        doc,
-    )
-
-
-def _skip_opts(p: argparse.ArgumentParser) -> None:
-    _opt_group(p)
-    _opt_topic(p)
-    p.add_argument("-f", "--force", type=_bool, default=True)
-
-
-@command("skipAccumulatedMessage", "move a group's offsets to the end of a topic", _skip_opts)
-async def skip_accumulated_message(admin: Admin, a: argparse.Namespace, out: Out) -> None:
-    table = await admin.reset_offset_by_time(a.group, a.topic, -1, force=a.force)
-    rows = [[mq.broker_name, mq.queue_id, off] for mq, off in table.items()]
-    doc = [
-        {"brokerName": mq.broker_name, "queueId": mq.queue_id, "offset": o}
-        for mq, o in table.items()
-    ]
-    out.table(
-        f"Backlog of {a.group} on {a.topic} skipped", ["broker", "queue", "offset"], rows, doc
-    )
-
-
-def _clone_opts(p: argparse.ArgumentParser) -> None:
-    p.add_argument("-s", "--srcGroup", dest="src", required=True)
-    p.add_argument("-d", "--destGroup", dest="dest", required=True)
-    _opt_topic(p)
-    p.add_argument("-o", "--offline", type=_bool, default=False)
-
-
-@command("cloneGroupOffset", "copy a group's offsets to another group", _clone_opts)
-async def clone_group_offset(admin: Admin, a: argparse.Namespace, out: Out) -> None:
-    brokers = await admin.clone_group_offset(a.src, a.dest, a.topic)
-    out.line(
-        f"clone group offset from {a.src} to {a.dest} on {a.topic} success ({', '.join(brokers)}).",
-        {"src": a.src, "dest": a.dest, "topic": a.topic, "brokers": brokers},
-    )
 
 
 # ---- messages
@@ -1090,7 +537,7 @@ async def clone_group_offset(admin: Admin, a: argparse.Namespace, out: Out) -> N
 
 def _id_opt(p: argparse.ArgumentParser) -> None:
     p.add_argument("-i", "--msgId", dest="msg_id", required=True)
-    p.add_argument("-d", "--printBody", dest="body", type=_bool, default=True)
+    p.add_argument("-d", "--printBody", dest="body", type=java_bool, default=True)
 
 
 @command("queryMsgById", "a message by its offset message id", _id_opt)
@@ -1104,7 +551,7 @@ async def query_msg_by_id(admin: Admin, a: argparse.Namespace, out: Out) -> None
 
 
 def _key_opts(p: argparse.ArgumentParser) -> None:
-    _opt_topic(p)
+    topic_opt(p)
     p.add_argument("-k", "--msgKey", dest="key", required=True)
     p.add_argument("-b", "--beginTimestamp", dest="begin", default="0")
     p.add_argument("-e", "--endTimestamp", dest="end")
@@ -1158,9 +605,9 @@ async def query_msg_trace_by_id(admin: Admin, a: argparse.Namespace, out: Out) -
 
 
 def _unique_opts(p: argparse.ArgumentParser) -> None:
-    _opt_topic(p)
+    topic_opt(p)
     p.add_argument("-i", "--msgId", dest="msg_id", required=True)
-    p.add_argument("-d", "--printBody", dest="body", type=_bool, default=True)
+    p.add_argument("-d", "--printBody", dest="body", type=java_bool, default=True)
 
 
 @command("queryMsgByUniqueKey", "a message by the id its producer gave it", _unique_opts)
@@ -1175,11 +622,11 @@ async def query_msg_by_unique_key(admin: Admin, a: argparse.Namespace, out: Out)
 
 
 def _by_offset_opts(p: argparse.ArgumentParser) -> None:
-    _opt_topic(p)
+    topic_opt(p)
     p.add_argument("-b", "--brokerName", dest="broker_name", required=True)
     p.add_argument("-i", "--queueId", dest="queue_id", type=int, required=True)
     p.add_argument("-o", "--offset", type=int, required=True)
-    p.add_argument("-d", "--printBody", dest="body", type=_bool, default=True)
+    p.add_argument("-d", "--printBody", dest="body", type=java_bool, default=True)
 
 
 @command("queryMsgByOffset", "the message at a queue offset", _by_offset_opts)
@@ -1197,138 +644,6 @@ async def query_msg_by_offset(admin: Admin, a: argparse.Namespace, out: Out) -> 
     # A pulled message carries its queue's bounds, as the Java client adds them.
     bounds = {"MIN_OFFSET": str(pulled.min_offset), "MAX_OFFSET": str(pulled.max_offset)}
     out.text(await _detail(admin, msgs[0], extra=bounds), None)
-
-
-def _print_opts(p: argparse.ArgumentParser) -> None:
-    _opt_topic(p)
-    p.add_argument("-s", "--subExpression", dest="tags", default="*", help="tags, e.g. TagA||TagB")
-    p.add_argument(
-        "-b", "--beginTimestamp", dest="begin", help="ms, 'now' or yyyy-MM-dd#HH:mm:ss:SSS"
-    )
-    p.add_argument("-e", "--endTimestamp", dest="end")
-    p.add_argument("-d", "--printBody", dest="body", type=_bool, default=True)
-
-
-@command("printMsg", "print a topic's messages in a time range", _print_opts)
-async def print_msg(admin: Admin, a: argparse.Namespace, out: Out) -> None:
-    route = await admin.topic_route(a.topic)
-    queues = [
-        MessageQueue(a.topic, q.broker_name, i)
-        for q in route.queue_datas
-        for i in range(q.read_queue_nums)
-    ]
-    # Both ends inclusive: from the first message stored at or after begin to the last
-    # stored at or before end ("now" included, so the newest message of each queue is in).
-    begin_ms = parse_time(a.begin) if a.begin else None
-    end_ms = parse_time(a.end) if a.end else None
-    if begin_ms is not None and end_ms is not None and end_ms < begin_ms:
-        raise UsageError(f"the end time {a.end!r} is before the begin time {a.begin!r}")
-    wanted = None if a.tags.strip() in ("", "*") else {t.strip() for t in a.tags.split("||")}
-    spans = []
-    for mq in queues:
-        lo = (
-            await admin.offset_for_time(mq, begin_ms)
-            if begin_ms is not None
-            else await admin.queue_offset(mq, RequestCode.GET_MIN_OFFSET)
-        )
-        hi = (
-            await admin.offset_for_time(mq, end_ms, side="first_after")
-            if end_ms is not None
-            else await admin.queue_offset(mq, RequestCode.GET_MAX_OFFSET)
-        )
-        spans.append((mq, lo, hi))
-    total = sum(max(0, hi - lo) for _, lo, hi in spans)
-    found: list[MessageView] = []
-    with out.progress() as progress:
-        task = progress.add_task(f"reading {a.topic}", total=total)
-        for mq, lo, hi in spans:
-            offset = lo
-            while offset < hi:
-                msgs, nxt, _max = await admin.pull(mq, offset, PRINT_BATCH)
-                for m in msgs:
-                    if m.queue_offset >= hi:
-                        break
-                    if wanted is None or m.tags in wanted:
-                        found.append(m)
-                progress.advance(task, max(1, nxt - offset))
-                if nxt <= offset:
-                    break
-                offset = nxt
-    _print_messages(out, f"Messages of {a.topic} ({len(found)})", found, body=a.body)
-
-
-def _send_opts(p: argparse.ArgumentParser) -> None:
-    _opt_topic(p)
-    p.add_argument("-p", "--body", required=True)
-    p.add_argument("-k", "--key")
-    p.add_argument("-c", "--tags")
-    p.add_argument("-b", "--broker", dest="broker_name")
-    p.add_argument("-i", "--qid", dest="queue_id", type=int)
-
-
-@command("sendMessage", "send one message", _send_opts)
-async def send_message(admin: Admin, a: argparse.Namespace, out: Out) -> None:
-    if (a.broker_name is None) != (a.queue_id is None):
-        raise UsageError("-b broker and -i queue id go together")
-    msg = Message(a.topic, a.body.encode(), tags=a.tags, keys=a.key)
-    async with Producer("TOOLS_PRODUCER_" + str(os.getpid()), admin.namesrv) as producer:
-        if a.broker_name is None:
-            result = await producer.send(msg)
-        else:
-            target = MessageQueue(a.topic, a.broker_name, a.queue_id)
-
-            def pick(mqs: list[MessageQueue], _m: Message, _arg: object) -> MessageQueue:
-                if target not in mqs:
-                    raise ClientError(f"{target} is not a writable queue of {a.topic}")
-                return target
-
-            result = await producer.send_orderly(msg, selector=pick)
-    doc = {
-        "brokerName": result.message_queue.broker_name,
-        "queueId": result.message_queue.queue_id,
-        "queueOffset": result.queue_offset,
-        "sendStatus": result.status.name,
-        "msgId": result.msg_id,
-        "offsetMsgId": result.offset_msg_id,
-    }
-    out.table("Sent", list(doc), [list(doc.values())], doc)
-
-
-def _consume_opts(p: argparse.ArgumentParser) -> None:
-    _opt_topic(p)
-    p.add_argument("-b", "--brokerName", dest="broker_name")
-    p.add_argument("-i", "--queueId", dest="queue_id", type=int)
-    p.add_argument("-o", "--offset", type=int, default=0)
-    p.add_argument("-c", "--messageNumber", dest="count", type=int, default=128)
-    p.add_argument("-d", "--printBody", dest="body", type=_bool, default=True)
-
-
-@command("consumeMessage", "read messages of a topic (or one queue) from an offset", _consume_opts)
-async def consume_message(admin: Admin, a: argparse.Namespace, out: Out) -> None:
-    if a.count < 1:
-        raise UsageError("-c must be at least 1")
-    if a.broker_name is not None and a.queue_id is not None:
-        queues = [MessageQueue(a.topic, a.broker_name, a.queue_id)]
-    else:
-        route = await admin.topic_route(a.topic)
-        queues = [
-            MessageQueue(a.topic, q.broker_name, i)
-            for q in route.queue_datas
-            if a.broker_name is None or q.broker_name == a.broker_name
-            for i in range(q.read_queue_nums)
-        ]
-    found: list[MessageView] = []
-    for mq in queues:
-        offset = a.offset
-        while len(found) < a.count:
-            msgs, nxt, _max = await admin.pull(mq, offset, min(PRINT_BATCH, a.count - len(found)))
-            found.extend(msgs)
-            if not msgs or nxt <= offset:
-                break
-            offset = nxt
-        if len(found) >= a.count:
-            break
-    _print_messages(out, f"Messages of {a.topic} ({len(found)})", found[: a.count], body=a.body)
 
 
 def _decode_id_opts(p: argparse.ArgumentParser) -> None:
@@ -1361,7 +676,7 @@ async def decode_message_id(admin: Admin, a: argparse.Namespace, out: Out) -> No
 
 
 def _acl_update_opts(p: argparse.ArgumentParser) -> None:
-    _target(p)
+    target_opts(p)
     p.add_argument("-a", "--accessKey", dest="access_key", required=True)
     p.add_argument("-s", "--secretKey", dest="secret_key")
     p.add_argument("-w", "--whiteRemoteAddress", dest="white")
@@ -1369,7 +684,7 @@ def _acl_update_opts(p: argparse.ArgumentParser) -> None:
     p.add_argument("-u", "--defaultGroupPerm", dest="group_perm")
     p.add_argument("-t", "--topicPerms", dest="topic_perms", help="topicA=DENY,topicB=PUB|SUB")
     p.add_argument("-g", "--groupPerms", dest="group_perms", help="groupA=DENY,groupB=SUB")
-    p.add_argument("-m", "--admin", type=_bool)
+    p.add_argument("-m", "--admin", type=java_bool)
 
 
 @command("updateAclConfig", "create or update an ACL account on brokers", _acl_update_opts)
@@ -1392,7 +707,7 @@ async def update_acl_config(admin: Admin, a: argparse.Namespace, out: Out) -> No
 
 
 def _acl_delete_opts(p: argparse.ArgumentParser) -> None:
-    _target(p)
+    target_opts(p)
     p.add_argument("-a", "--accessKey", dest="access_key", required=True)
 
 
@@ -1405,7 +720,7 @@ async def delete_acl_config(admin: Admin, a: argparse.Namespace, out: Out) -> No
     )
 
 
-@command("clusterAclConfigVersion", "the ACL file's version on each broker", _target)
+@command("clusterAclConfigVersion", "the ACL file's version on each broker", target_opts)
 async def cluster_acl_config_version(admin: Admin, a: argparse.Namespace, out: Out) -> None:
     infos = {
         addr: await admin.acl_info(addr)
@@ -1419,7 +734,7 @@ async def cluster_acl_config_version(admin: Admin, a: argparse.Namespace, out: O
 
 
 def _white_opts(p: argparse.ArgumentParser) -> None:
-    _target(p)
+    target_opts(p)
     p.add_argument("-g", "--globalWhiteRemoteAddresses", dest="addresses", required=True)
 
 
@@ -1553,7 +868,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 # The commands of Apache's later additions register themselves on import.
-import client.admin_cli_ops  # noqa: E402, F401 - registers its commands
+import client.admin_cli_config  # noqa: E402 - registers its commands
+import client.admin_cli_ops  # noqa: E402 - registers its commands
+import client.admin_cli_queues  # noqa: E402, F401 - registers its commands
 
 if __name__ == "__main__":
     sys.exit(main())

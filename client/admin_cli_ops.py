@@ -38,6 +38,7 @@ from client.admin_commands import (
     front,
     java_date,
     java_f2,
+    java_message_text,
     parse_time,
 )
 from client.errors import ClientError
@@ -316,22 +317,6 @@ def _print_by_queue_opts(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _java_message_text(m: MessageView) -> str:
-    """``MessageExt.toString()`` of a pulled message, as Apache's printMsgByQueue prints it."""
-    props = ", ".join(f"{k}={v}" for k, v in m.properties.items())
-    body = ", ".join(str(b - 256 if b > 127 else b) for b in m.body)
-    return (
-        f"MessageExt [brokerName={m.broker_name}, queueId={m.queue_id}, "
-        f"storeSize={len(m.body)}, queueOffset={m.queue_offset}, sysFlag={m.sys_flag}, "
-        f"bornTimestamp={m.born_timestamp}, bornHost=/{m.born_host}, "
-        f"storeTimestamp={m.store_timestamp}, storeHost=/{m.store_host}, "
-        f"msgId={m.offset_msg_id}, commitLogOffset={m.commit_log_offset}, "
-        f"bodyCRC={m.body_crc}, reconsumeTimes={m.reconsume_times}, "
-        f"preparedTransactionOffset=0, toString()=Message{{topic='{m.topic}', flag={m.flag}, "
-        f"properties={{{props}}}, body=[{body}], transactionId='null'}}]"
-    )
-
-
 @command("printMsgByQueue", "Print Message Detail", _print_by_queue_opts)
 async def print_msg_by_queue(admin: Admin, a: argparse.Namespace, out: Out) -> None:
     mq = MessageQueue(a.topic, a.broker_name, a.queue_id)
@@ -369,7 +354,7 @@ async def print_msg_by_queue(admin: Admin, a: argparse.Namespace, out: Out) -> N
             )
             if print_msg:
                 shown = body if body is not None else "NOT PRINT BODY"
-                lines.append(f"MSGID: {m.msg_id} {_java_message_text(m)} BODY: {shown}\n")
+                lines.append(f"MSGID: {m.msg_id} {java_message_text(m, batch)} BODY: {shown}\n")
         offset = batch.next_offset
     counted = sorted(tags.items(), key=lambda kv: -kv[1])  # stable: ties keep first-seen order
     if _java_bool(a.calculate):

@@ -20,13 +20,16 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import ROUND_HALF_UP, Decimal
+from typing import Any
 
 from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
-from client.admin import Admin
+from client.admin import Admin, PulledBatch
 from client.errors import InvalidArgumentError
+from client.message import MessageView
+from codec.hashing import java_hashmap_order
 
 TIME_FORMAT = "%Y-%m-%d#%H:%M:%S:%f"  # mqadmin's yyyy-MM-dd#HH:mm:ss:SSS
 
@@ -73,11 +76,15 @@ class Out:
         sys.stdout.write(json.dumps(doc, indent=2, ensure_ascii=False, default=str) + "\n")
 
     def text(self, text: str, doc: object) -> None:
-        """Apache's exact text (``printf`` lines, trailing spaces and all), or ``doc``."""
+        """Apache's exact text (``printf`` lines, trailing spaces and all), or ``doc``. Where
+        Apache leaves the last line open, a terminal still gets a newline, so the prompt
+        does not start behind the answer; a pipe gets Apache's bytes."""
         if self.as_json:
             self.json(doc)
-        else:
-            sys.stdout.write(text)
+            return
+        sys.stdout.write(text)
+        if text and not text.endswith("\n") and sys.stdout.isatty():
+            sys.stdout.write("\n")
 
     def progress(self) -> Progress:
         return Progress(console=self.errors, transient=True, disable=not sys.stderr.isatty())
@@ -156,6 +163,47 @@ def find_command(name: str) -> str | None:
     return None
 
 
+# ------------------------------------------------------------------- shared options
+
+
+async def target_addrs(admin: Admin, a: argparse.Namespace) -> list[str]:
+    """The broker ``-b`` names, or every master of cluster ``-c`` in the order Apache's tools
+    take them (``CommandUtil.fetchMasterAddrByClusterName``'s HashSet)."""
+    return java_hashmap_order(await admin.masters(cluster=a.cluster, broker_addr=a.broker_addr))
+
+
+async def on_masters(
+    admin: Admin, a: argparse.Namespace, action: Callable[[str], Awaitable[object]]
+) -> list[str]:
+    """Run ``action`` on each of ``target_addrs``; the addresses it ran on."""
+    addrs = await target_addrs(admin, a)
+    for addr in addrs:
+        await action(addr)
+    return addrs
+
+
+def target_opts(p: argparse.ArgumentParser, *, required: bool = True) -> None:
+    """mqadmin's ``-b`` broker address / ``-c`` cluster pair."""
+    g = p.add_mutually_exclusive_group(required=required)
+    g.add_argument("-b", "--brokerAddr", dest="broker_addr", help="broker address host:port")
+    g.add_argument("-c", "--clusterName", dest="cluster", help="every master of a cluster")
+
+
+def topic_opt(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-t", "--topic", required=True)
+
+
+def group_opt(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-g", "--consumerGroup", dest="group", required=True)
+
+
+def java_bool(text: str) -> bool:
+    """An option's ``true`` / ``false`` (any case), as the commands' ``Boolean`` options."""
+    if text.lower() in ("true", "false"):
+        return text.lower() == "true"
+    raise argparse.ArgumentTypeError(f"{text!r} is not true or false")
+
+
 # ------------------------------------------------------------------- Apache's text
 
 
@@ -198,6 +246,54 @@ def version_desc(ordinal: int) -> str:
     major, rest = divmod(step, 100)
     name = f"V{major + 4}_{rest // 10}_{rest % 10}"
     return name if snapshot else name + "_SNAPSHOT"
+
+
+def message_doc(m: MessageView, *, body: bool) -> dict[str, Any]:
+    """A message as ``--json`` shows it."""
+    doc: dict[str, Any] = {
+        "topic": m.topic,
+        "brokerName": m.broker_name,
+        "queueId": m.queue_id,
+        "queueOffset": m.queue_offset,
+        "msgId": m.msg_id,
+        "offsetMsgId": m.offset_msg_id,
+        "tags": m.tags,
+        "keys": " ".join(m.keys),
+        "storeTime": m.store_timestamp,
+        "bornHost": m.born_host,
+        "storeHost": m.store_host,
+        "reconsumeTimes": m.reconsume_times,
+        "bodyBytes": len(m.body),
+        "properties": dict(m.properties),
+    }
+    if body:
+        doc["body"] = m.body.decode("utf-8", errors="replace")
+    return doc
+
+
+def java_message_text(m: MessageView, pulled: PulledBatch | None = None) -> str:
+    """``MessageExt.toString()`` of a message as Apache's tools print it. A pull (``pulled``)
+    adds ``MIN_OFFSET`` and ``MAX_OFFSET`` to its properties, printed in the order of the
+    HashMap they are in; the transaction id is the unique key of a prepared message, as the
+    Java client's ``processPullResult`` sets it."""
+    props = dict(m.properties)
+    if pulled is not None:
+        props["MIN_OFFSET"] = str(pulled.min_offset)
+        props["MAX_OFFSET"] = str(pulled.max_offset)
+    shown = ", ".join(f"{k}={props[k]}" for k in java_hashmap_order(props))
+    body = ", ".join(str(b - 256 if b > 127 else b) for b in m.body)
+    tx = props.get("UNIQ_KEY", "null") if props.get("TRAN_MSG", "").lower() == "true" else "null"
+    return (
+        f"MessageExt [brokerName={m.broker_name}, queueId={m.queue_id}, "
+        f"storeSize={m.store_size}, queueOffset={m.queue_offset}, sysFlag={m.sys_flag}, "
+        f"bornTimestamp={m.born_timestamp}, bornHost=/{m.born_host}, "
+        f"storeTimestamp={m.store_timestamp}, storeHost=/{m.store_host}, "
+        f"msgId={m.offset_msg_id}, commitLogOffset={m.commit_log_offset}, "
+        f"bodyCRC={m.body_crc}, reconsumeTimes={m.reconsume_times}, "
+        f"preparedTransactionOffset={m.prepared_transaction_offset}, "
+        f"toString()=Message{{topic='{m.topic}', flag={m.flag}, properties={{{shown}}}, "
+        f"body=[{body}], transactionId='{tx}'}}]"
+    )
 
 
 def first_rate(runtime: dict[str, str], key: str) -> float:

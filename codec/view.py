@@ -128,6 +128,29 @@ class MessageExt:
             return (_without_record(state[0]), *state[1:])
         return state
 
+    @property
+    def store_size(self) -> int:
+        """The record's size in the commit log (``MessageExt.storeSize``): its first four
+        bytes; 0 for a view built from fields."""
+        rec = self._rec
+        if rec is None:
+            return 0
+        body, pos = rec
+        return int.from_bytes(body[pos : pos + 4], "big")
+
+    @property
+    def prepared_transaction_offset(self) -> int:
+        """The record's PREPAREDTRANSACTIONOFFSET (a committed transactional message: where
+        its half message is); 0 for a view built from fields. After the hosts, whose width
+        the sys flag gives (IPv6: 20 bytes, else 8)."""
+        rec = self._rec
+        if rec is None:
+            return 0
+        body, pos = rec
+        sys_flag = int.from_bytes(body[pos + 36 : pos + 40], "big")
+        at = pos + 48 + (20 if sys_flag & 0x10 else 8) + 8 + (20 if sys_flag & 0x20 else 8) + 4
+        return int.from_bytes(body[at : at + 8], "big", signed=True)
+
     def put_properties(self, extra: Mapping[str, str]) -> None:
         """``properties.update(extra)`` (``MessageAccessor.putProperty``), without decoding
         the record's properties now: they are added when the properties are first read.

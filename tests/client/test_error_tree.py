@@ -144,7 +144,7 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("client/spark/session.py", "result"): (
         "a send's failure collected by gather(return_exceptions=True): what Producer raises"
     ),
-    ("client/admin_cli.py", "argparse.ArgumentTypeError"): (
+    ("client/admin_commands.py", "argparse.ArgumentTypeError"): (
         "argparse's contract for a type= function: argparse prints it and exits 2; it never "
         "leaves parse_args"
     ),
