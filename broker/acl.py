@@ -363,6 +363,7 @@ PERMISSIONS: Mapping[int, Rule] = {
     RequestCode.GET_ALL_DELAY_OFFSET: ADMIN,
     RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: ADMIN,
     RequestCode.GET_PRODUCER_CONNECTION_LIST: ADMIN,
+    RequestCode.GET_ALL_PRODUCER_INFO: ADMIN,
     RequestCode.GET_BROKER_CONFIG: ADMIN,
     # stricter: 4.9 none; every account's secret key
     RequestCode.GET_BROKER_CLUSTER_ACL_CONFIG: ADMIN,

@@ -352,6 +352,7 @@ class Broker:
         handlers: dict[RequestCode, Callable[..., object]] = {
             RequestCode.GET_CONSUMER_CONNECTION_LIST: ops.consumer_connections,
             RequestCode.GET_PRODUCER_CONNECTION_LIST: ops.producer_connections,
+            RequestCode.GET_ALL_PRODUCER_INFO: ops.all_producer_info,
             RequestCode.GET_BROKER_CONFIG: ops.broker_config,
             RequestCode.UPDATE_BROKER_CONFIG: ops.update_broker_config,
             RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: ops.reset_offset,

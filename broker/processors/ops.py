@@ -4,7 +4,9 @@ RocketMQ counterpart: the rest of ``AdminBrokerProcessor`` (the topic, group, of
 lookup codes are in ``broker/processors/admin.py``):
 
 - GET_CONSUMER_CONNECTION_LIST (203) / GET_PRODUCER_CONNECTION_LIST (204): a group's client
-  connections (mqadmin consumerConnection / producerConnection);
+  connections (mqadmin consumerConnection / producerConnection); GET_ALL_PRODUCER_INFO (328,
+  RocketMQ 4.9.4's ``ProducerTableInfo``): every producer group's instances, which
+  rocketmq-exporter counts for ``rocketmq_producer_count``;
 - GET_BROKER_CONFIG (26) / UPDATE_BROKER_CONFIG (25): the configuration as broker.conf text,
   and live changes to the keys every request reads afresh (``LIVE_BROKER_KEYS``);
 - INVOKE_BROKER_TO_RESET_OFFSET (222): a group's offsets moved to a time. The broker looks
@@ -70,6 +72,18 @@ def _connection_json(channel: ClientChannel) -> dict[str, object]:
         "clientAddr": channel.peer,
         "clientId": channel.client_id,
         "language": language,
+        "version": channel.version,
+    }
+
+
+def _producer_info_json(channel: ClientChannel) -> dict[str, object]:
+    """RocketMQ's ``ProducerInfo`` (its fields in fastjson's order)."""
+    doc = _connection_json(channel)
+    return {
+        "clientId": doc["clientId"],
+        "language": doc["language"],
+        "lastUpdateTimestamp": channel.last_update_ms,
+        "remoteIP": channel.peer,
         "version": channel.version,
     }
 
@@ -150,6 +164,18 @@ class OpsProcessor:
             ]
         }
         return _ok(request, dumps(body))
+
+    async def all_producer_info(
+        self, conn: Connection, request: RemotingCommand
+    ) -> RemotingCommand:
+        """GET_ALL_PRODUCER_INFO: ``{"data": {group: [ProducerInfo, ...]}}``."""
+        data = {
+            group: [
+                _producer_info_json(c) for c in sorted(channels.values(), key=lambda c: c.client_id)
+            ]
+            for group, channels in sorted(self.broker.producers.groups.items())
+        }
+        return _ok(request, dumps({"data": data}))
 
     async def consumer_running_info(
         self, conn: Connection, request: RemotingCommand

@@ -149,7 +149,7 @@ def produce(args: dict[str, Any]) -> dict[str, Any]:
 def _warm_up(producer: Any, topic: str, sends: int, max_s: float = 20.0) -> None:
     """Send ``sends`` messages to ``topic`` (retrying failures) before the counted ones.
 
-    The C++ client (2.0, in PyPI ``rocketmq`` 0.4.4) connects to brokers on demand under one
+    The C++ client (1.2.x, in PyPI ``rocketmq`` 0.4.4) connects to brokers on demand under one
     lock that a send waits for only briefly: while its heartbeat thread opens the connection
     to a second broker, a send to the first fails in the client ("GetTransport ... get
     timed_mutex timeout" in its log, "No route info of this topic" to the caller), before
