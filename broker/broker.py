@@ -510,10 +510,9 @@ class Broker:
         operator blind without a word on stdout."""
         if not self.config.metrics_enable:
             return
-        registry = registry_of(
-            BrokerCollector(self), ExporterCollector(self), *self.extra_collectors
-        )
-        server = MetricsServer(registry)
+        exporter = ExporterCollector(self)
+        registry = registry_of(BrokerCollector(self), exporter, *self.extra_collectors)
+        server = MetricsServer(registry, before_scrape=[exporter.refresh])
         self.metrics_port = await server.start(
             self.config.bind_address,
             self.config.metrics_port,

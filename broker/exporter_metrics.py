@@ -10,18 +10,23 @@ the exporter asks the broker over the admin API once a minute: group lag per top
 ``rocketmq_brokeruntime_*`` families parsed from the runtime table the way the exporter
 parses GET_BROKER_RUNTIME_INFO. All gauges.
 
-Not published: the six ``rocketmq_client_*`` families (the exporter asks every consumer
-client for its running info; a scrape of the broker does not call out to clients), and
-``rocketmq_broker_commitlog_diff`` (a master does not know its slaves' remoting addresses,
-the series' label); the exporter itself never fills ``rocketmq_group_dlqdiff``,
-``rocketmq_group_consume_tps`` and ``rocketmq_group_consume_total_offset``.
+The six ``rocketmq_client_*`` families are each online consumer's own figures: before a
+scrape is answered, every consumer connected to this broker is asked for its running info
+(GET_CONSUMER_RUNNING_INFO, as the exporter asks through the broker each round), all at once
+and for at most ``CLIENT_ASK_S``; a client that does not answer in time is left out of that
+scrape. Not published: ``rocketmq_broker_commitlog_diff`` (its label is a slave's remoting
+address, which a master does not know); the exporter itself never fills
+``rocketmq_group_dlqdiff``, ``rocketmq_group_consume_tps`` and
+``rocketmq_group_consume_total_offset``.
 """
 
 from __future__ import annotations
 
+import asyncio
+import json
 import time
 from collections.abc import Iterator
-from typing import Protocol
+from typing import Any, Protocol
 
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
@@ -45,7 +50,12 @@ from broker.stats import (
     TOPIC_PUT_NUMS,
     TOPIC_PUT_SIZE,
 )
-from remoting.bodies import MessageModel
+from remoting.bodies import MessageModel, pop_queue_map
+from remoting.codes import RequestCode, ResponseCode
+from remoting.command import RemotingCommand
+from remoting.connection import Connection
+from remoting.errors import RemotingError
+from remoting.headers import ConsumerRunningInfoRequestHeader
 
 RETRY, DLQ = "%RETRY%", "%DLQ%"
 TOPIC_LABELS = ["cluster", "broker", "topic"]
@@ -207,17 +217,73 @@ def _gauge(name: str, doc: str, labels: list[str]) -> GaugeMetricFamily:
     return GaugeMetricFamily(name, doc, labels=labels)
 
 
+CLIENT_ASK_S = 2.0  # how long a scrape waits for the consumers' figures
+CLIENT_LABELS = ["clientAddr", "clientId", "group", "topic"]
+# (family, HELP, ConsumeStatus field), in the exporter's order
+CLIENT_FAMILIES = (
+    ("rocketmq_client_consume_fail_msg_count", "consumerClientFailedMsgCounts",
+     "consumeFailedMsgs"),
+    ("rocketmq_client_consume_fail_msg_tps", "consumerClientFailedTPS", "consumeFailedTPS"),
+    ("rocketmq_client_consume_ok_msg_tps", "consumerClientOKTPS", "consumeOKTPS"),
+    ("rocketmq_client_consume_rt", "consumerClientRT", "consumeRT"),
+    ("rocketmq_client_consumer_pull_rt", "consumerClientPullRT", "pullRT"),
+    ("rocketmq_client_consumer_pull_tps", "consumerClientPullTPS", "pullTPS"),
+)  # fmt: skip
+ClientRow = tuple[list[str], dict[str, Any]]  # the labels, one topic's ConsumeStatus
+
+
+async def _ask_client(conn: Connection, group: str, client_id: str) -> dict[str, Any] | None:
+    """One consumer's ``statusTable`` (topic to ConsumeStatus), or None when it does not
+    answer in time or answers nothing readable."""
+    header = ConsumerRunningInfoRequestHeader(
+        consumer_group=group, client_id=client_id, jstack_enable=False
+    )
+    request = RemotingCommand.request(RequestCode.GET_CONSUMER_RUNNING_INFO, header.to_ext_fields())
+    try:
+        answer = await conn.invoke(request, CLIENT_ASK_S)
+        if answer.code != ResponseCode.SUCCESS:
+            return None
+        rest, _queues = pop_queue_map(bytes(answer.body_bytes).decode(), "mqTable")
+        table = json.loads(rest).get("statusTable")
+    except (RemotingError, TimeoutError, OSError, ValueError, AttributeError):
+        return None  # a client gone, slow, or not a consumer that reports figures
+    return table if isinstance(table, dict) else None
+
+
 class ExporterCollector(Collector):
-    """rocketmq-exporter's families for this broker, built at scrape time."""
+    """rocketmq-exporter's families for this broker, built at scrape time (the consumers'
+    figures gathered just before it by ``refresh``)."""
 
     def __init__(self, broker: ExporterBroker) -> None:
         self.broker = broker
+        self._client_rows: list[ClientRow] = []
+
+    async def refresh(self) -> None:
+        """Ask every online consumer for its figures, at once, for at most CLIENT_ASK_S."""
+        if self.broker.recovering:
+            return
+        asked = [
+            (group, channel.peer, channel.client_id, conn)
+            for group, info in list(self.broker.consumers.groups.items())
+            for conn, channel in list(info.channels.items())
+        ]
+        tables = await asyncio.gather(
+            *(_ask_client(conn, group, cid) for group, _peer, cid, conn in asked)
+        )
+        self._client_rows = [
+            ([peer, cid, group, str(topic)], status)
+            for (group, peer, cid, _conn), table in zip(asked, tables, strict=True)
+            if table is not None
+            for topic, status in sorted(table.items())
+            if isinstance(status, dict)
+        ]
 
     def collect(self) -> Iterator[Metric]:
         if self.broker.recovering:
             return  # the store is loading on another thread: nothing to read yet
         lag, positions = self._groups()
         yield from lag
+        yield from self._clients()
         yield from self._producers()
         yield from self._topic_offsets()
         yield from self._topic_rates()
@@ -288,6 +354,16 @@ class ExporterCollector(Collector):
                 latency.add_metric([cluster, name, topic, group], worst)
             offset.add_metric([cluster, name, topic, group], total_offset)
         return [diff, retry, count], (offset, latency)
+
+    def _clients(self) -> Iterator[Metric]:
+        for name, doc, field in CLIENT_FAMILIES:
+            family = _gauge(name, doc, CLIENT_LABELS)
+            for labels, status in self._client_rows:
+                try:
+                    family.add_metric(labels, float(status.get(field) or 0))
+                except (TypeError, ValueError):
+                    continue  # a figure that is not a number: that row is left out
+            yield family
 
     def _producers(self) -> Iterator[Metric]:
         broker = self.broker

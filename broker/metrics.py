@@ -29,7 +29,7 @@ import contextlib
 import os
 import shutil
 import ssl
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 import structlog
@@ -501,8 +501,15 @@ def _gauge(
 class MetricsServer:
     """``GET /metrics`` on the event loop (and ``GET /`` for a pointer to it)."""
 
-    def __init__(self, registry: CollectorRegistry) -> None:
+    def __init__(
+        self,
+        registry: CollectorRegistry,
+        before_scrape: Sequence[Callable[[], Awaitable[None]]] = (),
+    ) -> None:
         self.registry = registry
+        # Gathered before each scrape is answered (what a collector cannot read at once,
+        # e.g. the consumers' own figures); each bounds its own time and never raises.
+        self.before_scrape = tuple(before_scrape)
         self.listener: Listener | None = None
         self.port = 0
 
@@ -553,6 +560,8 @@ class MetricsServer:
             if method != "GET":
                 self._respond(writer, 405, b"only GET\n", "text/plain")
             elif path.split("?", 1)[0] == "/metrics":
+                for gather in self.before_scrape:
+                    await gather()
                 self._respond(writer, 200, generate_latest(self.registry), CONTENT_TYPE)
             elif path == "/":
                 self._respond(writer, 200, b'<a href="/metrics">/metrics</a>\n', "text/html")

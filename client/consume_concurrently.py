@@ -167,7 +167,9 @@ class ConsumeMessageConcurrentlyService(ConsumeMessageService):
                 result, code = self._timed_out(worker, pq, msg), ConsumeReturnType.TIME_OUT
             if traced is not None and tracer is not None:
                 tracer.after(traced, code)
-            if result is ConsumeResult.SUCCESS:
+            ok = result is ConsumeResult.SUCCESS
+            self.stats.consumed(pq.mq.topic, int((time.monotonic() - worker.started) * 1000), ok)
+            if ok:
                 self._consumed(pq, msg)
             else:
                 await self._settle_failure(pq, msg)

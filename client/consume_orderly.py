@@ -99,9 +99,12 @@ class ConsumeMessageOrderlyService(ConsumeMessageService):
                 listener, view = self._listener_for(msg)
                 tracer = self.tracer
                 traced = tracer.before((view,)) if tracer is not None else None
+                began = time.monotonic()
                 result, code = await self._call(listener, view)
                 if traced is not None and tracer is not None:
                     tracer.after(traced, code)
+                rt_ms = int((time.monotonic() - began) * 1000)
+                self.stats.consumed(pq.mq.topic, rt_ms, result is ConsumeResult.SUCCESS)
                 if result is ConsumeResult.SUCCESS:
                     self._consumed(pq, msg)
                     continue

@@ -19,6 +19,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import cast
 
+from client.consume_stats import ConsumerStats
 from client.message import ConsumeResult, MessageView
 from client.process_queue import ProcessQueue
 from client.trace import ConsumeReturnType
@@ -65,6 +66,7 @@ class ConsumeMessageService(ABC):
         self._stopping = False
         # trace=True: each message's SubBefore and SubAfter records (consumeMessageHook).
         self.tracer: ConsumeTracer | None = None
+        self.stats = ConsumerStats()  # the push consumer puts its own in before start()
 
     @abstractmethod
     def start(self) -> None:

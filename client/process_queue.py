@@ -38,6 +38,7 @@ class ProcessQueue:
     # The broker id the last pull reply suggested (suggestWhichBrokerId): 0 is the master.
     pull_from_broker_id: int = 0
     last_pull_ms: int = 0  # for mqadmin consumerStatus
+    last_consume_ms: int = 0  # the last message taken out, consumed or given up on
     # The offsets of ``messages`` in ascending order, plus ones already removed that have not
     # reached the front yet: the lowest in-flight offset without a scan (Java's TreeMap).
     order: deque[int] = field(default_factory=deque)
@@ -69,6 +70,7 @@ class ProcessQueue:
         """Drop a consumed message; the offset that is now safe to commit."""
         if self.messages.pop(msg.queue_offset, None) is not None:
             self.size_bytes -= len(msg.body)
+            self.last_consume_ms = int(time.time() * 1000)
         first = self.first()
         return self.next_offset if first is None else first
 

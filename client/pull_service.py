@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Protocol
 
 from client.consume_service import Subscription
+from client.consume_stats import ConsumerStats
 from client.errors import ClientError
 from client.instance import ClientInstance
 from client.message import MessageView, decode_messages
@@ -92,6 +93,7 @@ class PullMessageService:
         self._dispatch = dispatch
         self._lock_all = lock_all
         self._pulling: set[ProcessQueue] = set()
+        self.stats: ConsumerStats | None = None  # a push consumer's figures
 
     def pull(self, pq: ProcessQueue) -> None:
         """Start pulling ``pq`` from ``pq.next_offset`` (again, after ``PullConsumer.seek``
@@ -164,6 +166,7 @@ class PullMessageService:
             raise ClientError(f"no broker address for broker group {mq.broker_name}")
         addr, from_slave = found
         request = self._request(pq, sub, from_slave)
+        began = time.monotonic()
         response = await instance.invoke_broker(addr, request, PULL_TIMEOUT_S)
         if pq.dropped:
             return
@@ -174,8 +177,16 @@ class PullMessageService:
         # Every answer of a pull carries the four fields (Java's client requires them too).
         answer = PullMessageResponseHeader.from_ext_fields(response.ext_fields)
         pq.pull_from_broker_id = max(answer.suggest_which_broker_id, 0)
-        if code == ResponseCode.SUCCESS:
-            self._found(pq, sub, decode_messages(response.body_bytes, mq.broker_name), answer)
+        msgs = (
+            decode_messages(response.body_bytes, mq.broker_name)
+            if code == ResponseCode.SUCCESS
+            else None
+        )
+        if self.stats is not None:  # incPullRT / incPullTPS
+            rt_ms = int((time.monotonic() - began) * 1000)
+            self.stats.pulled(mq.topic, rt_ms, len(msgs) if msgs else 0)
+        if msgs is not None:
+            self._found(pq, sub, msgs, answer)
         elif code in (ResponseCode.PULL_NOT_FOUND, ResponseCode.PULL_RETRY_IMMEDIATELY):
             pq.next_offset = answer.next_begin_offset
             if not pq.messages:

@@ -42,6 +42,7 @@ from typing import Any
 from client.consume_concurrently import ConsumeMessageConcurrentlyService
 from client.consume_orderly import ConsumeMessageOrderlyService
 from client.consume_service import RETRY_PREFIX, ConsumeMessageService, Listener, Subscription
+from client.consume_stats import ConsumerStats
 from client.errors import ClientError, ClientStateError, InvalidArgumentError
 from client.instance import ClientInstance, TlsOption, namesrv_from_env
 from client.message import MessageView, check_group, check_topic
@@ -198,6 +199,7 @@ class PushConsumer(ClientService):
         self._stopping = False
         self._started_ms = 0
         self._subs_cache: dict[str, Subscription] | None = None
+        self.stats = ConsumerStats()  # pull and consume figures, for consumerStatus
         self.tracer = (
             trace_dispatcher(self, "CONSUME", trace_topic) if trace and self._uses_workers else None
         )
@@ -337,6 +339,7 @@ class PushConsumer(ClientService):
             )
         self._consume = consume
         if consume is not None:
+            consume.stats = self.stats
             consume.start()
         self._pull = PullMessageService(
             self,
@@ -347,6 +350,7 @@ class PushConsumer(ClientService):
             dispatch=self._dispatch,
             lock_all=self._locks.lock_all if self._locks is not None else None,
         )
+        self._pull.stats = self.stats
 
     async def shutdown(self, grace_s: float = 10.0) -> None:
         instance = self._instance
@@ -496,7 +500,8 @@ class PushConsumer(ClientService):
                 "locked": pq.locked,
                 "droped": pq.dropped,
                 "lastPullTimestamp": pq.last_pull_ms,
-                "lastLockTimestamp": int(pq.last_lock_at * 1000) if pq.last_lock_at else 0,
+                "lastLockTimestamp": _epoch_ms(pq.last_lock_at) if pq.last_lock_at else 0,
+                "lastConsumeTimestamp": pq.last_consume_ms,
             }
         return {
             "properties": {
@@ -511,7 +516,7 @@ class PushConsumer(ClientService):
             },
             "subscriptionSet": [s.data.to_json() for s in self._all_subscriptions().values()],
             "mqTable": mq_table,
-            "statusTable": {},
+            "statusTable": {t: self.stats.status(t) for t in self._all_subscriptions()},
         }
 
     async def reset_offsets(self, topic: str, offsets: dict[MessageQueue, int]) -> None:
@@ -662,3 +667,8 @@ class PushConsumer(ClientService):
         if self.offsets is not None and not pq.dropped:
             self.offsets.update(pq.mq, safe, increase_only=True)
         pq.wake.set()
+
+
+def _epoch_ms(monotonic_s: float) -> int:
+    """A ``time.monotonic()`` instant as epoch milliseconds, as Java's timestamps are."""
+    return int((time.time() - (time.monotonic() - monotonic_s)) * 1000)

@@ -9,11 +9,14 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from broker.broker import Broker
 from broker.exporter_metrics import RUNTIME_FAMILIES, runtime_value
+from broker.namesrv.server import NameServer
 from broker.runtime_info import runtime_table
+from client import ConsumeFromWhere, Message, Producer, PushConsumer
 from remoting.client import RemotingClient
 from remoting.codes import ResponseCode
 from tests.broker.conftest import heartbeat
 from tests.broker.test_metrics import http_get
+from tests.client.conftest import create_topic
 from tests.support import pull, send_ok, wait_until
 
 TOPIC = "TopicExported"
@@ -143,3 +146,39 @@ async def test_the_runtime_table_has_every_figure_the_exporter_parses(broker: Br
         assert runtime_value(table, key, field) is not None, (suffix, key)
     assert table["commitLogDirCapacity"].startswith("Total : ")
     assert len(table["putTps"].split()) == 3
+
+
+async def test_each_online_consumers_own_figures_are_scraped(
+    namesrv: NameServer, broker: Broker
+) -> None:
+    """The six ``rocketmq_client_*`` families: the consumer's statusTable, asked for at the
+    scrape, one series per (clientAddr, clientId, group, topic), its retry topic included."""
+    topic, group = "TopicClientFigures", "cg-client-figures"
+    await create_topic(broker, topic, queues=2)
+    async with Producer("pg-client-figures", namesrv.address) as producer:
+        for n in range(8):
+            await producer.send(Message(topic, f"m{n}".encode()))
+    seen: list[str] = []
+    consumer = PushConsumer(
+        group, namesrv.address, consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
+    )
+    consumer.subscribe(topic)(lambda m: seen.append(m.msg_id))
+    async with consumer:
+        await wait_until(lambda: len(seen) == 8, "eight consumed")
+        (channel,) = broker.consumers.groups[group].channels.values()
+        series, types = await scrape_series(broker.metrics_port)
+    labels, ok_tps = one(series, "rocketmq_client_consume_ok_msg_tps", group=group, topic=topic)
+    assert labels == {
+        "clientAddr": channel.peer, "clientId": channel.client_id, "group": group, "topic": topic,
+    }  # fmt: skip
+    assert ok_tps > 0 and one(series, "rocketmq_client_consumer_pull_tps", topic=topic)[1] > 0
+    for name in (
+        "rocketmq_client_consume_fail_msg_count", "rocketmq_client_consume_fail_msg_tps",
+        "rocketmq_client_consume_rt", "rocketmq_client_consumer_pull_rt",
+    ):  # fmt: skip
+        assert types[name] == "gauge"
+        one(series, name, group=group, topic=f"%RETRY%{group}")
+    assert one(series, "rocketmq_client_consume_fail_msg_count", topic=topic)[1] == 0
+    # Gone offline, the consumer is no longer asked nor shown.
+    series, _ = await scrape_series(broker.metrics_port)
+    assert not [s for s in series.get("rocketmq_client_consume_rt", []) if s[0]["group"] == group]
