@@ -14,15 +14,17 @@ The six ``rocketmq_client_*`` families are each online consumer's own figures: b
 scrape is answered, every consumer connected to this broker is asked for its running info
 (GET_CONSUMER_RUNNING_INFO, as the exporter asks through the broker each round), all at once
 and for at most ``CLIENT_ASK_S``; a client that does not answer in time is left out of that
-scrape. Not published: ``rocketmq_broker_commitlog_diff`` (its label is a slave's remoting
-address, which a master does not know); the exporter itself never fills
+scrape. ``rocketmq_broker_commitlog_diff`` is gathered the same way on a master: its slaves'
+addresses from the name server's cluster table and each slave's ``commitLogMaxOffset`` from
+its runtime info, as the exporter reads them. The exporter itself never fills
 ``rocketmq_group_dlqdiff``, ``rocketmq_group_consume_tps`` and
-``rocketmq_group_consume_total_offset``.
+``rocketmq_group_consume_total_offset``; neither do we.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 from collections.abc import Iterator
@@ -38,6 +40,7 @@ from broker.facets import (
     HasProducers,
     HasStats,
     HasStore,
+    Routed,
     Tables,
 )
 from broker.runtime_info import RuntimeBroker, runtime_table
@@ -51,6 +54,7 @@ from broker.stats import (
     TOPIC_PUT_SIZE,
 )
 from remoting.bodies import MessageModel, pop_queue_map
+from remoting.client import RemotingClient
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
 from remoting.connection import Connection
@@ -202,7 +206,7 @@ def runtime_value(table: dict[str, str], key: str, field: int | str | None) -> f
 
 class ExporterBroker(
     RuntimeBroker, HasConfig, Tables, HasOffsets, HasConsumers, HasProducers, HasStore, HasStats,
-    Protocol,
+    Routed, Protocol,
 ):  # fmt: skip
     """What the exporter's series are read from."""
 
@@ -232,6 +236,21 @@ CLIENT_FAMILIES = (
 ClientRow = tuple[list[str], dict[str, Any]]  # the labels, one topic's ConsumeStatus
 
 
+async def _ask_json(
+    client: RemotingClient, addr: str, code: RequestCode, field: str
+) -> dict[str, Any] | None:
+    """The object ``field`` of a JSON answer to ``code`` from ``addr``; None when it does not
+    answer within CLIENT_ASK_S, refuses, or has no such object."""
+    try:
+        answer = await client.invoke(addr, RemotingCommand.request(code, {}), CLIENT_ASK_S)
+        if answer.code != ResponseCode.SUCCESS:
+            return None
+        found = json.loads(bytes(answer.body_bytes)).get(field)
+    except (RemotingError, TimeoutError, OSError, ValueError, AttributeError):
+        return None
+    return found if isinstance(found, dict) else None
+
+
 async def _ask_client(conn: Connection, group: str, client_id: str) -> dict[str, Any] | None:
     """One consumer's ``statusTable`` (topic to ConsumeStatus), or None when it does not
     answer in time or answers nothing readable."""
@@ -257,6 +276,7 @@ class ExporterCollector(Collector):
     def __init__(self, broker: ExporterBroker) -> None:
         self.broker = broker
         self._client_rows: list[ClientRow] = []
+        self._slave_rows: list[tuple[str, int]] = []
 
     async def refresh(self) -> None:
         """Ask every online consumer for its figures, at once, for at most CLIENT_ASK_S."""
@@ -277,6 +297,38 @@ class ExporterCollector(Collector):
             for topic, status in sorted(table.items())
             if isinstance(status, dict)
         ]
+        self._slave_rows = await self._slave_lag()
+
+    async def _slave_lag(self) -> list[tuple[str, int]]:
+        """(slave address, bytes of commit log it is behind) for each slave of this master
+        that the name servers list and that answers within CLIENT_ASK_S."""
+        reg = self.broker.registration
+        if reg.broker_id != 0:
+            return []
+        slaves: list[str] = []
+        for namesrv in reg.namesrv_addrs:
+            table = await _ask_json(
+                reg.client, namesrv, RequestCode.GET_BROKER_CLUSTER_INFO, "brokerAddrTable"
+            )
+            if table is not None:
+                addrs = (table.get(reg.broker_name) or {}).get("brokerAddrs") or {}
+                slaves = [str(a) for bid, a in sorted(addrs.items()) if str(bid) != "0"]
+                break
+        if not slaves:
+            return []
+        own = self.broker.store.commit_log.max_offset
+        tables = await asyncio.gather(
+            *(
+                _ask_json(reg.client, a, RequestCode.GET_BROKER_RUNTIME_INFO, "table")
+                for a in slaves
+            )
+        )
+        rows = []
+        for addr, table in zip(slaves, tables, strict=True):
+            with contextlib.suppress(TypeError, ValueError):
+                if table is not None:
+                    rows.append((addr, own - int(table["commitLogMaxOffset"])))
+        return rows
 
     def collect(self) -> Iterator[Metric]:
         if self.broker.recovering:
@@ -284,6 +336,7 @@ class ExporterCollector(Collector):
         lag, positions = self._groups()
         yield from lag
         yield from self._clients()
+        yield from self._slaves()
         yield from self._producers()
         yield from self._topic_offsets()
         yield from self._topic_rates()
@@ -364,6 +417,17 @@ class ExporterCollector(Collector):
                 except (TypeError, ValueError):
                     continue  # a figure that is not a number: that row is left out
             yield family
+
+    def _slaves(self) -> Iterator[Metric]:
+        family = _gauge(
+            "rocketmq_broker_commitlog_diff",
+            "brokerCommitLogDiffGauge",
+            ["cluster", "brokerIP", "broker"],
+        )
+        config = self.broker.config
+        for addr, behind in self._slave_rows:
+            family.add_metric([config.broker_cluster_name, addr, config.broker_name], behind)
+        yield family
 
     def _producers(self) -> Iterator[Metric]:
         broker = self.broker

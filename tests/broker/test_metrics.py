@@ -123,7 +123,9 @@ async def test_a_taken_port_stops_the_start_and_names_the_key(
         await start_namesrv(metrics_port=namesrv.metrics_port)
 
 
-async def test_replication_shows_on_the_master(start_broker: BrokerFactory) -> None:
+async def test_replication_shows_on_the_master(
+    start_broker: BrokerFactory, client: RemotingClient
+) -> None:
     master = await start_broker()
     slave = await start_broker(broker_role=BrokerRole.SLAVE, broker_id=1)
     await wait_until(lambda: master.ha is not None and len(master.ha.slaves) == 1, "the slave", 5)
@@ -131,6 +133,16 @@ async def test_replication_shows_on_the_master(start_broker: BrokerFactory) -> N
     assert value(s, "rocketmq_ha_slaves") == 1
     assert value(s, "rocketmq_ha_lag_bytes") >= 0
     assert slave.metrics_port != master.metrics_port
+    # rocketmq-exporter's view: the slave, by its address, and how far behind it is.
+    for _ in range(5):
+        await send_ok(client, master.address, TOPIC, b"x" * 100)
+    end = master.store.commit_log.max_offset
+    await wait_until(lambda: slave.store.commit_log.max_offset == end, "the slave caught up")
+    lag = {"cluster": "DefaultCluster", "brokerIP": slave.address, "broker": "broker-a"}
+    assert value(await scrape(master.metrics_port), "rocketmq_broker_commitlog_diff", **lag) == 0
+    assert not [
+        n for n, _ in await scrape(slave.metrics_port) if n == "rocketmq_broker_commitlog_diff"
+    ]
 
 
 async def test_the_name_server_exports_its_routes(
