@@ -39,6 +39,7 @@ import hmac
 import ipaddress
 import os
 import re
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -497,6 +498,7 @@ class PlainAcl:
         self.rules = AclRules()
         self._mtime: float | None = None
         self.version = 0  # bumped on every (re)load, for GET_BROKER_CLUSTER_ACL_INFO
+        self.loaded_ms = 0  # when it was last (re)loaded
 
     def load(self) -> None:
         """Read the file now.
@@ -516,6 +518,7 @@ class PlainAcl:
         self.rules = rules
         self._mtime = stat.st_mtime
         self.version += 1
+        self.loaded_ms = int(time.time() * 1000)
 
     def reload_if_changed(self) -> bool:
         try:

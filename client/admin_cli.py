@@ -43,8 +43,8 @@ from client.admin_commands import (
     java_human_time,
     message_doc,
     ms_text,
-    on_masters,
     parse_time,
+    target_addrs,
     target_opts,
     topic_opt,
     version_desc,
@@ -687,6 +687,26 @@ def _acl_update_opts(p: argparse.ArgumentParser) -> None:
     p.add_argument("-m", "--admin", type=java_bool)
 
 
+async def _acl_targets(admin: Admin, a: argparse.Namespace) -> list[str]:
+    """``-b``, or every broker of ``-c``, masters and slaves (each holds its own ACL file),
+    as Apache's ACL commands reach them."""
+    if a.broker_addr:
+        return [a.broker_addr]
+    info = await admin.cluster_info()
+    if a.cluster not in info.clusters:
+        await admin.masters(cluster=a.cluster)  # raises, naming the known clusters
+    return java_hashmap_order(
+        addr
+        for name in info.clusters[a.cluster]
+        if name in info.brokers
+        for addr in info.brokers[name].broker_addrs.values()
+    )
+
+
+def _acl_list(text: str | None) -> str:
+    return "[" + ", ".join(p for p in (text or "").split(",") if p) + "]"
+
+
 @command("updateAclConfig", "create or update an ACL account on brokers", _acl_update_opts)
 async def update_acl_config(admin: Admin, a: argparse.Namespace, out: Out) -> None:
     fields = CreateAccessConfigRequestHeader(
@@ -699,11 +719,19 @@ async def update_acl_config(admin: Admin, a: argparse.Namespace, out: Out) -> No
         group_perms=a.group_perms,
         admin=a.admin,
     ).to_ext_fields()
-    addrs = await on_masters(admin, a, lambda addr: admin.update_acl_config(addr, fields))
-    out.line(
-        f"update ACL account {a.access_key} on {', '.join(addrs)} success.",
-        {"accessKey": a.access_key, "brokers": addrs},
+    addrs = await _acl_targets(admin, a)
+    text = ""
+    for addr in addrs:
+        await admin.update_acl_config(addr, fields)
+        text += f"create or update plain access config to {addr} success.\n"
+    # RocketMQ 5's PlainAccessConfig.toString (4.9's has none and prints an object id).
+    text += (
+        f"PlainAccessConfig{{accessKey='{a.access_key}', whiteRemoteAddress='{a.white}', "
+        f"admin={str(bool(a.admin)).lower()}, defaultTopicPerm='{a.topic_perm}', "
+        f"defaultGroupPerm='{a.group_perm}', topicPerms={_acl_list(a.topic_perms)}, "
+        f"groupPerms={_acl_list(a.group_perms)}}}"
     )
+    out.text(text, {"accessKey": a.access_key, "brokers": addrs})
 
 
 def _acl_delete_opts(p: argparse.ArgumentParser) -> None:
@@ -713,24 +741,38 @@ def _acl_delete_opts(p: argparse.ArgumentParser) -> None:
 
 @command("deleteAclConfig", "delete an ACL account", _acl_delete_opts, alias="deleteAccessConfig")
 async def delete_acl_config(admin: Admin, a: argparse.Namespace, out: Out) -> None:
-    addrs = await on_masters(admin, a, lambda addr: admin.delete_acl_config(addr, a.access_key))
-    out.line(
-        f"delete ACL account {a.access_key} from {', '.join(addrs)} success.",
+    addrs = await _acl_targets(admin, a)
+    text = ""
+    for addr in addrs:
+        await admin.delete_acl_config(addr, a.access_key)
+        text += f"delete plain access config account from {addr} success.\n"
+    out.text(
+        text + f"account's accesskey is:{a.access_key}",
         {"accessKey": a.access_key, "brokers": addrs},
     )
 
 
+ACL_VERSION_ROW = "{:<16}  {:<22}  {:<22}  {:<20}  {:<22}  {:<22}\n"
+
+
 @command("clusterAclConfigVersion", "the ACL file's version on each broker", target_opts)
 async def cluster_acl_config_version(admin: Admin, a: argparse.Namespace, out: Out) -> None:
-    infos = {
-        addr: await admin.acl_info(addr)
-        for addr in await admin.masters(cluster=a.cluster, broker_addr=a.broker_addr)
-    }
-    rows = [
-        [i.get("clusterName"), i.get("brokerName"), addr, i.get("version"), i.get("accounts")]
-        for addr, i in infos.items()
-    ]
-    out.table("ACL versions", ["cluster", "broker", "address", "version", "accounts"], rows, infos)
+    infos = {addr: await admin.acl_info(addr) for addr in await target_addrs(admin, a)}
+    text = "" if a.broker_addr else ACL_VERSION_ROW.format(
+        "#Cluster Name", "#Broker Name", "#Broker Addr", "#AclFilePath", "#AclConfigVersionNum",
+        "#AclLastUpdateTime",
+    )  # fmt: skip
+    for i in infos.values():
+        files = json.loads(i.get("allAclFileVersion") or "{}")
+        for path in java_hashmap_order(files):
+            version = files[path]
+            when = java_date(int(version.get("timestamp") or 0))
+            text += ACL_VERSION_ROW.format(
+                str(i.get("clusterName")), str(i.get("brokerName")), str(i.get("brokerAddr")),
+                path, str(version.get("counter")), when,
+            )  # fmt: skip
+    kind = "broker" if a.broker_addr else "cluster"
+    out.text(text + f"get {kind}'s plain access config version success.\n", infos)
 
 
 def _white_opts(p: argparse.ArgumentParser) -> None:
@@ -740,13 +782,12 @@ def _white_opts(p: argparse.ArgumentParser) -> None:
 
 @command("updateGlobalWhiteAddr", "replace the ACL's global IP whitelist", _white_opts)
 async def update_global_white_addr(admin: Admin, a: argparse.Namespace, out: Out) -> None:
-    addrs = await on_masters(
-        admin, a, lambda addr: admin.update_global_white_addrs(addr, a.addresses)
-    )
-    out.line(
-        f"update global white addresses to {a.addresses} on {', '.join(addrs)} success.",
-        {"globalWhiteAddrs": a.addresses, "brokers": addrs},
-    )
+    addrs = await _acl_targets(admin, a)
+    text = ""
+    for addr in addrs:
+        await admin.update_global_white_addrs(addr, a.addresses)
+        text += f"update global white remote addresses to {addr} success.\n"
+    out.text(text, {"globalWhiteAddrs": a.addresses, "brokers": addrs})
 
 
 # ------------------------------------------------------------------------------- main

@@ -769,10 +769,14 @@ class UpdateGlobalWhiteAddrsConfigRequestHeader(CommandHeader):
 
 @dataclass(slots=True, kw_only=True)
 class GetBrokerAclConfigResponseHeader(CommandHeader):
-    """GET_BROKER_CLUSTER_ACL_INFO (52): the ACL file's version on this broker."""
+    """GET_BROKER_CLUSTER_ACL_INFO (52): the ACL file's version on this broker.
+
+    As RocketMQ 4.9's: ``version`` is a DataVersion as JSON and ``allAclFileVersion`` a JSON
+    object of each ACL file's path to its DataVersion (Java's client parses both)."""
 
     version: str = wire("version")
     broker_name: str = wire("brokerName")
     broker_addr: str = wire("brokerAddr")
     cluster_name: str = wire("clusterName")
+    all_acl_file_version: str = wire("allAclFileVersion")
     accounts: int = wire("accounts")  # Aerolite: how many accounts the file holds

@@ -23,6 +23,7 @@ lookup codes are in ``broker/processors/admin.py``):
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping
 from typing import Protocol
 
@@ -457,11 +458,13 @@ class OpsProcessor:
         if isinstance(acl, RemotingCommand):
             return acl
         broker = self.broker
+        version = json.dumps({"counter": acl.version, "timestamp": acl.loaded_ms})
         ext = GetBrokerAclConfigResponseHeader(
-            version=str(acl.version),
+            version=version,
             broker_name=broker.config.broker_name,
             broker_addr=broker.address,
             cluster_name=broker.config.broker_cluster_name,
+            all_acl_file_version=f"{{{json.dumps(str(acl.path))}:{version}}}",
             accounts=len(acl.rules.accounts),
         ).to_ext_fields()
         return response_to(request, ResponseCode.SUCCESS, None, ext)

@@ -6,6 +6,7 @@ the ACL admin codes; and the SDK signing end to end."""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -191,7 +192,11 @@ async def test_the_acl_admin_codes(acl_broker: Broker, signed: dict[str, Remotin
         assert (await send(c, addr, "topicX", b"x")).code == ResponseCode.SUCCESS  # default PUB
         assert (await send(c, addr, "topicB", b"x")).code == ResponseCode.NO_PERMISSION
     info = await call(signed["admin"], addr, RequestCode.GET_BROKER_CLUSTER_ACL_INFO, {})
-    assert info.ext_fields["accounts"] == "4" and int(info.ext_fields["version"]) >= 2
+    assert info.ext_fields["accounts"] == "4"
+    version = json.loads(info.ext_fields["version"])  # a DataVersion, as Java's client reads it
+    assert version["counter"] >= 2 and version["timestamp"] > 0
+    files = json.loads(info.ext_fields["allAclFileVersion"])
+    assert files == {str(acl_broker.acl.path): version}  # type: ignore[union-attr]
     white = await call(
         signed["admin"],
         addr,

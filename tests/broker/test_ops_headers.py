@@ -64,6 +64,7 @@ async def test_an_account_update_changes_only_what_it_carries(acl_broker: Broker
             "brokerName",
             "brokerAddr",
             "clusterName",
+            "allAclFileVersion",
             "accounts",
         ]
         assert info.ext_fields["accounts"] == "2"

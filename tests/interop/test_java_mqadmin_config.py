@@ -17,6 +17,7 @@ import pytest
 
 from client.admin import Admin
 from remoting.bodies import TopicConfig
+from tests.broker.test_acl import ACL_FILE
 from tests.interop.test_java_broker import java_broker, java_lib  # noqa: F401 - fixtures
 from tests.interop.test_java_mqadmin_ops import traffic
 from tests.interop.test_java_trace import apache_mqadmin, our_mqadmin
@@ -132,3 +133,48 @@ async def test_a_reset_with_the_group_offline_on_apaches_broker_falls_back_as_ap
             assert our_mqadmin(ns, *args) == apache, args
             for mq, wrapper in before.items():
                 await admin.commit_consumer_offset(mq, group, wrapper.consumer_offset)
+
+
+async def test_acl_commands_print_what_apaches_print(
+    java_lib: Path,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """Against a broker with ACL on: Apache's tool signs with ``$ROCKETMQ_HOME/conf/
+    tools.yml``, ours with ``--ak``/``--sk``; GET_BROKER_CLUSTER_ACL_INFO answers as RocketMQ
+    4.9's (a DataVersion and each file's), so Apache's clusterAclConfigVersion reads it."""
+    acl = tmp_path / "plain_acl.yml"
+    acl.write_text(ACL_FILE)
+    broker = start_aerolite(tmp_path / "store", {"aclEnable": "true", "aclFilePath": str(acl)})
+    try:
+        home = tmp_path / "mqadmin"
+        (home / "conf").mkdir(parents=True)
+        (home / "conf" / "tools.yml").write_text("accessKey: adminKey\nsecretKey: adminSecret\n")
+        ns, addr = broker.namesrv, broker.address
+        keys = ("--ak", "adminKey", "--sk", "adminSecret")
+
+        def same(*args: str) -> str:
+            apache = apache_mqadmin(java_lib, home, ns, *args)
+            assert our_mqadmin(ns, *args, *keys) == apache, args
+            return apache
+
+        assert f"{acl}" in same("clusterAclConfigVersion", "-c", "DefaultCluster")
+        assert same("clusterAclConfigVersion", "-b", addr).endswith(
+            "get broker's plain access config version success.\n"
+        )
+        assert "adminKey" in same("getAclConfig", "-b", addr)
+        # 4.9's tool then prints PlainAccessConfig's object id; the lines before it agree.
+        create = ("updateAclConfig", "-b", addr, "-a", "newUser1", "-s", "newSecret1")
+        apache = apache_mqadmin(java_lib, home, ns, *create, "-t", "topicA=PUB")
+        ours = our_mqadmin(ns, *create, "-t", "topicA=PUB", *keys)
+        line = f"create or update plain access config to {addr} success.\n"
+        assert apache.startswith(line) and ours.startswith(line)
+        assert same("updateGlobalWhiteAddr", "-b", addr, "-g", "10.1.1.*") == (
+            f"update global white remote addresses to {addr} success.\n"
+        )
+        delete = ("deleteAclConfig", "-b", addr, "-a", "newUser1")
+        apache = apache_mqadmin(java_lib, home, ns, *delete)
+        assert apache.endswith("account's accesskey is:newUser1")
+        our_mqadmin(ns, *create, *keys)  # the account back, for our tool to delete
+        assert our_mqadmin(ns, *delete, *keys) == apache
+    finally:
+        broker.stop()
