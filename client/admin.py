@@ -528,6 +528,17 @@ class Admin(ClientService):
             table.update(part)
         return tps, dict(sorted(table.items()))
 
+    async def all_producer_info(self, addr: str) -> dict[str, list[dict[str, Any]]]:
+        """GET_ALL_PRODUCER_INFO (RocketMQ 4.9.4+): every producer group's instances on a
+        broker, as it listed them (clientId, remoteIP, language, version,
+        lastUpdateTimestamp)."""
+        response = await self._call(
+            addr, RequestCode.GET_ALL_PRODUCER_INFO, what="producer instances"
+        )
+        doc = _json_object(response.body_bytes, RequestCode.GET_ALL_PRODUCER_INFO, addr)
+        data = doc.get("data") or {}
+        return {str(g): list(v or []) for g, v in data.items()} if isinstance(data, dict) else {}
+
     async def consume_stats_at(self, addr: str, group: str) -> dict[MessageQueue, OffsetWrapper]:
         """GET_CONSUME_STATS of every topic of ``group`` on one broker, in the order it
         answered."""

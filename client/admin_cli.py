@@ -3,13 +3,13 @@
 RocketMQ counterpart: ``org.apache.rocketmq.tools.command.MQAdminStartup`` and its
 ``SubCommand`` classes. Commands keep mqadmin's names and option letters (``-n`` name
 servers, ``-t`` topic, ``-g`` group, ``-c`` cluster, ``-b`` broker …) and speak only the
-remoting protocol, so they work against Apache RocketMQ clusters too. The tables scripts
-parse most (clusterList, topicList, topicRoute, topicStatus, consumerProgress,
-brokerStatus, consumerConnection, producerConnection, the queryMsg* lookups) print
-Apache's exact text; the others an aligned table (rich); ``--json`` gives JSON for scripts.
-Apache's later commands are in ``client.admin_cli_ops``, the registry in
-``client.admin_commands``. A long run (printMsg over
-many messages, resetOffsetByTime) shows progress on stderr when it is a terminal. Every
+remoting protocol, so they work against Apache RocketMQ clusters too. Every command Apache
+has prints Apache's exact text (decodeMessageId, ours alone, an aligned table); ``--json``
+gives JSON for scripts. This module has the reads of topics, groups, clusters and messages
+and the ACL commands; the configuration commands are in ``client.admin_cli_config``, the
+queue and offset ones in ``client.admin_cli_queues``, Apache's later operations commands in
+``client.admin_cli_ops``, the registry in ``client.admin_commands``. A long run (printMsg
+over many messages, resetOffsetByTime) shows progress on stderr when it is a terminal. Every
 error says what failed and where, and exits 1; a usage error exits 2.
 """
 
@@ -36,13 +36,13 @@ from client.admin_commands import (
     command,
     find_command,
     first_rate,
+    front,
     group_opt,
     java_bool,
     java_date,
     java_f2,
     java_human_time,
     message_doc,
-    ms_text,
     parse_time,
     target_addrs,
     target_opts,
@@ -54,7 +54,6 @@ from client.message import MessageView
 from client.trace import TRACE_TOPIC, format_trace
 from codec.hashing import java_hashmap_order
 from remoting.acl import SessionCredentials
-from remoting.bodies import BUILTIN_GROUPS
 from remoting.codes import ResponseCode
 from remoting.errors import BrokerError, RocketMQError
 from remoting.headers import CreateAccessConfigRequestHeader
@@ -63,29 +62,8 @@ from remoting.route import MessageQueue, TopicRouteData
 PRINT_BATCH = 32
 
 
-def _print_messages(out: Out, title: str, msgs: list[MessageView], *, body: bool) -> None:
-    docs = [message_doc(m, body=body) for m in msgs]
-    if out.as_json:
-        out.json(docs)
-        return
-    headers = ["queue", "offset", "msgId", "tags", "keys", "stored", "bytes"]
-    if body:
-        headers.append("body")
-    rows = []
-    for m, d in zip(msgs, docs, strict=True):
-        row: list[object] = [
-            f"{m.broker_name}:{m.queue_id}",
-            m.queue_offset,
-            m.msg_id,
-            m.tags or "",
-            d["keys"],
-            ms_text(m.store_timestamp),
-            len(m.body),
-        ]
-        if body:
-            row.append(d["body"][:200])
-        rows.append(row)
-    out.table(title, headers, rows, docs)
+def _json_messages(out: Out, msgs: list[MessageView], *, body: bool) -> None:
+    out.json([message_doc(m, body=body) for m in msgs])
 
 
 BODY_DIR = Path("/tmp/rocketmq/msgbodys")  # noqa: S108 - Apache's, where it saves bodies
@@ -369,19 +347,43 @@ async def consumer_progress(admin: Admin, a: argparse.Namespace, out: Out) -> No
     if a.group:
         await _group_progress(admin, a, out)
         return
-    groups: set[str] = set()
-    for addr in await admin.all_masters():
-        groups.update(await admin.subscription_groups(addr))
-    rows = []
+    # As Apache's: one row per group with a retry topic, in the topic list's HashSet order.
+    text = GROUPS_ROW.format(
+        "#Group", "#Count", "#Version", "#Type", "#Model", "#TPS", "#Diff Total"
+    )
     docs = []
-    for g in sorted(groups):
-        if g in BUILTIN_GROUPS:
+    for topic in java_hashmap_order(await admin.topic_list()):
+        if not topic.startswith("%RETRY%"):
             continue
-        tps, table = await admin.consume_stats(g)
-        diff = sum(max(0, w.broker_offset - w.consumer_offset) for w in table.values())
-        rows.append([g, len(table), round(tps, 2), diff])
-        docs.append({"group": g, "queues": len(table), "consumeTps": tps, "diffTotal": diff})
-    out.table("Consumer groups", ["group", "queues", "TPS", "diff total"], rows, docs)
+        g = topic.removeprefix("%RETRY%")
+        try:
+            tps, table = await admin.consume_stats(g)
+        except RocketMQError:
+            tps, table = 0.0, {}
+        diff = sum(w.broker_offset - w.consumer_offset for w in table.values())
+        try:
+            conn = await admin.consumer_connection(g)
+        except RocketMQError:
+            conn = {}
+        clients = conn.get("connectionSet") or []
+        online = len(clients) > 0
+        version = (
+            version_desc(min(int(c.get("version") or 0) for c in clients)) if online else "OFFLINE"
+        )
+        push = conn.get("consumeType") != "CONSUME_ACTIVELY"
+        kind = ("PUSH" if push else "PULL") if online else ""
+        model = str(conn.get("messageModel") or "") if online and push else ""
+        text += GROUPS_ROW.format(front(g, 64), len(clients), version, kind, model, int(tps), diff)
+        docs.append(
+            {
+                "group": g, "count": len(clients), "version": version, "type": kind,
+                "model": model, "consumeTps": tps, "diffTotal": diff,
+            }
+        )  # fmt: skip
+    out.text(text, docs)
+
+
+GROUPS_ROW = "{:<64}  {:<6}  {:<24} {:<5}  {:<14}  {:<7}  {}\n"
 
 
 @command("consumerConnection", "a group's online clients and subscriptions", group_opt)
@@ -425,6 +427,26 @@ async def producer_connection(admin: Admin, a: argparse.Namespace, out: Out) -> 
         for i, c in enumerate(conns, 1)
     ]  # fmt: skip
     out.text("".join(lines), conns)
+
+
+def _producer_opts(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-b", "--broker", dest="broker_addr", required=True, help="broker address")
+
+
+@command("producer", "every producer group's instances on a broker", _producer_opts)
+async def producer(admin: Admin, a: argparse.Namespace, out: Out) -> None:
+    table = await admin.all_producer_info(a.broker_addr)
+    text = ""
+    for group in java_hashmap_order(table):
+        if not table[group]:
+            text += f"producer group ({group}) instances are empty\n"
+        for p in table[group]:  # ProducerInfo.toString
+            text += (
+                f"producer group ({group}) instance : clientId={p.get('clientId')},"
+                f"remoteIP={p.get('remoteIP')}, language={p.get('language')}, "
+                f"version={p.get('version')}, lastUpdateTimestamp={p.get('lastUpdateTimestamp')}\n"
+            )
+    out.text(text, table)
 
 
 # ---- cluster and brokers
@@ -545,7 +567,7 @@ async def query_msg_by_id(admin: Admin, a: argparse.Namespace, out: Out) -> None
     ids = [i.strip() for i in a.msg_id.split(",") if i.strip()]
     msgs = [await admin.view_message(i) for i in ids]
     if out.as_json:
-        _print_messages(out, "Messages", msgs, body=a.body)
+        _json_messages(out, msgs, body=a.body)
         return
     out.text("".join([await _detail(admin, m) for m in msgs]), None)
 
@@ -565,7 +587,7 @@ async def query_msg_by_key(admin: Admin, a: argparse.Namespace, out: Out) -> Non
         a.topic, a.key, max_num=a.max_num, begin_ms=parse_time(a.begin), end_ms=end
     )
     if out.as_json:
-        _print_messages(out, f"Messages of {a.topic} with key {a.key}", msgs, body=False)
+        _json_messages(out, msgs, body=False)
         return
     lines = ["{:<50} {:>4} {:>40}\n".format("#Message ID", "#QID", "#Offset")]
     lines += [f"{m.msg_id:<50} {m.queue_id:>4} {m.queue_offset:>40}\n" for m in msgs]
@@ -616,7 +638,7 @@ async def query_msg_by_unique_key(admin: Admin, a: argparse.Namespace, out: Out)
     if msg is None:
         raise ClientError(f"no message {a.msg_id} in topic {a.topic} on any broker")
     if out.as_json:
-        _print_messages(out, "Message", [msg], body=a.body)
+        _json_messages(out, [msg], body=a.body)
         return
     out.text(await _detail(admin, msg, offset_id=False), None)
 
@@ -639,7 +661,7 @@ async def query_msg_by_offset(admin: Admin, a: argparse.Namespace, out: Out) -> 
             f"no message at offset {a.offset} of {mq} (max offset {pulled.max_offset})"
         )
     if out.as_json:
-        _print_messages(out, "Message", msgs[:1], body=a.body)
+        _json_messages(out, msgs[:1], body=a.body)
         return
     # A pulled message carries its queue's bounds, as the Java client adds them.
     bounds = {"MIN_OFFSET": str(pulled.min_offset), "MAX_OFFSET": str(pulled.max_offset)}

@@ -5,9 +5,10 @@ formatting the commands share (``UtilAll.frontStringAtLeast``, ``%.2f``, the dat
 ``client.admin_cli`` and ``client.admin_cli_ops`` register their commands here; ``main``
 in ``client.admin_cli`` runs them.
 
-Two kinds of text: the commands that predate RocketMQ parity print rich tables; those that
-match Apache's output (``JavaText``) print its exact ``printf`` lines, so scripts written
-for Apache's mqadmin parse ours. ``--json`` is there for both.
+Every command Apache's mqadmin has prints its exact ``printf`` text (``Out.text``), so
+scripts written for Apache's mqadmin parse ours; ``--json`` is there for all. Apache's
+formatting helpers are here: Java's ``%.2f``, ``frontStringAtLeast``, its date formats,
+``MQVersion`` names, ``MessageExt.toString``.
 """
 
 from __future__ import annotations
@@ -96,12 +97,6 @@ def cell(value: object) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     return str(value)
-
-
-def ms_text(ms: int) -> str:
-    if ms <= 0:
-        return "-"
-    return datetime.fromtimestamp(ms / 1000).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
 
 
 def parse_time(text: str) -> int:

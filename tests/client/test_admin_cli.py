@@ -238,9 +238,14 @@ async def test_group_progress_connections_and_offsets(namesrv: NameServer, broke
             assert progress["diffTotal"] == 0
             assert sum(q["consumerOffset"] for q in progress["queues"]) == 10
             everyone = await mqadmin(namesrv, "consumerProgress")
-            assert {"group": group, "queues": 2} in [
-                {k: g[k] for k in ("group", "queues")} for g in everyone
+            assert {"group": group, "count": 1, "type": "PUSH", "model": "CLUSTERING"} in [
+                {k: g[k] for k in ("group", "count", "type", "model")} for g in everyone
             ]
+            text = await mqadmin_text(namesrv, "consumerProgress")
+            assert text.startswith(f"{'#Group':<64}  {'#Count':<6}  {'#Version':<24} #Type  ")
+            (row,) = [line for line in text.splitlines() if line.startswith(f"{group} ")]
+            assert row.split()[1:5] == ["1", row.split()[2], "PUSH", "CLUSTERING"]
+            assert row.split()[2].startswith("V") and row.split()[-1] == "0"
 
             # Reset to the beginning while the consumer is online: it reads all ten again.
             reset = await mqadmin(namesrv, "resetOffsetByTime", "-g", group, "-t", TOPIC, "-s", "0")

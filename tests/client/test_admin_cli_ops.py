@@ -15,10 +15,13 @@ from pathlib import Path
 from broker.broker import Broker
 from broker.namesrv.server import NameServer
 from client import ConsumeFromWhere, Message, MessageView, Producer, PushConsumer
+from codec.hashing import java_hashmap_order
+from remoting.codes import RequestCode, ResponseCode
+from remoting.command import RemotingCommand
 from tests.broker.test_acl import ACL_FILE
 from tests.client.conftest import create_topic
 from tests.client.test_admin_cli import mqadmin, mqadmin_text, run_cli
-from tests.support import BrokerFactory, wait_dispatched, wait_until
+from tests.support import BrokerFactory, ClientFactory, wait_dispatched, wait_until
 
 TOPIC = "TopicOps"
 STATS_HEAD = (
@@ -257,3 +260,35 @@ async def test_decode_message_id_takes_either_kind(namesrv: NameServer, broker: 
     assert abs(unique["time"] - time.time() * 1000) < 60_000
     code, _, err = await run_cli("decodeMessageId", "-n", namesrv.address, "-i", "XYZ")
     assert code == 2 and "hex digits" in err
+
+
+async def test_producer_lists_each_groups_instances(
+    namesrv: NameServer, broker: Broker, start_client: ClientFactory
+) -> None:
+    """mqadmin producer (GET_ALL_PRODUCER_INFO): one line per instance, in Apache's words."""
+    assert await mqadmin_text(namesrv, "producer", "-b", broker.address) == ""
+    for cid, groups in (("127.0.0.1@1", ["pg-one", "pg-two"]), ("127.0.0.1@2", ["pg-two"])):
+        heartbeat = {
+            "clientID": cid,
+            "producerDataSet": [{"groupName": g} for g in groups],
+            "consumerDataSet": [],
+        }
+        body = json.dumps(heartbeat).encode()
+        request = RemotingCommand.request(RequestCode.HEART_BEAT, {}, body)
+        client = await start_client()  # a connection per instance, as real producers have
+        assert (await client.invoke(broker.address, request, 5)).code == ResponseCode.SUCCESS
+    text = await mqadmin_text(namesrv, "producer", "-b", broker.address)
+    lines = text.splitlines()
+    assert [line.split(" instance : ")[0] for line in lines] == [
+        f"producer group ({g})" for g in java_hashmap_order(["pg-one", "pg-two"])
+        for _ in range(1 if g == "pg-one" else 2)
+    ]  # fmt: skip
+    peer = broker.producers.groups["pg-one"][next(iter(broker.producers.groups["pg-one"]))].peer
+    one = next(line for line in lines if line.startswith("producer group (pg-one)"))
+    assert one.startswith(
+        f"producer group (pg-one) instance : clientId=127.0.0.1@1,remoteIP={peer}, "
+        "language=PYTHON, version="
+    )
+    assert re.search(r", lastUpdateTimestamp=\d{13}$", one)
+    doc = await mqadmin(namesrv, "producer", "-b", broker.address)
+    assert sorted(p["clientId"] for p in doc["pg-two"]) == ["127.0.0.1@1", "127.0.0.1@2"]

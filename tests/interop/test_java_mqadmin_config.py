@@ -10,6 +10,7 @@ and consumes first, so there are messages, a group and its offsets.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,6 +18,9 @@ import pytest
 
 from client.admin import Admin
 from remoting.bodies import TopicConfig
+from remoting.client import RemotingClient
+from remoting.codes import RequestCode, ResponseCode
+from remoting.command import RemotingCommand
 from tests.broker.test_acl import ACL_FILE
 from tests.interop.test_java_broker import java_broker, java_lib  # noqa: F401 - fixtures
 from tests.interop.test_java_mqadmin_ops import traffic
@@ -65,6 +69,7 @@ async def test_config_and_queue_commands_print_what_apaches_print(
     )
     assert "idx: 0" in same("queryCq", "-t", topic, "-q", "0", "-i", "0", "-c", "3")
     assert same("topicClusterList", "-t", topic) == "DefaultCluster\n"
+    assert f"{group} " in same("consumerProgress")  # every group, the offline one too
 
     # Reads of configuration.
     assert same("getBrokerConfig", "-b", addr).startswith(f"============{addr}============\n")
@@ -72,6 +77,15 @@ async def test_config_and_queue_commands_print_what_apaches_print(
     assert "listenPort" in same("getNamesrvConfig")
     same("updateSubGroup", "-b", addr, "-g", group, "-r", "5")
     assert "retryMaxTimes                           =  5" in same("getConsumerConfig", "-g", group)
+
+    async with RemotingClient() as client:  # a producer instance, connected while asked
+        heartbeat = {"clientID": "127.0.0.1@7", "producerDataSet": [{"groupName": "cfg_pg"}]}
+        body = json.dumps(heartbeat).encode()
+        request = RemotingCommand.request(RequestCode.HEART_BEAT, {}, body)
+        assert (await client.invoke(addr, request, 5)).code == ResponseCode.SUCCESS
+        assert "producer group (cfg_pg) instance : clientId=127.0.0.1@7" in same(
+            "producer", "-b", addr
+        )
 
     # Changes: each leaves the state the next run of the same command finds.
     cfg = unique("CfgNew")
