@@ -103,8 +103,17 @@ def test_acl_headers_keep_what_is_left_out_unset() -> None:
     assert (h.access_key, h.admin, h.secret_key, h.topic_perms) == ("RocketMQ", True, None, None)
     assert CreateAccessConfigRequestHeader.from_ext_fields({}).access_key == ""
     assert CreateAccessConfigRequestHeader.from_ext_fields({"topicPerms": ""}).topic_perms == ""
+    version = '{"counter":3,"timestamp":1}'
     reply = GetBrokerAclConfigResponseHeader(
-        version="3", broker_name="b", broker_addr="127.0.0.1:1", cluster_name="c", accounts=2
+        version=version,
+        broker_name="b",
+        broker_addr="127.0.0.1:1",
+        cluster_name="c",
+        all_acl_file_version=f'{{"/acl.yml":{version}}}',
+        accounts=2,
     ).to_ext_fields()
-    assert list(reply) == ["version", "brokerName", "brokerAddr", "clusterName", "accounts"]
+    assert list(reply) == [
+        "version", "brokerName", "brokerAddr", "clusterName", "allAclFileVersion", "accounts",
+    ]  # fmt: skip
+    assert reply["allAclFileVersion"] == '{"/acl.yml":{"counter":3,"timestamp":1}}'
     assert reply["accounts"] == "2"
