@@ -33,6 +33,7 @@ from client.admin_commands import (
     COMMANDS,
     Out,
     UsageError,
+    cluster_addrs,
     command,
     find_command,
     first_rate,
@@ -717,12 +718,7 @@ async def _acl_targets(admin: Admin, a: argparse.Namespace) -> list[str]:
     info = await admin.cluster_info()
     if a.cluster not in info.clusters:
         await admin.masters(cluster=a.cluster)  # raises, naming the known clusters
-    return java_hashmap_order(
-        addr
-        for name in info.clusters[a.cluster]
-        if name in info.brokers
-        for addr in info.brokers[name].broker_addrs.values()
-    )
+    return cluster_addrs(info, a.cluster, slaves=True)
 
 
 def _acl_list(text: str | None) -> str:

@@ -31,6 +31,7 @@ from client.admin import Admin
 from client.admin_commands import (
     Out,
     UsageError,
+    cluster_addrs,
     command,
     group_opt,
     java_bool,
@@ -363,7 +364,8 @@ async def get_broker_config(admin: Admin, a: argparse.Namespace, out: Out) -> No
         info = await admin.cluster_info()
         if a.cluster not in info.clusters:
             await admin.masters(cluster=a.cluster)  # raises, naming the known clusters
-        groups = [info.brokers[n].broker_addrs for n in info.clusters[a.cluster]]
+        names = java_hashmap_order(info.clusters[a.cluster])  # Apache's HashSet of names
+        groups = [info.brokers[n].broker_addrs for n in names if n in info.brokers]
         masters = {g.get(0, "null"): [v for k, v in sorted(g.items()) if k != 0] for g in groups}
         for master in java_hashmap_order(masters):
             if master != "null":
@@ -407,9 +409,7 @@ async def _every_broker(admin: Admin, a: argparse.Namespace) -> list[str]:
     info = await admin.cluster_info()
     if a.cluster is not None and a.cluster not in info.clusters:
         await admin.masters(cluster=a.cluster)  # raises, naming the known clusters
-    clusters = [a.cluster] if a.cluster is not None else list(info.clusters)
-    names = [n for c in clusters for n in info.clusters[c] if n in info.brokers]
-    return java_hashmap_order(addr for n in names for addr in info.brokers[n].broker_addrs.values())
+    return cluster_addrs(info, a.cluster, slaves=True)
 
 
 @command(

@@ -27,7 +27,7 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
-from client.admin import Admin, PulledBatch
+from client.admin import Admin, ClusterInfo, PulledBatch
 from client.errors import InvalidArgumentError
 from client.message import MessageView
 from codec.hashing import java_hashmap_order
@@ -163,8 +163,31 @@ def find_command(name: str) -> str | None:
 
 async def target_addrs(admin: Admin, a: argparse.Namespace) -> list[str]:
     """The broker ``-b`` names, or every master of cluster ``-c`` in the order Apache's tools
-    take them (``CommandUtil.fetchMasterAddrByClusterName``'s HashSet)."""
-    return java_hashmap_order(await admin.masters(cluster=a.cluster, broker_addr=a.broker_addr))
+    take them (``CommandUtil.fetchMasterAddrByClusterName``: the cluster's broker names as a
+    HashSet, each one's master added to another HashSet)."""
+    if a.broker_addr:
+        return [a.broker_addr]
+    masters = set(await admin.masters(cluster=a.cluster))  # raises for an unknown cluster
+    return [
+        addr for addr in cluster_addrs(await admin.cluster_info(), a.cluster) if addr in masters
+    ]
+
+
+def cluster_addrs(info: ClusterInfo, cluster: str | None, *, slaves: bool = False) -> list[str]:
+    """The addresses of a cluster's brokers (of every cluster with None), masters only unless
+    ``slaves``, in the order Apache's ``CommandUtil`` collects them into a HashSet: broker
+    names in HashSet order, each group's addresses by broker id."""
+    clusters = [cluster] if cluster is not None else java_hashmap_order(info.clusters)
+    found = []
+    for c in clusters:
+        for name in java_hashmap_order(info.clusters.get(c, [])):
+            group = info.brokers.get(name)
+            if group is None:
+                continue
+            for bid, addr in sorted(group.broker_addrs.items()):
+                if addr and (bid == 0 or slaves):
+                    found.append(addr)
+    return java_hashmap_order(found)
 
 
 async def on_masters(

@@ -29,6 +29,13 @@ def topic_config(topic: str, queues: int = 8, order: bool = False) -> str:
     )
 
 
+def apache_masters(a: Broker, b: Broker) -> list[str]:
+    """The masters of broker-a and broker-b in the order Apache's tools visit them: the
+    broker names' HashSet order, each master added to a HashSet."""
+    by_name = {"broker-a": a.address, "broker-b": b.address}
+    return java_hashmap_order(by_name[n] for n in java_hashmap_order(by_name))
+
+
 def test_perm_text_is_java_perm2string() -> None:
     assert [perm_text(p) for p in (6, 4, 2, 7, 0)] == ["RW-", "R--", "-W-", "RWX", "---"]
 
@@ -61,7 +68,7 @@ async def test_topic_commands_print_apaches_lines(
     text = await mqadmin_text(
         namesrv, "updateTopic", "-c", CLUSTER, "-t", "TopicCfg2", "-o", "true"
     )
-    masters = java_hashmap_order([a.address, b.address])
+    masters = apache_masters(a, b)
     conf = ";".join(f"{n}:8" for n in java_hashmap_order(["broker-a", "broker-b"]))
     assert text == (
         "".join(f"create topic to {m} success.\n" for m in masters)
@@ -129,7 +136,7 @@ async def test_group_commands_print_apaches_lines(
     await create_topic(a, "%RETRY%cg-cfg2", queues=1)
     b.offsets.commit("cg-cfg2", "TopicX", 0, 7)
     text = await mqadmin_text(namesrv, "deleteSubGroup", "-c", CLUSTER, "-g", "cg-cfg2")
-    masters = java_hashmap_order([a.address, b.address])
+    masters = apache_masters(a, b)
     assert text == "".join(
         [
             f"delete subscription group [cg-cfg2] from broker [{m}] in cluster [{CLUSTER}] "
@@ -176,7 +183,7 @@ async def test_broker_and_name_server_config_commands(
     assert list(props) == java_properties_order(served) and props == served
     text = await mqadmin_text(namesrv, "getBrokerConfig", "-c", CLUSTER)
     heads = [line for line in text.splitlines() if line.startswith("====")]
-    masters = java_hashmap_order([a.address, b.address])
+    masters = apache_masters(a, b)
     assert heads == [f"============Master: {m}============" for m in masters]
 
     text = await mqadmin_text(
