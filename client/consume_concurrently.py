@@ -168,7 +168,7 @@ class ConsumeMessageConcurrentlyService(ConsumeMessageService):
             if traced is not None and tracer is not None:
                 tracer.after(traced, code)
             ok = result is ConsumeResult.SUCCESS
-            self.stats.consumed(pq.mq.topic, int((time.monotonic() - worker.started) * 1000), ok)
+            self.stats.consumed(pq.mq.topic, worker.started, ok)
             if ok:
                 self._consumed(pq, msg)
             else:

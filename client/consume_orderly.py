@@ -103,8 +103,7 @@ class ConsumeMessageOrderlyService(ConsumeMessageService):
                 result, code = await self._call(listener, view)
                 if traced is not None and tracer is not None:
                     tracer.after(traced, code)
-                rt_ms = int((time.monotonic() - began) * 1000)
-                self.stats.consumed(pq.mq.topic, rt_ms, result is ConsumeResult.SUCCESS)
+                self.stats.consumed(pq.mq.topic, began, result is ConsumeResult.SUCCESS)
                 if result is ConsumeResult.SUCCESS:
                     self._consumed(pq, msg)
                     continue

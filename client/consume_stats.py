@@ -5,11 +5,11 @@ RocketMQ counterpart: ``org.apache.rocketmq.client.stat.ConsumerStatsManager`` a
 ``#Consumer RT&TPS#`` table, rocketmq-exporter's ``rocketmq_client_*`` series).
 
 Java keeps a cumulative sum per key and samples it every 10 seconds; the minute figures are
-the difference across the last minute's samples. Here each key keeps 10-second buckets for
-an hour (a bucket only when something happened in it): a record adds to the current bucket,
-and a read sums the buckets of the last minute (rates, averages) or hour (failed messages).
-Recording is two integer additions and one bucket check; the figures are computed only when
-someone asks.
+the difference across the last minute's samples. Here each topic keeps one list per
+10-second bucket for an hour (a bucket only when something happened in it) holding every
+figure at once: a record reads the clock once, finds the current bucket and adds to it;
+the figures are summed only when someone asks. Times are summed as seconds and averaged
+to milliseconds when read.
 """
 
 from __future__ import annotations
@@ -22,46 +22,10 @@ BUCKET_S = 10
 MINUTE_BUCKETS = 6  # the current bucket and the five before: the last 50 to 60 seconds
 HOUR_BUCKETS = 360
 
+# A bucket's slots.
+NUMBER, PULL_RT, PULLS, PULLED, CONSUME_RT, CONSUMES, OK, FAILED = range(8)
 
-class _Window:
-    """(bucket number, value sum, count) per 10-second bucket, the last hour's."""
-
-    __slots__ = ("buckets",)
-
-    def __init__(self) -> None:
-        self.buckets: deque[list[int]] = deque()
-
-    def add(self, bucket: int, value: int, times: int) -> None:
-        buckets = self.buckets
-        if buckets and buckets[-1][0] == bucket:
-            last = buckets[-1]
-            last[1] += value
-            last[2] += times
-            return
-        buckets.append([bucket, value, times])
-        while buckets[0][0] <= bucket - HOUR_BUCKETS:
-            buckets.popleft()
-
-    def since(self, first_bucket: int) -> tuple[int, int]:
-        """The value sum and count of the buckets from ``first_bucket`` on."""
-        value = times = 0
-        for number, v, t in reversed(self.buckets):
-            if number < first_bucket:
-                break
-            value += v
-            times += t
-        return value, times
-
-
-class _TopicStats:
-    __slots__ = ("consume_failed", "consume_ok", "consume_rt", "pull_rt", "pull_tps")
-
-    def __init__(self) -> None:
-        self.pull_rt = _Window()
-        self.pull_tps = _Window()
-        self.consume_rt = _Window()
-        self.consume_ok = _Window()
-        self.consume_failed = _Window()
+Bucket = list[float]
 
 
 class ConsumerStats:
@@ -69,62 +33,70 @@ class ConsumerStats:
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
-        self._topics: dict[str, _TopicStats] = {}
+        self._topics: dict[str, deque[Bucket]] = {}
 
-    def _of(self, topic: str) -> _TopicStats:
-        stats = self._topics.get(topic)
-        if stats is None:
-            stats = self._topics[topic] = _TopicStats()
-        return stats
+    def _bucket(self, topic: str, now: float) -> Bucket:
+        """The current bucket of ``topic``, begun when the last one is older (the hour's
+        oldest let go)."""
+        number = now // BUCKET_S
+        buckets = self._topics.get(topic)
+        if buckets is None:
+            buckets = self._topics[topic] = deque()
+        while buckets and buckets[0][NUMBER] <= number - HOUR_BUCKETS:
+            buckets.popleft()
+        bucket = [number, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]
+        buckets.append(bucket)
+        return bucket
 
-    def pulled(self, topic: str, rt_ms: int, found: int) -> None:
-        """One pull answered after ``rt_ms`` with ``found`` messages (``incPullRT``,
-        ``incPullTPS``)."""
-        stats = self._of(topic)
-        bucket = int(self._clock()) // BUCKET_S
-        stats.pull_rt.add(bucket, rt_ms, 1)
-        if found:
-            stats.pull_tps.add(bucket, found, 1)
+    def pulled(self, topic: str, began: float, found: int) -> None:
+        """A pull sent at ``began`` (the clock's time) answered now with ``found`` messages
+        (``incPullRT``, ``incPullTPS``)."""
+        now = self._clock()
+        buckets = self._topics.get(topic)
+        # Inlined: the current bucket, the usual case (a record is per message)
+        if buckets and buckets[-1][NUMBER] == now // BUCKET_S:
+            bucket = buckets[-1]
+        else:
+            bucket = self._bucket(topic, now)
+        bucket[PULL_RT] += now - began
+        bucket[PULLS] += 1
+        bucket[PULLED] += found
 
-    def consumed(self, topic: str, rt_ms: int, ok: bool) -> None:
-        """One message's consume took ``rt_ms`` and succeeded or not (``incConsumeRT``,
-        ``incConsumeOKTPS`` / ``incConsumeFailedTPS``)."""
-        stats = self._of(topic)
-        bucket = int(self._clock()) // BUCKET_S
-        stats.consume_rt.add(bucket, rt_ms, 1)
-        (stats.consume_ok if ok else stats.consume_failed).add(bucket, 1, 1)
+    def consumed(self, topic: str, began: float, ok: bool) -> None:
+        """One message's consume, begun at ``began``, ended now, well or not
+        (``incConsumeRT``, ``incConsumeOKTPS`` / ``incConsumeFailedTPS``)."""
+        now = self._clock()
+        buckets = self._topics.get(topic)
+        if buckets and buckets[-1][NUMBER] == now // BUCKET_S:
+            bucket = buckets[-1]
+        else:
+            bucket = self._bucket(topic, now)
+        bucket[CONSUME_RT] += now - began
+        bucket[CONSUMES] += 1
+        bucket[OK if ok else FAILED] += 1
 
     def status(self, topic: str) -> dict[str, float | int]:
         """``ConsumeStatus`` of ``topic``: average pull and consume times (ms) and pull,
         consume-OK and consume-failed rates (per second) over the last minute; messages that
         failed in the last hour."""
-        stats = self._topics.get(topic)
-        doc: dict[str, float | int] = {
-            "pullRT": 0.0,
-            "pullTPS": 0.0,
-            "consumeRT": 0.0,
-            "consumeOKTPS": 0.0,
-            "consumeFailedTPS": 0.0,
-            "consumeFailedMsgs": 0,
-        }
-        if stats is None:
-            return doc
         now = self._clock()
-        bucket = int(now) // BUCKET_S
-        first = bucket - MINUTE_BUCKETS + 1
+        number = now // BUCKET_S
+        first = number - MINUTE_BUCKETS + 1
+        minute = [0.0] * 8
+        failed_in_hour = 0.0
+        for bucket in self._topics.get(topic, ()):
+            if bucket[NUMBER] <= number - HOUR_BUCKETS:
+                continue
+            failed_in_hour += bucket[FAILED]
+            if bucket[NUMBER] >= first:
+                for slot in range(1, 8):
+                    minute[slot] += bucket[slot]
         span = max(now - first * BUCKET_S, 1.0)
-
-        def avg(window: _Window) -> float:
-            value, times = window.since(first)
-            return value / times if times else 0.0
-
-        def tps(window: _Window) -> float:
-            return window.since(first)[0] / span
-
-        doc["pullRT"] = avg(stats.pull_rt)
-        doc["pullTPS"] = tps(stats.pull_tps)
-        doc["consumeRT"] = avg(stats.consume_rt)
-        doc["consumeOKTPS"] = tps(stats.consume_ok)
-        doc["consumeFailedTPS"] = tps(stats.consume_failed)
-        doc["consumeFailedMsgs"] = stats.consume_failed.since(bucket - HOUR_BUCKETS + 1)[0]
-        return doc
+        return {
+            "pullRT": minute[PULL_RT] * 1000 / minute[PULLS] if minute[PULLS] else 0.0,
+            "pullTPS": minute[PULLED] / span,
+            "consumeRT": minute[CONSUME_RT] * 1000 / minute[CONSUMES] if minute[CONSUMES] else 0.0,
+            "consumeOKTPS": minute[OK] / span,
+            "consumeFailedTPS": minute[FAILED] / span,
+            "consumeFailedMsgs": int(failed_in_hour),
+        }

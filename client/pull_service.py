@@ -183,8 +183,7 @@ class PullMessageService:
             else None
         )
         if self.stats is not None:  # incPullRT / incPullTPS
-            rt_ms = int((time.monotonic() - began) * 1000)
-            self.stats.pulled(mq.topic, rt_ms, len(msgs) if msgs else 0)
+            self.stats.pulled(mq.topic, began, len(msgs) if msgs else 0)
         if msgs is not None:
             self._found(pq, sub, msgs, answer)
         elif code in (ResponseCode.PULL_NOT_FOUND, ResponseCode.PULL_RETRY_IMMEDIATELY):
