@@ -25,9 +25,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, Protocol
 
 from prometheus_client.core import GaugeMetricFamily, Metric
@@ -54,10 +55,8 @@ from broker.stats import (
     TOPIC_PUT_SIZE,
 )
 from remoting.bodies import MessageModel, pop_queue_map
-from remoting.client import RemotingClient
 from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
-from remoting.connection import Connection
 from remoting.errors import RemotingError
 from remoting.headers import ConsumerRunningInfoRequestHeader
 
@@ -236,37 +235,32 @@ CLIENT_FAMILIES = (
 ClientRow = tuple[list[str], dict[str, Any]]  # the labels, one topic's ConsumeStatus
 
 
-async def _ask_json(
-    client: RemotingClient, addr: str, code: RequestCode, field: str
+async def _ask(
+    send: Callable[[RemotingCommand], Awaitable[RemotingCommand]],
+    request: RemotingCommand,
+    field: str,
 ) -> dict[str, Any] | None:
-    """The object ``field`` of a JSON answer to ``code`` from ``addr``; None when it does not
-    answer within CLIENT_ASK_S, refuses, or has no such object."""
+    """The object ``field`` of the JSON answer ``send`` gets for ``request``; None when no
+    answer comes within CLIENT_ASK_S (``send``'s own wait), it is a refusal, or it has no
+    such object. A running info's ``mqTable`` (fastjson's object keys) is set aside first."""
     try:
-        answer = await client.invoke(addr, RemotingCommand.request(code, {}), CLIENT_ASK_S)
+        answer = await send(request)
         if answer.code != ResponseCode.SUCCESS:
             return None
-        found = json.loads(bytes(answer.body_bytes)).get(field)
+        text = bytes(answer.body_bytes).decode()
+        if '"mqTable"' in text:
+            text = pop_queue_map(text, "mqTable")[0]
+        found = json.loads(text).get(field)
     except (RemotingError, TimeoutError, OSError, ValueError, AttributeError):
-        return None
+        return None  # gone, slow, or not one that reports this
     return found if isinstance(found, dict) else None
 
 
-async def _ask_client(conn: Connection, group: str, client_id: str) -> dict[str, Any] | None:
-    """One consumer's ``statusTable`` (topic to ConsumeStatus), or None when it does not
-    answer in time or answers nothing readable."""
+def _running_info(group: str, client_id: str) -> RemotingCommand:
     header = ConsumerRunningInfoRequestHeader(
         consumer_group=group, client_id=client_id, jstack_enable=False
     )
-    request = RemotingCommand.request(RequestCode.GET_CONSUMER_RUNNING_INFO, header.to_ext_fields())
-    try:
-        answer = await conn.invoke(request, CLIENT_ASK_S)
-        if answer.code != ResponseCode.SUCCESS:
-            return None
-        rest, _queues = pop_queue_map(bytes(answer.body_bytes).decode(), "mqTable")
-        table = json.loads(rest).get("statusTable")
-    except (RemotingError, TimeoutError, OSError, ValueError, AttributeError):
-        return None  # a client gone, slow, or not a consumer that reports figures
-    return table if isinstance(table, dict) else None
+    return RemotingCommand.request(RequestCode.GET_CONSUMER_RUNNING_INFO, header.to_ext_fields())
 
 
 class ExporterCollector(Collector):
@@ -288,7 +282,14 @@ class ExporterCollector(Collector):
             for conn, channel in list(info.channels.items())
         ]
         tables = await asyncio.gather(
-            *(_ask_client(conn, group, cid) for group, _peer, cid, conn in asked)
+            *(
+                _ask(
+                    functools.partial(conn.invoke, timeout_s=CLIENT_ASK_S),
+                    _running_info(group, cid),
+                    "statusTable",
+                )
+                for group, _peer, cid, conn in asked
+            )
         )
         self._client_rows = [
             ([peer, cid, group, str(topic)], status)
@@ -307,8 +308,10 @@ class ExporterCollector(Collector):
             return []
         slaves: list[str] = []
         for namesrv in reg.namesrv_addrs:
-            table = await _ask_json(
-                reg.client, namesrv, RequestCode.GET_BROKER_CLUSTER_INFO, "brokerAddrTable"
+            table = await _ask(
+                functools.partial(reg.client.invoke, namesrv, timeout_s=CLIENT_ASK_S),
+                RemotingCommand.request(RequestCode.GET_BROKER_CLUSTER_INFO, {}),
+                "brokerAddrTable",
             )
             if table is not None:
                 addrs = (table.get(reg.broker_name) or {}).get("brokerAddrs") or {}
@@ -319,15 +322,20 @@ class ExporterCollector(Collector):
         own = self.broker.store.commit_log.max_offset
         tables = await asyncio.gather(
             *(
-                _ask_json(reg.client, a, RequestCode.GET_BROKER_RUNTIME_INFO, "table")
-                for a in slaves
+                _ask(
+                    functools.partial(reg.client.invoke, addr, timeout_s=CLIENT_ASK_S),
+                    RemotingCommand.request(RequestCode.GET_BROKER_RUNTIME_INFO, {}),
+                    "table",
+                )
+                for addr in slaves
             )
         )
         rows = []
         for addr, table in zip(slaves, tables, strict=True):
-            with contextlib.suppress(TypeError, ValueError):
-                if table is not None:
-                    rows.append((addr, own - int(table["commitLogMaxOffset"])))
+            figure = (table or {}).get("commitLogMaxOffset")
+            with contextlib.suppress(ValueError):  # not a number: that slave is left out
+                if figure is not None:
+                    rows.append((addr, own - int(str(figure))))
         return rows
 
     def collect(self) -> Iterator[Metric]:

@@ -15,6 +15,7 @@ broker runs. That is what lets a master take over an offset its slave offers aft
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -139,16 +140,16 @@ class OffsetTable:
     def remove_group(self, group: str) -> None:
         """``ConsumerOffsetManager.removeOffset``: every offset of ``group``, on every topic."""
         suffix = TOPIC_GROUP_SEPARATOR + group
-        for k in [k for k in self.table if k.endswith(suffix)]:
-            del self.table[k]
-            self._dirty = True
-        for changed in [c for c in self._changed_at if c[0].endswith(suffix)]:
-            del self._changed_at[changed]
+        self._remove(lambda key: key.endswith(suffix))
 
     def remove_topic(self, topic: str) -> None:
         prefix = topic + TOPIC_GROUP_SEPARATOR
-        for k in [k for k in self.table if k.startswith(prefix)]:
+        self._remove(lambda key: key.startswith(prefix))
+
+    def _remove(self, doomed: Callable[[str], bool]) -> None:
+        """Every ``topic@group`` entry ``doomed`` picks, with its change times."""
+        for k in [k for k in self.table if doomed(k)]:
             del self.table[k]
             self._dirty = True
-        for changed in [c for c in self._changed_at if c[0].startswith(prefix)]:
+        for changed in [c for c in self._changed_at if doomed(c[0])]:
             del self._changed_at[changed]

@@ -179,7 +179,7 @@ class Admin(ClientService):
             raise BrokerError.for_code(
                 response.code, response.remark, request_code=request.code, addr=addr
             )
-        msgs = decode_messages(response.body_bytes, await self._broker_name(addr))
+        msgs = decode_messages(response.body_bytes, await self.broker_name_of(addr))
         if not msgs:
             raise ResponseDecodeError(
                 f"no message {offset_msg_id} in the answer", request_code=request.code, addr=addr
@@ -286,10 +286,6 @@ class Admin(ClientService):
         return [m for answer in answers for m in answer if m.topic == topic]
 
     async def broker_name_of(self, addr: str) -> str:
-        """The broker name serving ``addr``; "" when no route nor the name server knows it."""
-        return await self._broker_name(addr)
-
-    async def _broker_name(self, addr: str) -> str:
         """The broker name serving ``addr``: from known routes, else the name server's
         cluster table; "" when neither knows it."""
         instance = self._running()
@@ -389,11 +385,7 @@ class Admin(ClientService):
         if not cluster:
             raise ClientError("name a broker address (-b) or a cluster (-c)")
         info = await self.cluster_info()
-        if cluster not in info.clusters:
-            known = ", ".join(sorted(info.clusters)) or "none"
-            raise ClientError(
-                f"cluster {cluster!r} is not known to the name server (known: {known})"
-            )
+        require_cluster(info, cluster)
         addrs = [
             info.brokers[n].master_addr
             for n in info.clusters[cluster]
@@ -951,7 +943,6 @@ class Admin(ClientService):
             answer.next_begin_offset,
             answer.min_offset,
             answer.max_offset,
-            response.code == ResponseCode.PULL_OFFSET_MOVED,
             _PULL_STATUS[response.code],
         )
 
@@ -1075,6 +1066,15 @@ class Admin(ClientService):
         return dict(response.ext_fields)
 
 
+def require_cluster(info: ClusterInfo, cluster: str) -> None:
+    """Raises:
+    ClientError: ``cluster`` is not in the name server's table (the message names the
+        clusters it has)."""
+    if cluster not in info.clusters:
+        known = ", ".join(sorted(info.clusters)) or "none"
+        raise ClientError(f"cluster {cluster!r} is not known to the name server (known: {known})")
+
+
 def _properties(body: bytes | memoryview) -> dict[str, str]:
     out = {}
     for line in bytes(body).decode("utf-8", errors="replace").splitlines():
@@ -1105,15 +1105,18 @@ _PULL_STATUS: dict[int, str] = {
 
 class PulledBatch(NamedTuple):
     """One pull's answer: the messages, where the next pull starts, the queue's bounds, and
-    whether the broker moved the offset (it was below the minimum or past the end)."""
+    the Java client's PullStatus: FOUND, NO_NEW_MSG, NO_MATCHED_MSG or OFFSET_ILLEGAL."""
 
     messages: list[MessageView]
     next_offset: int
     min_offset: int
     max_offset: int
-    moved: bool
-    # The Java client's PullStatus: FOUND, NO_NEW_MSG, NO_MATCHED_MSG or OFFSET_ILLEGAL.
     status: str = "FOUND"
+
+    @property
+    def moved(self) -> bool:
+        """The broker moved the offset (it was below the minimum or past the end)."""
+        return self.status == "OFFSET_ILLEGAL"
 
 
 class _StoreTimeSearch:

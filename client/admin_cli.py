@@ -33,7 +33,6 @@ from client.admin_commands import (
     COMMANDS,
     Out,
     UsageError,
-    cluster_addrs,
     command,
     find_command,
     first_rate,
@@ -52,7 +51,7 @@ from client.admin_commands import (
 )
 from client.errors import ClientError
 from client.message import MessageView
-from client.trace import TRACE_TOPIC, format_trace
+from client.trace import TRACE_TOPIC, format_trace, java_str
 from codec.hashing import java_hashmap_order
 from remoting.acl import SessionCredentials
 from remoting.codes import ResponseCode
@@ -710,17 +709,6 @@ def _acl_update_opts(p: argparse.ArgumentParser) -> None:
     p.add_argument("-m", "--admin", type=java_bool)
 
 
-async def _acl_targets(admin: Admin, a: argparse.Namespace) -> list[str]:
-    """``-b``, or every broker of ``-c``, masters and slaves (each holds its own ACL file),
-    as Apache's ACL commands reach them."""
-    if a.broker_addr:
-        return [a.broker_addr]
-    info = await admin.cluster_info()
-    if a.cluster not in info.clusters:
-        await admin.masters(cluster=a.cluster)  # raises, naming the known clusters
-    return cluster_addrs(info, a.cluster, slaves=True)
-
-
 def _acl_list(text: str | None) -> str:
     return "[" + ", ".join(p for p in (text or "").split(",") if p) + "]"
 
@@ -737,7 +725,7 @@ async def update_acl_config(admin: Admin, a: argparse.Namespace, out: Out) -> No
         group_perms=a.group_perms,
         admin=a.admin,
     ).to_ext_fields()
-    addrs = await _acl_targets(admin, a)
+    addrs = await target_addrs(admin, a, slaves=True)  # each broker holds its own ACL file
     text = ""
     for addr in addrs:
         await admin.update_acl_config(addr, fields)
@@ -745,7 +733,7 @@ async def update_acl_config(admin: Admin, a: argparse.Namespace, out: Out) -> No
     # RocketMQ 5's PlainAccessConfig.toString (4.9's has none and prints an object id).
     text += (
         f"PlainAccessConfig{{accessKey='{a.access_key}', whiteRemoteAddress='{a.white}', "
-        f"admin={str(bool(a.admin)).lower()}, defaultTopicPerm='{a.topic_perm}', "
+        f"admin={java_str(bool(a.admin))}, defaultTopicPerm='{a.topic_perm}', "
         f"defaultGroupPerm='{a.group_perm}', topicPerms={_acl_list(a.topic_perms)}, "
         f"groupPerms={_acl_list(a.group_perms)}}}"
     )
@@ -759,7 +747,7 @@ def _acl_delete_opts(p: argparse.ArgumentParser) -> None:
 
 @command("deleteAclConfig", "delete an ACL account", _acl_delete_opts, alias="deleteAccessConfig")
 async def delete_acl_config(admin: Admin, a: argparse.Namespace, out: Out) -> None:
-    addrs = await _acl_targets(admin, a)
+    addrs = await target_addrs(admin, a, slaves=True)  # each broker holds its own ACL file
     text = ""
     for addr in addrs:
         await admin.delete_acl_config(addr, a.access_key)
@@ -800,7 +788,7 @@ def _white_opts(p: argparse.ArgumentParser) -> None:
 
 @command("updateGlobalWhiteAddr", "replace the ACL's global IP whitelist", _white_opts)
 async def update_global_white_addr(admin: Admin, a: argparse.Namespace, out: Out) -> None:
-    addrs = await _acl_targets(admin, a)
+    addrs = await target_addrs(admin, a, slaves=True)  # each broker holds its own ACL file
     text = ""
     for addr in addrs:
         await admin.update_global_white_addrs(addr, a.addresses)

@@ -27,11 +27,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from client.admin import Admin
+from client.admin import Admin, require_cluster
 from client.admin_commands import (
+    DLQ_PREFIX,
+    EXPORT_DIR,
+    RETRY_PREFIX,
     Out,
     UsageError,
-    cluster_addrs,
     command,
     group_opt,
     java_bool,
@@ -39,23 +41,20 @@ from client.admin_commands import (
     target_addrs,
     target_opts,
     topic_opt,
+    user_groups,
+    user_topics,
 )
 from client.errors import ClientError
+from client.trace import java_str
 from codec.hashing import java_hashmap_order, java_properties_order
-from remoting.bodies import BUILTIN_GROUPS, SubscriptionGroupConfig, TopicConfig
+from remoting.bodies import SubscriptionGroupConfig, TopicConfig
 
 ORDER_NS = "ORDER_TOPIC_CONFIG"  # NamesrvUtil.NAMESPACE_ORDER_TOPIC_CONFIG
-EXPORT_DIR = "/tmp/rocketmq/export"  # noqa: S108 - Apache's default, named by -f otherwise
-RETRY_PREFIX, DLQ_PREFIX = "%RETRY%", "%DLQ%"
 
 
 def perm_text(perm: int) -> str:
     """``PermName.perm2String``: R, W and X (inherit) in their places, ``-`` where unset."""
     return ("R" if perm & 4 else "-") + ("W" if perm & 2 else "-") + ("X" if perm & 1 else "-")
-
-
-def jbool(value: bool) -> str:
-    return "true" if value else "false"
 
 
 def topic_config_text(c: TopicConfig) -> str:
@@ -64,7 +63,7 @@ def topic_config_text(c: TopicConfig) -> str:
         f"TopicConfig [topicName={c.topic_name}, readQueueNums={c.read_queue_nums}, "
         f"writeQueueNums={c.write_queue_nums}, perm={perm_text(c.perm)}, "
         f"topicFilterType={c.topic_filter_type}, topicSysFlag={c.topic_sys_flag}, "
-        f"order={jbool(c.order)}]"
+        f"order={java_str(c.order)}]"
     )
 
 
@@ -73,14 +72,14 @@ def group_fields(g: SubscriptionGroupConfig) -> list[tuple[str, str]]:
     ``toString`` and getConsumerConfig print them."""
     return [
         ("groupName", g.group_name),
-        ("consumeEnable", jbool(g.consume_enable)),
-        ("consumeFromMinEnable", jbool(g.consume_from_min_enable)),
-        ("consumeBroadcastEnable", jbool(g.consume_broadcast_enable)),
+        ("consumeEnable", java_str(g.consume_enable)),
+        ("consumeFromMinEnable", java_str(g.consume_from_min_enable)),
+        ("consumeBroadcastEnable", java_str(g.consume_broadcast_enable)),
         ("retryQueueNums", str(g.retry_queue_nums)),
         ("retryMaxTimes", str(g.retry_max_times)),
         ("brokerId", str(g.broker_id)),
         ("whichBrokerWhenConsumeSlowly", str(g.which_broker_when_consume_slowly)),
-        ("notifyConsumerIdsChangedEnable", jbool(g.notify_consumer_ids_changed_enable)),
+        ("notifyConsumerIdsChangedEnable", java_str(g.notify_consumer_ids_changed_enable)),
     ]
 
 
@@ -362,8 +361,7 @@ async def get_broker_config(admin: Admin, a: argparse.Namespace, out: Out) -> No
         text = f"============{a.broker_addr}============\n{properties_text(docs[a.broker_addr])}\n"
     else:
         info = await admin.cluster_info()
-        if a.cluster not in info.clusters:
-            await admin.masters(cluster=a.cluster)  # raises, naming the known clusters
+        require_cluster(info, a.cluster)
         names = java_hashmap_order(info.clusters[a.cluster])  # Apache's HashSet of names
         groups = [info.brokers[n].broker_addrs for n in names if n in info.brokers]
         masters = {g.get(0, "null"): [v for k, v in sorted(g.items()) if k != 0] for g in groups}
@@ -401,22 +399,11 @@ def _every_broker_opts(p: argparse.ArgumentParser) -> None:
     p.add_argument("-c", "--cluster", dest="cluster", help="every broker of a cluster")
 
 
-async def _every_broker(admin: Admin, a: argparse.Namespace) -> list[str]:
-    """``-b`` alone, or every broker, master and slave, of cluster ``-c`` (of every cluster
-    without it), as cleanExpiredCQ and deleteExpiredCommitLog reach them."""
-    if a.broker_addr:
-        return [a.broker_addr]
-    info = await admin.cluster_info()
-    if a.cluster is not None and a.cluster not in info.clusters:
-        await admin.masters(cluster=a.cluster)  # raises, naming the known clusters
-    return cluster_addrs(info, a.cluster, slaves=True)
-
-
 @command(
     "cleanExpiredCQ", "remove consume queues that point at deleted commit log", _every_broker_opts
 )
 async def clean_expired_cq(admin: Admin, a: argparse.Namespace, out: Out) -> None:
-    addrs = await _every_broker(admin, a)
+    addrs = await target_addrs(admin, a, slaves=True)
     for addr in addrs:
         await admin.clean_expired_consume_queue(addr)
     out.text("success" if addrs else "false", {"brokers": addrs, "success": bool(addrs)})
@@ -424,7 +411,7 @@ async def clean_expired_cq(admin: Admin, a: argparse.Namespace, out: Out) -> Non
 
 @command("deleteExpiredCommitLog", "delete expired commit-log files now", _every_broker_opts)
 async def delete_expired_commit_log(admin: Admin, a: argparse.Namespace, out: Out) -> None:
-    addrs = await _every_broker(admin, a)
+    addrs = await target_addrs(admin, a, slaves=True)
     for addr in addrs:
         await admin.delete_expired_commit_log(addr)
     out.text("success" if addrs else "false", {"brokers": addrs, "success": bool(addrs)})
@@ -468,32 +455,30 @@ def _broker_name_opt(p: argparse.ArgumentParser) -> None:
     p.add_argument("-b", "--brokerName", dest="broker_name", required=True)
 
 
-@command(
-    "wipeWritePerm", "take a broker's write permission away on every name server", _broker_name_opt
-)
-async def wipe_write_perm(admin: Admin, a: argparse.Namespace, out: Out) -> None:
-    counts = await admin.write_perm(a.broker_name, wipe=True)
+async def _write_perm(admin: Admin, a: argparse.Namespace, out: Out, *, wipe: bool) -> None:
+    counts = await admin.write_perm(a.broker_name, wipe=wipe)
+    verb = "wipe" if wipe else "add"
     out.text(
         "".join(
-            f"wipe write perm of broker[{a.broker_name}] in name server[{ns}] OK, {n}\n"
+            f"{verb} write perm of broker[{a.broker_name}] in name server[{ns}] OK, {n}\n"
             for ns, n in counts.items()
         ),
         counts,
     )
+
+
+@command(
+    "wipeWritePerm", "take a broker's write permission away on every name server", _broker_name_opt
+)
+async def wipe_write_perm(admin: Admin, a: argparse.Namespace, out: Out) -> None:
+    await _write_perm(admin, a, out, wipe=True)
 
 
 @command(
     "addWritePerm", "give a broker its write permission back on every name server", _broker_name_opt
 )
 async def add_write_perm(admin: Admin, a: argparse.Namespace, out: Out) -> None:
-    counts = await admin.write_perm(a.broker_name, wipe=False)
-    out.text(
-        "".join(
-            f"add write perm of broker[{a.broker_name}] in name server[{ns}] OK, {n}\n"
-            for ns, n in counts.items()
-        ),
-        counts,
-    )
+    await _write_perm(admin, a, out, wipe=False)
 
 
 @command("getNamesrvConfig", "every name server's configuration", lambda p: None)
@@ -559,28 +544,6 @@ def _export_opts(p: argparse.ArgumentParser) -> None:
                    help="with the retry and dead-letter topics")  # fmt: skip
 
 
-async def _user_topics(admin: Admin, addr: str, special: bool) -> dict[str, TopicConfig]:
-    """``getUserTopicConfig``: the broker's topics less its system topics (and, unless
-    ``special``, the retry and dead-letter topics)."""
-    topics = await admin.topic_configs(addr)
-    system = set(await admin.system_topics(addr))
-    return {
-        name: tc
-        for name, tc in topics.items()
-        if name not in system and (special or not name.startswith((RETRY_PREFIX, DLQ_PREFIX)))
-    }
-
-
-async def _user_groups(admin: Admin, addr: str) -> dict[str, SubscriptionGroupConfig]:
-    """``getUserSubscriptionGroup``: the broker's groups less RocketMQ's own."""
-    groups = await admin.subscription_groups(addr)
-    return {
-        name: g
-        for name, g in groups.items()
-        if name not in BUILTIN_GROUPS and not name.startswith("CID_RMQ_SYS_")
-    }
-
-
 @command("exportMetadata", "topics and subscription groups of brokers, as JSON", _export_opts)
 async def export_metadata(admin: Admin, a: argparse.Namespace, out: Out) -> None:
     if a.broker_addr and not (a.topics_only or a.groups_only):
@@ -593,9 +556,11 @@ async def export_metadata(admin: Admin, a: argparse.Namespace, out: Out) -> None
         doc["subscriptionGroupTable"] = {}
     for addr in await admin.masters(cluster=a.cluster, broker_addr=a.broker_addr):
         if "topicConfigTable" in doc:
-            _merge_topics(doc["topicConfigTable"], await _user_topics(admin, addr, a.special))
+            _merge_topics(
+                doc["topicConfigTable"], await user_topics(admin, addr, special=a.special)
+            )
         if "subscriptionGroupTable" in doc:
-            _merge_groups(doc["subscriptionGroupTable"], await _user_groups(admin, addr))
+            _merge_groups(doc["subscriptionGroupTable"], await user_groups(admin, addr))
     doc["exportTime"] = int(time.time() * 1000)
     path = Path(a.dir) / f"{kind}.json"
     text = json.dumps(doc, indent=2, ensure_ascii=False)

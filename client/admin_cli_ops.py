@@ -31,6 +31,9 @@ from typing import Any
 
 from client.admin import Admin
 from client.admin_commands import (
+    DLQ_PREFIX,
+    EXPORT_DIR,
+    RETRY_PREFIX,
     Out,
     UsageError,
     command,
@@ -40,12 +43,14 @@ from client.admin_commands import (
     java_f2,
     java_message_text,
     parse_time,
+    user_groups,
+    user_topics,
 )
 from client.errors import ClientError
 from client.message import Message, MessageView
 from client.producer import Producer
 from client.push_consumer import PushConsumer
-from remoting.bodies import BUILTIN_GROUPS, BrokerStatsData
+from remoting.bodies import BrokerStatsData
 from remoting.codes import RequestCode
 from remoting.errors import RocketMQError
 from remoting.route import MessageQueue
@@ -53,8 +58,6 @@ from remoting.route import MessageQueue
 log = logging.getLogger("client.admin_cli")
 
 TLOG_TIME = "%Y-%m-%d %H:%M:%S"
-EXPORT_DIR = "/tmp/rocketmq/export"  # noqa: S108 - Apache's default, named by -f otherwise
-RETRY_PREFIX, DLQ_PREFIX = "%RETRY%", "%DLQ%"
 SEARCH = RequestCode.SEARCH_OFFSET_BY_TIMESTAMP
 # Apache's exportConfigs copies these broker settings (all strings) per master.
 EXPORTED_CONFIG_KEYS = (
@@ -719,17 +722,8 @@ async def _broker_report(admin: Admin, master: str) -> dict[str, Any]:
     day's counts, sizes and the versions of its consumers' clients."""
     runtime = await admin.runtime_info(master)
     config = await admin.broker_config(master)
-    groups = [
-        g
-        for g in await admin.subscription_groups(master)
-        if g not in BUILTIN_GROUPS and not g.startswith("CID_RMQ_SYS_")
-    ]
-    system = set(await admin.system_topics(master))
-    topics = [
-        t
-        for t in await admin.topic_configs(master)
-        if t not in system and not t.startswith((RETRY_PREFIX, DLQ_PREFIX))
-    ]
+    groups = list(await user_groups(admin, master))
+    topics = list(await user_topics(admin, master))
     trans = await admin.broker_stats(master, "TOPIC_PUT_NUMS", "RMQ_SYS_TRANS_HALF_TOPIC")
     schedule = await admin.broker_stats(master, "TOPIC_PUT_NUMS", "SCHEDULE_TOPIC_XXXX")
     clients: set[str] = set()

@@ -42,6 +42,7 @@ from client.errors import ClientError
 from client.message import Message, MessageView
 from client.producer import Producer
 from client.rebalance import allocate_averagely, message_queue_key
+from client.trace import java_str
 from codec.hashing import (
     java_hashmap_order,
     java_hashmap_order_by,
@@ -74,12 +75,7 @@ def mq_set(mqs: Iterable[MessageQueue], capacity: int = 16) -> list[MessageQueue
 def subscribe_queues(route: TopicRouteData, topic: str) -> list[MessageQueue]:
     """``topicRouteData2TopicSubscribeInfo``: every readable queue, in HashSet order (what
     ``fetchSubscribeMessageQueues`` hands Apache's tools)."""
-    return mq_set(
-        MessageQueue(topic, q.broker_name, i)
-        for q in route.queue_datas
-        if q.perm & 4
-        for i in range(q.read_queue_nums)
-    )
+    return mq_set(route.readable_queues(topic))
 
 
 def message_line(m: MessageView, pulled: PulledBatch, charset: str | None) -> str | None:
@@ -405,18 +401,12 @@ def _subscription_text(sub: dict[str, Any]) -> str:
 def _cq_entry_text(e: dict[str, Any]) -> str:
     """``ConsumeQueueData.toString()``."""
 
-    def s(key: str) -> str:
-        v = e.get(key)
-        return "null" if v is None else str(v)
-
-    def b(key: str) -> str:
-        return "true" if e.get(key) else "false"
-
+    s = java_str
     return (
         f"ConsumeQueueData{{physicOffset={e.get('physicOffset', 0)}, "
         f"physicSize={e.get('physicSize', 0)}, tagsCode={e.get('tagsCode', 0)}, "
-        f"extendDataJson='{s('extendDataJson')}', bitMap='{s('bitMap')}', eval={b('eval')}, "
-        f"msg='{s('msg')}'}}"
+        f"extendDataJson='{s(e.get('extendDataJson'))}', bitMap='{s(e.get('bitMap'))}', "
+        f"eval={s(bool(e.get('eval')))}, msg='{s(e.get('msg'))}'}}"
     )
 
 
@@ -490,7 +480,7 @@ async def _reset(
     shown = a.timestamp if title else "-1"
     head = (
         f"rollback consumer offset by specified group[{a.group}], topic[{a.topic}], "
-        f"force[{str(a.force).lower()}], timestamp(string)[{shown}], timestamp(long)[{timestamp}]\n"
+        f"force[{java_str(a.force)}], timestamp(string)[{shown}], timestamp(long)[{timestamp}]\n"
     )
     try:
         with out.progress() as progress:
@@ -533,7 +523,7 @@ async def _reset_offline(
         table = await admin.consume_stats_at(addr, a.group)
         positions = [
             (mq, table[mq].broker_offset, table[mq].consumer_offset)
-            for mq in java_hashmap_order_by(list(table), mq_hash)
+            for mq in mq_set(table)
             if mq.topic == a.topic
         ]
         if not positions:  # never consumed here: from each queue's first message
@@ -613,7 +603,7 @@ def _pq_text(q: dict[str, Any]) -> str:
         return int(q.get(key) or 0)
 
     def b(key: str) -> str:
-        return "true" if q.get(key) else "false"
+        return java_str(bool(q.get(key)))
 
     return (
         f"ProcessQueueInfo [commitOffset={n('commitOffset')}, "
@@ -645,7 +635,7 @@ def running_info_text(info: dict[str, Any]) -> str:
         key=lambda s: f"{s.get('topic')}@{s.get('subString')}",
     )
     for i, s in enumerate(subs, 1):
-        mode = "true" if s.get("classFilterMode") else "false"
+        mode = java_str(bool(s.get("classFilterMode")))
         text += f"{i:03d} Topic: {s.get('topic'):<40} ClassFilter: {mode:<8} "
         text += f"SubExpression: {s.get('subString')}\n"
     queues = sorted(info.get("mqTable") or [], key=_mq_order)

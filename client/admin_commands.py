@@ -27,12 +27,15 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
-from client.admin import Admin, ClusterInfo, PulledBatch
-from client.errors import InvalidArgumentError
+from client.admin import Admin, ClusterInfo, PulledBatch, require_cluster
+from client.errors import ClientError, InvalidArgumentError
 from client.message import MessageView
 from codec.hashing import java_hashmap_order
+from remoting.bodies import BUILTIN_GROUPS, SubscriptionGroupConfig, TopicConfig
 
 TIME_FORMAT = "%Y-%m-%d#%H:%M:%S:%f"  # mqadmin's yyyy-MM-dd#HH:mm:ss:SSS
+EXPORT_DIR = "/tmp/rocketmq/export"  # noqa: S108 - Apache's default, named by -f otherwise
+RETRY_PREFIX, DLQ_PREFIX = "%RETRY%", "%DLQ%"
 
 
 class UsageError(InvalidArgumentError):
@@ -161,19 +164,26 @@ def find_command(name: str) -> str | None:
 # ------------------------------------------------------------------- shared options
 
 
-async def target_addrs(admin: Admin, a: argparse.Namespace) -> list[str]:
-    """The broker ``-b`` names, or every master of cluster ``-c`` in the order Apache's tools
-    take them (``CommandUtil.fetchMasterAddrByClusterName``: the cluster's broker names as a
-    HashSet, each one's master added to another HashSet)."""
+async def target_addrs(admin: Admin, a: argparse.Namespace, *, slaves: bool = False) -> list[str]:
+    """The broker ``-b`` names, or the brokers of cluster ``-c`` (of every cluster when there
+    is no ``-c``): masters only, or their slaves too, in the order Apache's ``CommandUtil``
+    takes them (see ``_cluster_addrs``).
+
+    Raises:
+        ClientError: the cluster is unknown, or has no master when only masters are asked.
+    """
     if a.broker_addr:
         return [a.broker_addr]
-    masters = set(await admin.masters(cluster=a.cluster))  # raises for an unknown cluster
-    return [
-        addr for addr in cluster_addrs(await admin.cluster_info(), a.cluster) if addr in masters
-    ]
+    info = await admin.cluster_info()
+    if a.cluster is not None:
+        require_cluster(info, a.cluster)
+    addrs = _cluster_addrs(info, a.cluster, slaves=slaves)
+    if not addrs and not slaves:
+        raise ClientError(f"cluster {a.cluster!r} has no master broker")
+    return addrs
 
 
-def cluster_addrs(info: ClusterInfo, cluster: str | None, *, slaves: bool = False) -> list[str]:
+def _cluster_addrs(info: ClusterInfo, cluster: str | None, *, slaves: bool = False) -> list[str]:
     """The addresses of a cluster's brokers (of every cluster with None), masters only unless
     ``slaves``, in the order Apache's ``CommandUtil`` collects them into a HashSet: broker
     names in HashSet order, each group's addresses by broker id."""
@@ -220,6 +230,28 @@ def java_bool(text: str) -> bool:
     if text.lower() in ("true", "false"):
         return text.lower() == "true"
     raise argparse.ArgumentTypeError(f"{text!r} is not true or false")
+
+
+async def user_topics(admin: Admin, addr: str, *, special: bool = False) -> dict[str, TopicConfig]:
+    """``getUserTopicConfig``: the broker's topics less its system topics (and, unless
+    ``special``, the retry and dead-letter topics)."""
+    topics = await admin.topic_configs(addr)
+    system = set(await admin.system_topics(addr))
+    return {
+        name: tc
+        for name, tc in topics.items()
+        if name not in system and (special or not name.startswith((RETRY_PREFIX, DLQ_PREFIX)))
+    }
+
+
+async def user_groups(admin: Admin, addr: str) -> dict[str, SubscriptionGroupConfig]:
+    """``getUserSubscriptionGroup``: the broker's groups less RocketMQ's own."""
+    groups = await admin.subscription_groups(addr)
+    return {
+        name: g
+        for name, g in groups.items()
+        if name not in BUILTIN_GROUPS and not name.startswith("CID_RMQ_SYS_")
+    }
 
 
 # ------------------------------------------------------------------- Apache's text

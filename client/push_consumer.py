@@ -61,7 +61,6 @@ from client.trace_dispatch import ConsumeTracer
 from codec import java_hash
 from remoting.acl import SessionCredentials
 from remoting.bodies import (
-    PERM_READ,
     ConsumeFromWhere,
     ConsumerData,
     ConsumeType,
@@ -543,14 +542,7 @@ class PushConsumer(ClientService):
 
     def _readable_queues(self, topic: str) -> list[MessageQueue]:
         route = self.routes.get(topic)
-        if route is None:
-            return []
-        return sorted(
-            MessageQueue(topic, qd.broker_name, i)
-            for qd in route.queue_datas
-            if qd.perm & PERM_READ
-            for i in range(qd.read_queue_nums)
-        )
+        return sorted(route.readable_queues(topic)) if route is not None else []
 
     async def rebalance(self) -> None:
         """Work out this consumer's queues and start or stop pulling accordingly."""

@@ -34,6 +34,7 @@ __all__ = [
     "encode_trace",
     "format_trace",
     "java_hashmap_order",
+    "java_str",
     "trace_keys",
     "trace_views",
 ]
@@ -120,7 +121,9 @@ class TraceContext:
     context_code: int = 0
 
 
-def _text(value: object) -> str:
+def java_str(value: object) -> str:
+    """Java's ``String.valueOf`` (and ``+`` on strings): ``null``, ``true``/``false``, or the
+    value's text; the tools' ``toString`` output is built with it."""
     if value is None:
         return "null"
     if isinstance(value, bool):
@@ -155,7 +158,7 @@ def encode_trace(ctx: TraceContext) -> str:
                 bean.keys, bean.store_host, int(bean.msg_type), bean.transaction_id,
                 bean.transaction_state, bean.from_transaction_check,
             )  # fmt: skip
-        out.append(FIELD.join(map(_text, fields)) + RECORD)
+        out.append(FIELD.join(map(java_str, fields)) + RECORD)
         if t is TraceType.PUB:
             break  # a Pub is one record (a batch's ids are joined in its one bean)
     return "".join(out)

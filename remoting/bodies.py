@@ -26,6 +26,10 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, TypeVar
 
+from remoting.route import PERM_INHERIT as PERM_INHERIT  # noqa: PLC0414 - re-exported
+from remoting.route import PERM_PRIORITY as PERM_PRIORITY  # noqa: PLC0414 - re-exported
+from remoting.route import PERM_READ as PERM_READ  # noqa: PLC0414 - re-exported
+from remoting.route import PERM_WRITE as PERM_WRITE  # noqa: PLC0414 - re-exported
 from remoting.route import MessageQueue, dumps, loads
 
 # ============================================================================== enums
@@ -116,10 +120,8 @@ class DataVersion:
 
 # ============================================================================== topics
 
-PERM_PRIORITY = 0x8
-PERM_READ = 0x4
-PERM_WRITE = 0x2
-PERM_INHERIT = 0x1
+# PermName's bits are route.py's (a route's queue data carries them); re-exported above for
+# the many importers that know them from bodies.
 
 
 @dataclass(slots=True)

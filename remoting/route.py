@@ -55,6 +55,13 @@ def _int(value: Any, default: int = 0) -> int:
     return int(value)
 
 
+# PermName: a topic's (and a broker's) permission bits.
+PERM_PRIORITY = 0x8
+PERM_READ = 0x4
+PERM_WRITE = 0x2
+PERM_INHERIT = 0x1
+
+
 @dataclass(frozen=True, slots=True, order=True)
 class MessageQueue:
     """One queue of a topic on one broker (RocketMQ ``MessageQueue``)."""
@@ -146,6 +153,16 @@ class TopicRouteData:
             out["orderTopicConf"] = self.order_topic_conf
         out["queueDatas"] = [q.to_json() for q in self.queue_datas]
         return out
+
+    def readable_queues(self, topic: str) -> list[MessageQueue]:
+        """``topicRouteData2TopicSubscribeInfo``: every queue of ``topic`` on a broker that
+        may be read, in route order."""
+        return [
+            MessageQueue(topic, qd.broker_name, i)
+            for qd in self.queue_datas
+            if qd.perm & PERM_READ
+            for i in range(qd.read_queue_nums)
+        ]
 
     def encode(self) -> bytes:
         return dumps(self.to_json())

@@ -24,15 +24,14 @@ import os
 import shutil
 import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from client.admin import Admin
 from client.trace import DEFAULT_REGION, TRACE_TOPIC, MessageType, TraceType, TraceView
-from tests.interop.test_java_trace import our_mqadmin
-from tests.processes import Broker, DriverRun, build_when_changed, start_aerolite, unique
+from tests.interop.test_java_trace import aerolite, our_mqadmin  # noqa: F401 - the fixture
+from tests.processes import Broker, DriverRun, build_when_changed, unique
 
 pytestmark = pytest.mark.interop
 
@@ -77,15 +76,6 @@ def go4trace() -> Path:
     return build_go4trace()
 
 
-@pytest.fixture
-def aerolite(tmp_path: Path) -> Iterator[Broker]:
-    broker = start_aerolite(tmp_path / "store", {"traceTopicEnable": "true"})
-    try:
-        yield broker
-    finally:
-        broker.stop()
-
-
 def run_go(program: Path, work: Path, name: str, *args: str) -> DriverRun:
     """One driver run to its end (it exits by itself); killed by PID if it overruns."""
     work.mkdir(parents=True, exist_ok=True)
@@ -123,7 +113,9 @@ async def full_trace(namesrv: str, msg_id: str) -> list[TraceView]:
 
 
 async def test_go_client_traces_read_by_aerolite(
-    go4trace: Path, aerolite: Broker, tmp_path: Path
+    go4trace: Path,
+    aerolite: Broker,  # noqa: F811
+    tmp_path: Path,
 ) -> None:
     topic, pg, cg = unique("GoTraced"), unique("go_trace_pg"), unique("go_trace_cg")
     keys, namesrv = unique("gokey"), aerolite.namesrv

@@ -11,7 +11,6 @@ and consumes first, so there are messages, a group and its offsets.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,24 +22,15 @@ from remoting.codes import RequestCode, ResponseCode
 from remoting.command import RemotingCommand
 from tests.broker.test_acl import ACL_FILE
 from tests.interop.test_java_broker import java_broker, java_lib  # noqa: F401 - fixtures
-from tests.interop.test_java_mqadmin_ops import traffic
+from tests.interop.test_java_mqadmin_ops import aerolite, traffic  # noqa: F401 - the fixture
 from tests.interop.test_java_trace import apache_mqadmin, our_mqadmin
 from tests.processes import Broker, start_aerolite, unique
 
 pytestmark = pytest.mark.interop
 
 
-@pytest.fixture
-def aerolite(tmp_path: Path) -> Iterator[Broker]:
-    broker = start_aerolite(tmp_path / "store")
-    try:
-        yield broker
-    finally:
-        broker.stop()
-
-
 async def test_config_and_queue_commands_print_what_apaches_print(
-    aerolite: Broker,
+    aerolite: Broker,  # noqa: F811
     java_lib: Path,  # noqa: F811
     tmp_path: Path,
 ) -> None:
