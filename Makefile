@@ -13,7 +13,7 @@ RMQ5_VENV := .venv-rmq5
 RMQ5_STAMP := $(RMQ5_VENV)/.installed
 LINTED := $(PACKAGES) pyspark_aerolite.py setup.py examples
 
-.PHONY: help install protos fmt lint type test test-asyncio bench bench-peers check run interop cluster fuzz docker clean
+.PHONY: help install browser screenshots protos fmt lint type test test-asyncio bench bench-peers check run interop cluster fuzz docker clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
@@ -45,7 +45,22 @@ $(RMQ5_STAMP): tests/proxy/rmq5-requirements.txt
 	$(RMQ5_VENV)/bin/python -m pip install --quiet -r tests/proxy/rmq5-requirements.txt
 	@touch $(RMQ5_STAMP)
 
-install: $(STAMP) $(SPEEDUPS_STAMP) $(RMQ5_STAMP)  ## create .venv and install the project with its dev extras (and build the speedups)
+install: $(STAMP) $(SPEEDUPS_STAMP) $(RMQ5_STAMP) browser  ## create .venv and install the project with its dev extras (and build the speedups)
+
+# The web console's browser tests (tests/dashboard) drive Debian's Chromium through
+# Playwright; Playwright's own browser downloads are never used. Installed when it can be
+# (root with apt), else the tests say how and skip (outside CI, where they must run).
+browser:
+	@if ! command -v chromium >/dev/null 2>&1; then \
+		if command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
+			echo "apt-get install chromium (the console's browser tests)"; \
+			(apt-get update -q >/dev/null && apt-get install -y -q --no-install-recommends \
+				chromium fonts-dejavu-core >/dev/null) \
+				|| echo "could not install chromium: the browser tests will say so"; \
+		else \
+			echo "not installed: chromium (apt-get install chromium); the browser tests skip"; \
+		fi; \
+	fi
 
 protos: install  ## regenerate broker/proxy/apis from the vendored apache/rocketmq-apis protos
 	$(PY) -m broker.proxy.apis.regenerate
@@ -98,11 +113,15 @@ bench-peers:
 		fi; \
 	fi
 
+screenshots: install  ## the web console's screenshots in docs/ (headless Chromium, a demo cluster)
+	$(PY) -m tests.dashboard.screenshots
+
 bench: install $(BENCH_STAMP) bench-peers  ## benchmarks: figures as ratios to baselines measured in the same run
 	$(PY) -m tests.bench
 
-run: install  ## the standalone broker (name server + broker in one process)
-	$(VENV)/bin/aerolite standalone
+# ARGS go to the broker: make run ARGS="--set dashboardUsers=admin:change-me"
+run: install  ## the standalone broker (name server + broker in one process) and its web console
+	$(VENV)/bin/aerolite standalone $(ARGS)
 
 interop: install  ## tests against Apache RocketMQ's Java remoting/client/broker (Maven), Java and Go 5.x clients
 	$(PY) -m pytest -q tests/interop -m interop --run-interop

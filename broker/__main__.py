@@ -53,6 +53,7 @@ from broker.config import (
     server_ssl_context,
     with_changes,
 )
+from broker.console_child import start_console
 from broker.logs import configure_logging
 from broker.metrics import NamesrvCollector
 from broker.namesrv import NameServer
@@ -174,6 +175,11 @@ def _add_tool_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser])
     sub.add_parser(
         "admin", help="mqadmin: manage name servers and brokers", add_help=False
     ).add_argument("admin_args", nargs=argparse.REMAINDER)
+    sub.add_parser(
+        "dashboard",
+        help="the web console for a cluster: aerolite dashboard -n NAMESRV [--port 8080]",
+        add_help=False,
+    ).add_argument("dashboard_args", nargs=argparse.REMAINDER)
 
     ping = sub.add_parser("ping", help="is a name server or broker answering? (healthcheck)")
     ping.add_argument("address", help="HOST:PORT")
@@ -255,6 +261,39 @@ def _grpc_part(broker: Broker) -> list[str]:
     return [f"grpc={broker.address.rpartition(':')[0]}:{broker.grpc.port}"]
 
 
+async def _start_standalone(
+    args: argparse.Namespace, broker_config: BrokerConfig, stack: AsyncExitStack
+) -> list[str]:
+    """A name server, a broker registered with it and (unless disabled) the web console,
+    entered into ``stack``: the ready line's parts."""
+    namesrv_config = NamesrvConfig(
+        bind_address=broker_config.bind_address,
+        listen_port=args.namesrv_port,
+        kv_config_path=broker_config.store.root_dir / "config" / "kvConfig.json",
+        metrics_enable=False,  # its families go out on the broker's endpoint
+        # The process's one TLS setting: a plain name server beside an enforcing
+        # broker would be a listener that takes plaintext.
+        tls_server_mode=broker_config.tls_server_mode,
+        tls_server_cert_path=broker_config.tls_server_cert_path,
+        tls_server_key_path=broker_config.tls_server_key_path,
+        tls_server_trust_cert_path=broker_config.tls_server_trust_cert_path,
+    )
+    namesrv = await stack.enter_async_context(NameServer(namesrv_config))
+    broker_config = with_changes(broker_config, namesrv_addr=namesrv.address)
+    broker = Broker(broker_config)
+    broker.extra_collectors.append(NamesrvCollector(namesrv))
+    broker = await stack.enter_async_context(broker)
+    namesrv.metrics_port = broker.metrics_port  # its families are on that endpoint
+    parts = [f"namesrv={namesrv.address}", f"broker={broker.address}"]
+    parts += _metrics_part(broker.address, broker.metrics_port)
+    parts += _grpc_part(broker)
+    if broker_config.dashboard_enable:
+        console = await start_console(broker_config, namesrv.address)
+        stack.push_async_callback(console.stop)
+        parts.append(f"dashboard={console.url}")
+    return parts
+
+
 async def _serve(args: argparse.Namespace, config: BrokerConfig | NamesrvConfig) -> int:
     """Run the command's servers with ``config`` (the broker's for standalone) until a
     signal; print the ready line once every listener accepts."""
@@ -273,28 +312,7 @@ async def _serve(args: argparse.Namespace, config: BrokerConfig | NamesrvConfig)
         parts: list[str] = []
         if args.command == "standalone":
             assert isinstance(config, BrokerConfig)
-            broker_config = config
-            namesrv_config = NamesrvConfig(
-                bind_address=broker_config.bind_address,
-                listen_port=args.namesrv_port,
-                kv_config_path=broker_config.store.root_dir / "config" / "kvConfig.json",
-                metrics_enable=False,  # its families go out on the broker's endpoint
-                # The process's one TLS setting: a plain name server beside an enforcing
-                # broker would be a listener that takes plaintext.
-                tls_server_mode=broker_config.tls_server_mode,
-                tls_server_cert_path=broker_config.tls_server_cert_path,
-                tls_server_key_path=broker_config.tls_server_key_path,
-                tls_server_trust_cert_path=broker_config.tls_server_trust_cert_path,
-            )
-            namesrv = await stack.enter_async_context(NameServer(namesrv_config))
-            broker_config = with_changes(broker_config, namesrv_addr=namesrv.address)
-            broker = Broker(broker_config)
-            broker.extra_collectors.append(NamesrvCollector(namesrv))
-            broker = await stack.enter_async_context(broker)
-            namesrv.metrics_port = broker.metrics_port  # its families are on that endpoint
-            parts = [f"namesrv={namesrv.address}", f"broker={broker.address}"]
-            parts += _metrics_part(broker.address, broker.metrics_port)
-            parts += _grpc_part(broker)
+            parts = await _start_standalone(args, config, stack)
         elif isinstance(config, NamesrvConfig):
             namesrv = await stack.enter_async_context(NameServer(config))
             parts = [f"namesrv={namesrv.address}"]
@@ -396,9 +414,10 @@ def _run(main: Coroutine[None, None, int]) -> int:
     return uvloop.run(main)
 
 
-def _exec_admin(admin_args: Sequence[str]) -> int:
-    """``aerolite admin …`` is ``mqadmin …``: replace this process with the admin tool."""
-    argv = [sys.executable, "-m", "client.admin_cli", *admin_args]
+def _exec_client(module: str, args: Sequence[str]) -> int:
+    """``aerolite admin …`` is ``mqadmin …`` and ``aerolite dashboard …`` the web console:
+    clients of the cluster, so this process is replaced with the client's module."""
+    argv = [sys.executable, "-m", module, *args]
     sys.stdout.flush()
     sys.stderr.flush()
     os.execv(sys.executable, argv)  # noqa: S606 - our own module, by design a new program
@@ -407,7 +426,9 @@ def _exec_admin(admin_args: Sequence[str]) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     raw = list(sys.argv[1:] if argv is None else argv)
     if raw[:1] == ["admin"]:
-        return _exec_admin(raw[1:])
+        return _exec_client("client.admin_cli", raw[1:])
+    if raw[:1] == ["dashboard"]:
+        return _exec_client("client.dashboard", raw[1:])
     args = _parser().parse_args(argv)
     configure_logging(json=args.log_json, level=args.log_level)
     if args.command == "ping":
@@ -441,6 +462,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_START
     try:
         return _run(_serve(args, config))
+    except ConfigError as exc:  # a part that would not start (the web console's port taken)
+        print(f"aerolite {args.command}: {exc}", file=sys.stderr)
+        return EXIT_START
     except OSError as exc:
         # A listener that cannot bind: the message names the address (and the key, where
         # the server knows it).

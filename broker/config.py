@@ -176,11 +176,22 @@ class BrokerConfig(ServerSettings):
     tls_client_trust_cert_path: Path | None = None  # tlsClientTrustCertPath: server CAs
     tls_client_cert_path: Path | None = None  # tlsClientCertPath: for servers that ask
     tls_client_key_path: Path | None = None  # tlsClientKeyPath
+    # The web console (client/dashboard), which `aerolite standalone` runs beside itself.
+    dashboard_enable: bool = True  # enableDashboard
+    dashboard_port: int = 8080  # dashboardPort; 0 picks a free one
+    dashboard_users: str = ""  # dashboardUsers: name:password;… (plain or scrypt$ hashes)
+    dashboard_users_file: Path | None = None  # dashboardUsersFile: name=hash lines
+    # dashboardAccessKey / dashboardSecretKey: what the console signs its admin requests
+    # with when aclEnable=true (an admin account of plain_acl.yml)
+    dashboard_access_key: str = ""
+    dashboard_secret_key: str = ""
     store: StoreConfig = field(default_factory=StoreConfig)
 
     def __post_init__(self) -> None:
         self._check_ports()
         _check_listener_limits(self)
+        if bool(self.dashboard_access_key) != bool(self.dashboard_secret_key):
+            raise ValueError("dashboardAccessKey and dashboardSecretKey go together")
         _check_tls(self.tls_server_mode, self.tls_server_cert_path, self.tls_server_key_path)
         if self.tls_client_key_path is not None and self.tls_client_cert_path is None:
             raise ValueError("tlsClientKeyPath needs tlsClientCertPath")
@@ -242,6 +253,7 @@ class BrokerConfig(ServerSettings):
         _check_port("metricsPort", self.metrics_port)
         if self.grpc_listen_port is not None:
             _check_port("grpcListenPort", self.grpc_listen_port)
+        _check_port("dashboardPort", self.dashboard_port)
 
     @property
     def grpc_port(self) -> int:
@@ -445,6 +457,12 @@ BROKER_KEYS: dict[str, tuple[str, str]] = {
     "grpcClientConsumerMinLongPollingTimeoutMillis": ("", "grpc_min_long_polling_timeout_ms"),
     "grpcClientConsumerMaxLongPollingTimeoutMillis": ("", "grpc_max_long_polling_timeout_ms"),
     "minInvisibleTimeMillsForRecv": ("", "grpc_min_invisible_ms"),
+    "enableDashboard": ("", "dashboard_enable"),
+    "dashboardPort": ("", "dashboard_port"),
+    "dashboardUsers": ("", "dashboard_users"),
+    "dashboardUsersFile": ("", "dashboard_users_file"),
+    "dashboardAccessKey": ("", "dashboard_access_key"),
+    "dashboardSecretKey": ("", "dashboard_secret_key"),
     **_LISTENER_KEYS,
     "tlsServerMode": ("", "tls_server_mode"),
     "tlsServerCertPath": ("", "tls_server_cert_path"),
@@ -889,12 +907,18 @@ def _render(value: object) -> str:
     return str(value)
 
 
+# Keys whose values are passwords: accepted, never sent by GET_BROKER_CONFIG.
+SECRET_KEYS = frozenset({"dashboardUsers", "dashboardSecretKey"})
+
+
 def config_properties(config: BrokerConfig | NamesrvConfig) -> dict[str, str]:
     """Every key of the config as broker.conf text values (GET_BROKER_CONFIG,
     GET_NAMESRV_CONFIG), in the key table's order."""
     table = BROKER_KEYS if isinstance(config, BrokerConfig) else NAMESRV_KEYS
     out = {}
     for key, (section, name) in table.items():
+        if key in SECRET_KEYS:
+            continue  # whoever reaches the broker's port may read its config
         holder = config.store if section == "store" and isinstance(config, BrokerConfig) else config
         out[key] = _render(getattr(holder, name))
     if isinstance(config, BrokerConfig):

@@ -52,6 +52,7 @@ DEFAULT_SETTINGS = {
     "autoCreateTopicEnable": "true",
     "metricsPort": "0",  # a free port: parallel brokers must not fight over 5557
     "grpcListenPort": "0",  # nor over 8081
+    "enableDashboard": "false",  # nor over 8080 (tests/dashboard start the console themselves)
 }
 
 
@@ -212,6 +213,7 @@ class StandaloneBroker:
     store: Path
     metrics: str | None = None  # host:port of the Prometheus endpoint, if served
     grpc: str | None = None  # host:port of RocketMQ 5 clients' endpoint, if served
+    dashboard: str | None = None  # the web console's URL, if served
 
     def stop(self) -> None:
         stop_pid(self.proc)
@@ -219,13 +221,25 @@ class StandaloneBroker:
 
 def start_standalone(root: Path, settings: dict[str, str] | None = None) -> StandaloneBroker:
     """``launch_standalone`` on ``root/store`` with the broker's defaults, but for the metrics
-    port (a free one) and ``settings`` (broker config keys)."""
+    port (a free one), the web console (none, unless ``settings`` ask for it) and
+    ``settings`` (broker config keys)."""
     root.mkdir(parents=True, exist_ok=True)
     store = root / "store"
-    merged = {"metricsPort": "0", "grpcListenPort": "0", **(settings or {})}
+    merged = {
+        "metricsPort": "0",
+        "grpcListenPort": "0",
+        "enableDashboard": "false",
+        **(settings or {}),
+    }
     proc, fields = launch_standalone(store, merged, root / "broker.log")
     return StandaloneBroker(
-        proc, fields["namesrv"], fields["broker"], store, fields.get("metrics"), fields.get("grpc")
+        proc,
+        fields["namesrv"],
+        fields["broker"],
+        store,
+        fields.get("metrics"),
+        fields.get("grpc"),
+        fields.get("dashboard"),
     )
 
 

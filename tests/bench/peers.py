@@ -220,6 +220,7 @@ class AeroliteBroker(Service):
     def start(self) -> None:
         argv = [sys.executable, "-m", "broker", "standalone", "--store", str(self.work / "store")]
         argv += ["--namesrv-port", "0", "--listen-port", "0", "--set", "metricsPort=0"]
+        argv += ["--set", "enableDashboard=false"]
         for key, value in self.settings.items():
             argv += ["--set", f"{key}={value}"]
         # From the repository root, like `make run`, so that the project is importable.

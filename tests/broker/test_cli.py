@@ -29,7 +29,10 @@ def _start(
     *args: str, env: dict[str, str] | None = None, stderr: IO[str] | int = subprocess.PIPE
 ) -> subprocess.Popen[str]:
     """A broker CLI process. A test that does not read its stderr passes a file: a pipe nobody
-    reads fills up (PYTHONASYNCIODEBUG's tracebacks fill it fast) and stalls the process."""
+    reads fills up (PYTHONASYNCIODEBUG's tracebacks fill it fast) and stalls the process.
+    A standalone broker serves no web console unless the test asks (its 8080 is shared)."""
+    if "standalone" in args and not any("ashboard" in a for a in args):
+        args = (*args, "--set", "enableDashboard=false")
     return subprocess.Popen(
         [sys.executable, "-m", "broker", *args],
         stdout=subprocess.PIPE,

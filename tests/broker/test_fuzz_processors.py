@@ -131,6 +131,8 @@ class Target:
                     "--set",
                     "metricsPort=0",
                     "--set",
+                    "enableDashboard=false",
+                    "--set",
                     "mappedFileSizeCommitLog=1048576",
                     "--set",
                     "maxMessageSize=262144",

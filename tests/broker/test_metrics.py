@@ -194,6 +194,8 @@ async def test_standalone_serves_broker_and_namesrv_on_one_port(tmp_path: Path) 
         "0",
         "--set",
         f"metricsPort={port}",
+        "--set",
+        "enableDashboard=false",
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
     )

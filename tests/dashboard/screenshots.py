@@ -1,0 +1,109 @@
+"""The console's screenshots in docs/: ``make screenshots``.
+
+A standalone broker with the console on a free port, a little traffic (an order topic, a
+group that keeps up, one that fell behind, and dead letters), then headless Chromium takes
+each main page. Bounded: a fixed number of messages, every wait with a deadline.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import shutil
+import tempfile
+from pathlib import Path
+
+from playwright.async_api import Page
+
+from client import ConsumeFromWhere, ConsumeResult, Message, MessageView, Producer, PushConsumer
+from tests.dashboard.browser import chromium, require_chromium
+from tests.processes import StandaloneBroker, start_standalone
+
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+USER, PASSWORD = "ops", "screenshots-only"
+TOPIC = "Orders"
+FIRST = ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
+SETTLE_S = 7.0  # a sample every 5 s: the charts have a few points, the figures are live
+
+
+async def traffic(namesrv: str) -> None:
+    """300 orders; billing reads them all, audit stopped halfway (its lag shows), and a
+    refund listener that always fails sends its messages to the dead-letter queue."""
+    async with Producer("order-service", namesrv) as producer:
+        for n in range(300):
+            body = f'{{"order": {n}, "amount": {n * 7 % 500}.50, "currency": "EUR"}}'
+            msg = Message(TOPIC, body.encode(), tags="created", keys=[f"order-{n}"])
+            await producer.send(msg)
+    billing = PushConsumer("billing", namesrv, consume_from_where=FIRST)
+    billing.subscribe(TOPIC)(lambda _m: ConsumeResult.SUCCESS)
+    seen: list[MessageView] = []
+    halfway = asyncio.Event()
+    loop = asyncio.get_running_loop()
+
+    def audit_listener(m: MessageView) -> ConsumeResult:
+        seen.append(m)
+        if len(seen) >= 150:
+            loop.call_soon_threadsafe(halfway.set)
+        return ConsumeResult.SUCCESS
+
+    audit = PushConsumer("audit", namesrv, consume_from_where=FIRST, consume_concurrency=1)
+    audit.subscribe(TOPIC)(audit_listener)
+    refunds = PushConsumer("refunds", namesrv, consume_from_where=FIRST, max_reconsume_times=1)
+    refunds.subscribe(TOPIC, "created")(lambda _m: ConsumeResult.RECONSUME_LATER)
+    async with billing, audit:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(halfway.wait(), 30)
+    async with refunds:
+        await asyncio.sleep(8)
+
+
+async def shoot(page: Page, path: str, name: str, into: Path) -> None:
+    await page.goto(path, wait_until="load")
+    await asyncio.sleep(SETTLE_S)
+    await page.screenshot(path=str(into / f"console-{name}.png"), full_page=True)
+    print(f"console-{name}.png  {path}")
+
+
+async def run(into: Path) -> None:
+    root = Path(tempfile.mkdtemp(prefix="aerolite-shots-"))
+    broker: StandaloneBroker | None = None
+    try:
+        broker = start_standalone(
+            root,
+            {
+                "enableDashboard": "true",
+                "dashboardPort": "0",
+                "dashboardUsers": f"{USER}:{PASSWORD}",
+                "autoCreateTopicEnable": "true",
+                "messageDelayLevel": " ".join(["200ms"] * 18),
+            },
+        )
+        await traffic(broker.namesrv)
+        async with chromium(require_chromium()) as browser:
+            page = await browser.new_page(
+                base_url=broker.dashboard, viewport={"width": 1400, "height": 860}
+            )
+            await shoot(page, "/", "overview", into)
+            await shoot(page, "/topics", "topics", into)
+            await shoot(page, f"/topics/{TOPIC}", "topic", into)
+            await shoot(page, "/groups", "groups", into)
+            await shoot(page, "/groups/audit", "group", into)
+            await shoot(page, f"/messages?by=key&topic={TOPIC}&key=order-42", "messages", into)
+            await shoot(page, "/dlq?group=refunds", "dlq", into)
+    finally:
+        if broker is not None:
+            broker.stop()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--into", type=Path, default=DOCS, help="where the PNGs go (docs/)")
+    args = parser.parse_args()
+    args.into.mkdir(parents=True, exist_ok=True)
+    asyncio.run(run(args.into))
+
+
+if __name__ == "__main__":
+    main()
