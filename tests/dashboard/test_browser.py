@@ -175,6 +175,12 @@ async def test_a_topic_created_in_the_form_is_listed_and_known_to_mqadmin(
     await expect(page.locator(".notice.ok")).to_contain_text(topic)
     await page.goto("/topics")
     await expect(page.locator("#topics")).to_contain_text(topic)
+    # typing filters the list in place (htmx swaps the table; the page is not reloaded)
+    await page.evaluate("window.notReloaded = true")
+    await page.get_by_label("Name contains").fill(topic.lower())
+    await expect(page.locator("#topics tbody tr")).to_have_count(1)
+    await expect(page.locator("#topic-count")).to_have_text(re.compile(r"^1 of "))
+    assert await page.evaluate("window.notReloaded === true")
     # and the cluster itself has it, as an operator's other tool sees it
     done = await asyncio.create_subprocess_exec(
         sys.executable,
