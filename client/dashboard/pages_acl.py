@@ -11,6 +11,7 @@ kept for brokers that do not know that code.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from aiohttp import web
@@ -125,6 +126,18 @@ def _perm_list(text: str, what: str) -> str:
     return ",".join(entries)
 
 
+async def _on_every_master(
+    request: web.Request, change: Callable[[Admin, str], Awaitable[None]]
+) -> int:
+    """``change`` on every master, one after another (the ACL files are kept alike, and
+    the first refusal stops the rest); how many it was made on."""
+    admin = console_of(request).admin
+    masters = await admin.all_masters()
+    for addr in masters:
+        await change(admin, addr)
+    return len(masters)
+
+
 def _field(form: Any, name: str) -> str:
     value = form.get(name, "")
     return value.strip() if isinstance(value, str) else ""
@@ -151,11 +164,10 @@ async def save_account(request: web.Request) -> web.StreamResponse:
         group_perms=_perm_list(_field(form, "groupPerms"), "group permission") or None,
         admin=form.get("admin") == "on",
     ).to_ext_fields()
-    admin = console_of(request).admin
-    masters = await admin.all_masters()
-    for addr in masters:
-        await admin.update_acl_config(addr, fields)
-    raise done(request, f"Account {access_key} saved on {len(masters)} broker(s).", "/acl")
+    count = await _on_every_master(
+        request, lambda admin, addr: admin.update_acl_config(addr, fields)
+    )
+    raise done(request, f"Account {access_key} saved on {count} broker(s).", "/acl")
 
 
 async def delete_account(request: web.Request) -> web.StreamResponse:
@@ -163,11 +175,10 @@ async def delete_account(request: web.Request) -> web.StreamResponse:
     form = await request.post()
     if _field(form, "confirm") != access_key:
         raise BadInput(f"type the access key {access_key} to confirm its deletion")
-    admin = console_of(request).admin
-    masters = await admin.all_masters()
-    for addr in masters:
-        await admin.delete_acl_config(addr, access_key)
-    raise done(request, f"Account {access_key} deleted on {len(masters)} broker(s).", "/acl")
+    count = await _on_every_master(
+        request, lambda admin, addr: admin.delete_acl_config(addr, access_key)
+    )
+    raise done(request, f"Account {access_key} deleted on {count} broker(s).", "/acl")
 
 
 async def save_white_list(request: web.Request) -> web.StreamResponse:
@@ -175,8 +186,7 @@ async def save_white_list(request: web.Request) -> web.StreamResponse:
     addresses = ",".join(
         a.strip() for a in _field(form, "addresses").replace("\n", ",").split(",") if a.strip()
     )
-    admin = console_of(request).admin
-    masters = await admin.all_masters()
-    for addr in masters:
-        await admin.update_global_white_addrs(addr, addresses)
+    await _on_every_master(
+        request, lambda admin, addr: admin.update_global_white_addrs(addr, addresses)
+    )
     raise done(request, "The global white list is saved.", "/acl")

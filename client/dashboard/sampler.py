@@ -100,6 +100,12 @@ class BrokerSample:
         return _int(self.runtime, "commitLogMaxOffset")
 
     @property
+    def slaves_connected(self) -> int:
+        """A master's slaves connected now (``haConnectionNum``); its lag means nothing
+        without one."""
+        return _int(self.runtime, "haConnectionNum") or 0
+
+    @property
     def dispatch_behind_bytes(self) -> int | None:
         return _int(self.runtime, "dispatchBehindBytes")
 

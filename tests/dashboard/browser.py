@@ -27,6 +27,20 @@ CHROMIUM_ARGS = [
 ]
 
 
+# A standalone broker with its console for the browser's tests and the screenshots: a free
+# port, the test's user, small segments, and retries in a blink (every level 200 ms) so that
+# dead letters come within seconds.
+BROWSER_USER, BROWSER_PASSWORD = "ops", "browser-pass-1"
+CONSOLE_SETTINGS = {
+    "enableDashboard": "true",
+    "dashboardPort": "0",
+    "dashboardUsers": f"{BROWSER_USER}:{BROWSER_PASSWORD}",
+    "autoCreateTopicEnable": "true",
+    "mappedFileSizeCommitLog": str(4 << 20),
+    "messageDelayLevel": " ".join(["200ms"] * 18),
+}
+
+
 def chromium_path() -> str | None:
     for name in ("chromium", "chromium-browser"):
         found = shutil.which(name)

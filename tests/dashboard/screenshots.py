@@ -17,11 +17,10 @@ from pathlib import Path
 from playwright.async_api import Page
 
 from client import ConsumeFromWhere, ConsumeResult, Message, MessageView, Producer, PushConsumer
-from tests.dashboard.browser import chromium, require_chromium
+from tests.dashboard.browser import CONSOLE_SETTINGS, chromium, require_chromium
 from tests.processes import StandaloneBroker, start_standalone
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
-USER, PASSWORD = "ops", "screenshots-only"
 TOPIC = "Orders"
 FIRST = ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
 SETTLE_S = 7.0  # a sample every 5 s: the charts have a few points, the figures are live
@@ -58,6 +57,17 @@ async def traffic(namesrv: str) -> None:
         await asyncio.sleep(8)
 
 
+async def steady_orders(namesrv: str, stop: asyncio.Event) -> None:
+    """Orders at about 20 a second while the pages are taken (at most 3,000), so the charts
+    and TPS figures move."""
+    async with Producer("order-service", namesrv) as producer:
+        for n in range(3000):
+            if stop.is_set():
+                return
+            await producer.send(Message(TOPIC, f'{{"order": {1000 + n}}}'.encode(), tags="created"))
+            await asyncio.sleep(0.05)
+
+
 async def shoot(page: Page, path: str, name: str, into: Path) -> None:
     await page.goto(path, wait_until="load")
     await asyncio.sleep(SETTLE_S)
@@ -69,18 +79,13 @@ async def run(into: Path) -> None:
     root = Path(tempfile.mkdtemp(prefix="aerolite-shots-"))
     broker: StandaloneBroker | None = None
     try:
-        broker = start_standalone(
-            root,
-            {
-                "enableDashboard": "true",
-                "dashboardPort": "0",
-                "dashboardUsers": f"{USER}:{PASSWORD}",
-                "autoCreateTopicEnable": "true",
-                "messageDelayLevel": " ".join(["200ms"] * 18),
-            },
-        )
+        broker = start_standalone(root, CONSOLE_SETTINGS)
         await traffic(broker.namesrv)
-        async with chromium(require_chromium()) as browser:
+        stop = asyncio.Event()
+        steady = asyncio.create_task(steady_orders(broker.namesrv, stop))
+        billing = PushConsumer("billing", broker.namesrv, consume_from_where=FIRST)
+        billing.subscribe(TOPIC)(lambda _m: ConsumeResult.SUCCESS)
+        async with billing, chromium(require_chromium()) as browser:
             page = await browser.new_page(
                 base_url=broker.dashboard, viewport={"width": 1400, "height": 860}
             )
@@ -91,6 +96,8 @@ async def run(into: Path) -> None:
             await shoot(page, "/groups/audit", "group", into)
             await shoot(page, f"/messages?by=key&topic={TOPIC}&key=order-42", "messages", into)
             await shoot(page, "/dlq?group=refunds", "dlq", into)
+        stop.set()
+        await steady
     finally:
         if broker is not None:
             broker.stop()

@@ -18,14 +18,19 @@ import pytest
 from playwright.async_api import Page, expect
 
 from client import ConsumeFromWhere, ConsumeResult, Message, MessageView, Producer, PushConsumer
-from tests.dashboard.browser import chromium, require_chromium
+from tests.dashboard.browser import (
+    BROWSER_PASSWORD,
+    BROWSER_USER,
+    CONSOLE_SETTINGS,
+    chromium,
+    require_chromium,
+)
 from tests.processes import StandaloneBroker, start_standalone, unique
 from tests.support import wait_until
 
 pytestmark = pytest.mark.slow
 
-USER = "ops"
-PASSWORD = "browser-pass-1"  # noqa: S105 - the test user's, made up
+USER, PASSWORD = BROWSER_USER, BROWSER_PASSWORD
 WAIT_MS = 20_000
 FIRST = ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
 # a figure on an open page follows the console's samples (every 5 s): allow a few
@@ -35,18 +40,7 @@ expect.set_options(timeout=WAIT_MS)
 @pytest.fixture(scope="module")
 def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneBroker]:
     root = tmp_path_factory.mktemp("console")
-    broker = start_standalone(
-        root,
-        {
-            "enableDashboard": "true",
-            "dashboardPort": "0",
-            "dashboardUsers": f"{USER}:{PASSWORD}",
-            "autoCreateTopicEnable": "true",
-            "mappedFileSizeCommitLog": str(4 << 20),
-            # dead letters within seconds: every retry level is 200 ms
-            "messageDelayLevel": " ".join(["200ms"] * 18),
-        },
-    )
+    broker = start_standalone(root, CONSOLE_SETTINGS)
     try:
         assert broker.dashboard is not None, "the ready line has no dashboard= field"
         yield broker
