@@ -169,6 +169,11 @@ async def _watch_stdin(stop: asyncio.Event) -> None:
 
 
 def _hash_interactively() -> int:
+    """Asked twice on a terminal; read as one line from a pipe (``echo … | …``)."""
+    if not sys.stdin.isatty():
+        line = sys.stdin.readline().rstrip("\n")
+        print(hash_password(line))
+        return 0
     first = getpass.getpass("password: ")
     if first != getpass.getpass("again: "):
         print("the two passwords differ", file=sys.stderr)

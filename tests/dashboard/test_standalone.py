@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from client.dashboard.auth import parse_users, verify_password
 from tests.processes import read_ready_line, start_standalone, stop_pid, tail
 from tests.remoting.test_tls import make_cert
 
@@ -212,3 +213,27 @@ def test_aerolite_dashboard_names_what_is_wrong(args: tuple[str, ...], said: str
     assert done.returncode == 2
     assert said in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_hash_password_prints_a_hash_the_console_accepts() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "broker", "dashboard", "--hash-password"],
+        input="s3cret-pass\n",
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    stored = done.stdout.strip()
+    assert verify_password("s3cret-pass", stored)
+    assert parse_users(f"ops:{stored}") == {"ops": stored}
+    empty = subprocess.run(
+        [sys.executable, "-m", "broker", "dashboard", "--hash-password"],
+        input="\n",
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert empty.returncode == 1 and "a password cannot be empty" in empty.stderr
