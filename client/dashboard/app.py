@@ -66,15 +66,7 @@ class Console:
     env: jinja2.Environment = field(init=False)
 
     def __post_init__(self) -> None:
-        self.env = jinja2.Environment(
-            loader=jinja2.FileSystemLoader(HERE / "templates"),
-            autoescape=True,
-            undefined=jinja2.StrictUndefined,
-            trim_blocks=True,
-            lstrip_blocks=True,
-        )
-        self.env.filters.update(FILTERS)
-        self.env.globals["metric"] = metric_url
+        self.env = template_env()
 
 
 CONSOLE: web.AppKey[Console] = web.AppKey("console", Console)
@@ -86,6 +78,21 @@ def metric_url(family: str, **labels: object) -> str:
     metric that carries it, with the labels that pick its line."""
     query = {"family": family, **{k: str(v) for k, v in labels.items()}}
     return "/metric?" + urllib.parse.urlencode(query)
+
+
+def template_env() -> jinja2.Environment:
+    """The pages' templates: autoescaped (message bodies and names are untrusted), every
+    variable a template names required, with the console's filters and ``metric()``."""
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(HERE / "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters.update(FILTERS)
+    env.globals["metric"] = metric_url
+    return env
 
 
 def console_of(request: web.Request) -> Console:
