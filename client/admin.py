@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import random
 import time
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
@@ -36,10 +37,19 @@ from client.errors import (
     ResponseDecodeError,
     reading_answer,
 )
-from client.instance import ClientInstance, TlsOption, namesrv_from_env
-from client.message import MessageView, check_topic, decode_messages
+from client.instance import DEFAULT_TOPIC, ClientInstance, TlsOption, namesrv_from_env
+from client.message import UNIQ_IDS, MessageView, check_topic, decode_messages
 from client.service import ClientService
 from client.trace import TRACE_TOPIC, TraceView, trace_views
+from codec import (
+    PROPERTY_KEYS,
+    PROPERTY_ORIGIN_MESSAGE_ID,
+    PROPERTY_RETRY_TOPIC,
+    PROPERTY_TAGS,
+    PROPERTY_UNIQ_KEY,
+    PROPERTY_WAIT,
+)
+from codec.hashing import java_hashmap_order
 from remoting.acl import SessionCredentials
 from remoting.bodies import (
     MALFORMED_BODY,
@@ -88,6 +98,7 @@ from remoting.headers import (
     QueueRequestHeader,
     ResetOffsetRequestHeader,
     SearchOffsetRequestHeader,
+    SendMessageRequestHeader,
     TopicRequestHeader,
     UpdateConsumerOffsetRequestHeader,
     UpdateGlobalWhiteAddrsConfigRequestHeader,
@@ -95,6 +106,7 @@ from remoting.headers import (
     ViewMessageRequestHeader,
     WipeWritePermResponseHeader,
 )
+from remoting.receipt import RETRY_PREFIX
 from remoting.route import BrokerData, MessageQueue, TopicRouteData, dumps, loads
 
 log = logging.getLogger(__name__)
@@ -238,6 +250,90 @@ class Admin(ClientService):
         return trace_views(
             msg_id, ((m.body.decode("utf-8", "replace"), m.born_host) for m in found)
         )
+
+    async def message_tracks(self, m: MessageView) -> list[MessageTrack]:
+        """``messageTrackDetail``: for each group that reads the message's topic (in Java's
+        HashMap order, as mqadmin prints them), whether it consumed the message, has not
+        yet, is not online, or pulls (and so cannot be told)."""
+        tracks = []
+        for group in java_hashmap_order(await self.topic_consumed_by(m.topic)):
+            kind, why = "UNKNOWN", "null"
+            try:
+                kind = await self._track_type(m, group)
+            except BrokerError as exc:
+                if exc.response_code == ResponseCode.CONSUMER_NOT_ONLINE:
+                    kind = "NOT_ONLINE"
+                why = f"CODE:{exc.response_code} DESC:{exc.remark}"
+            except RocketMQError as exc:
+                why = str(exc)
+            tracks.append(MessageTrack(group, kind, why))
+        return tracks
+
+    async def redrive(self, m: MessageView, group: str) -> str:
+        """Send a copy of ``m`` to ``group`` alone, as a consumer's send-back does: to
+        ``%RETRY%<group>`` with its first topic in RETRY_TOPIC (the group's consumers hand it
+        to that topic's listener) and the first one's offset id in ORIGIN_MESSAGE_ID; other groups
+        never see it. How a dead letter goes back to its group once the cause is fixed; it
+        needs no consumer online. The copy's id.
+
+        Raises:
+            NoRouteError: the group has no retry topic (none of its consumers ever ran).
+            BrokerError, RemotingError: the broker refused the copy or did not answer.
+        """
+        retry = f"{RETRY_PREFIX}{group}"
+        route = await self.topic_route(retry)
+        masters = [
+            (bd.master_addr, qd.write_queue_nums)
+            for bd in route.broker_datas
+            for qd in route.queue_datas
+            if qd.broker_name == bd.broker_name and bd.master_addr and qd.write_queue_nums
+        ]
+        if not masters:
+            raise NoRouteError(retry, "no master takes writes for it")
+        addr, queues = masters[0]
+        uniq = UNIQ_IDS.next_id()
+        props = {**m.user_properties, PROPERTY_UNIQ_KEY: uniq, PROPERTY_WAIT: "true"}
+        if m.tags:
+            props[PROPERTY_TAGS] = m.tags
+        if m.keys:
+            props[PROPERTY_KEYS] = " ".join(m.keys)
+        props[PROPERTY_RETRY_TOPIC] = m.properties.get(PROPERTY_RETRY_TOPIC) or m.topic
+        # the broker's send-back keeps the first one, else the original's offset id
+        props[PROPERTY_ORIGIN_MESSAGE_ID] = m.properties.get(
+            PROPERTY_ORIGIN_MESSAGE_ID, m.offset_msg_id
+        )
+        header = SendMessageRequestHeader(
+            producer_group=TOOLS_GROUP,
+            topic=retry,
+            default_topic=DEFAULT_TOPIC,
+            default_topic_queue_nums=queues,
+            queue_id=random.randrange(queues),  # noqa: S311 - spreading load, not a secret
+            sys_flag=0,
+            born_timestamp=int(time.time() * 1000),
+            flag=m.flag,
+            properties=codec.encode_properties(props),
+            reconsume_times=0,
+        )
+        await self._call(
+            addr,
+            RequestCode.SEND_MESSAGE_V2,
+            header.to_v2(),
+            bytes(m.body),
+            what=f"resend {m.msg_id} to {group}",
+        )
+        return uniq
+
+    async def _track_type(self, m: MessageView, group: str) -> str:
+        conns = await self.consumer_connection(group)
+        if conns.get("consumeType") == "CONSUME_ACTIVELY":
+            return "PULL"
+        mq = MessageQueue(m.topic, m.broker_name, m.queue_id)
+        if await self.consumer_offset(mq, group) <= m.queue_offset:
+            return "NOT_CONSUME_YET"
+        sub = (conns.get("subscriptionTable") or {}).get(m.topic) or {}
+        tags = set(sub.get("tagsSet") or [])
+        filtered = bool(tags) and "*" not in tags and m.tags not in tags
+        return "CONSUMED_BUT_FILTERED" if filtered else "CONSUMED"
 
     async def _query(
         self, topic: str, key: str, max_num: int, begin_ms: int, end_ms: int, *, unique: bool
@@ -1101,6 +1197,15 @@ _PULL_STATUS: dict[int, str] = {
     ResponseCode.PULL_RETRY_IMMEDIATELY: "NO_MATCHED_MSG",
     ResponseCode.PULL_OFFSET_MOVED: "OFFSET_ILLEGAL",
 }
+
+
+class MessageTrack(NamedTuple):
+    """One group's relation to a message (RocketMQ ``MessageTrack``): ``track_type`` is
+    CONSUMED, CONSUMED_BUT_FILTERED, NOT_CONSUME_YET, NOT_ONLINE, PULL or UNKNOWN."""
+
+    group: str
+    track_type: str
+    exception_desc: str  # why it could not be told, or "null"
 
 
 class PulledBatch(NamedTuple):

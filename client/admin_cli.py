@@ -54,8 +54,7 @@ from client.message import MessageView
 from client.trace import TRACE_TOPIC, format_trace, java_str
 from codec.hashing import java_hashmap_order
 from remoting.acl import SessionCredentials
-from remoting.codes import ResponseCode
-from remoting.errors import BrokerError, RocketMQError
+from remoting.errors import RocketMQError
 from remoting.headers import CreateAccessConfigRequestHeader
 from remoting.route import MessageQueue, TopicRouteData
 
@@ -70,36 +69,12 @@ BODY_DIR = Path("/tmp/rocketmq/msgbodys")  # noqa: S108 - Apache's, where it sav
 
 
 async def _tracks(admin: Admin, m: MessageView) -> list[str]:
-    """``messageTrackDetail``: for each group that reads the topic, whether it consumed the
-    message, has not yet, is not online, or pulls (and so cannot be told)."""
-    tracks = []
-    for group in java_hashmap_order(await admin.topic_consumed_by(m.topic)):
-        kind, why = "UNKNOWN", "null"
-        try:
-            conns = await admin.consumer_connection(group)
-            if conns.get("consumeType") == "CONSUME_ACTIVELY":
-                kind = "PULL"
-            else:
-                mq = MessageQueue(m.topic, m.broker_name, m.queue_id)
-                consumed = await admin.consumer_offset(mq, group) > m.queue_offset
-                sub = (conns.get("subscriptionTable") or {}).get(m.topic) or {}
-                tags = set(sub.get("tagsSet") or [])
-                filtered = bool(tags) and "*" not in tags and m.tags not in tags
-                kind = (
-                    ("CONSUMED_BUT_FILTERED" if filtered else "CONSUMED")
-                    if consumed
-                    else ("NOT_CONSUME_YET")
-                )
-        except BrokerError as exc:
-            if exc.response_code == ResponseCode.CONSUMER_NOT_ONLINE:
-                kind = "NOT_ONLINE"
-            why = f"CODE:{exc.response_code} DESC:{exc.remark}"
-        except (ClientError, RocketMQError) as exc:
-            why = str(exc)
-        tracks.append(
-            f"MessageTrack [consumerGroup={group}, trackType={kind}, exceptionDesc={why}]"
-        )
-    return tracks
+    """``messageTrackDetail`` in Apache's words: one ``MessageTrack [...]`` per group."""
+    return [
+        f"MessageTrack [consumerGroup={t.group}, trackType={t.track_type}, "
+        f"exceptionDesc={t.exception_desc}]"
+        for t in await admin.message_tracks(m)
+    ]
 
 
 def _save_body(m: MessageView) -> Path:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from aiohttp import web
 
 from client.admin import Admin
-from client.dashboard import pages_acl, pages_core, pages_groups, pages_topics
+from client.dashboard import pages_acl, pages_core, pages_groups, pages_messages, pages_topics
 from client.dashboard.app import (
     CONSOLE,
     MAX_BODY_BYTES,
@@ -40,7 +40,7 @@ def make_app(console: Console) -> web.Application:
     )
     app[CONSOLE] = console
     app.router.add_static("/static/", PACKAGE_DIR / "static", append_version=True)
-    for module in (pages_core, pages_topics, pages_groups, pages_acl):
+    for module in (pages_core, pages_topics, pages_groups, pages_messages, pages_acl):
         module.add_routes(app.router)
     return app
 
