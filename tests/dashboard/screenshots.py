@@ -68,11 +68,18 @@ async def steady_orders(namesrv: str, stop: asyncio.Event) -> None:
             await asyncio.sleep(0.05)
 
 
-async def shoot(page: Page, path: str, name: str, into: Path) -> None:
+async def shoot(
+    page: Page, path: str, name: str, into: Path, *, full: bool = True, click: str = ""
+) -> None:
+    """The page at ``path`` (then the first link matching ``click``, if given), once its live
+    figures have come; ``full=False`` keeps to the window (a long list)."""
     await page.goto(path, wait_until="load")
+    if click:
+        await page.locator(click).first.click()
+        await page.wait_for_load_state("load")
     await asyncio.sleep(SETTLE_S)
-    await page.screenshot(path=str(into / f"console-{name}.png"), full_page=True)
-    print(f"console-{name}.png  {path}")
+    await page.screenshot(path=str(into / f"console-{name}.png"), full_page=full)
+    print(f"console-{name}.png  {page.url.split('/', 3)[-1]}")
 
 
 async def run(into: Path) -> None:
@@ -89,13 +96,15 @@ async def run(into: Path) -> None:
             page = await browser.new_page(
                 base_url=broker.dashboard, viewport={"width": 1400, "height": 860}
             )
-            await shoot(page, "/", "overview", into)
             await shoot(page, "/topics", "topics", into)
             await shoot(page, f"/topics/{TOPIC}", "topic", into)
             await shoot(page, "/groups", "groups", into)
             await shoot(page, "/groups/audit", "group", into)
-            await shoot(page, f"/messages?by=key&topic={TOPIC}&key=order-42", "messages", into)
-            await shoot(page, "/dlq?group=refunds", "dlq", into)
+            found = f"/messages?by=key&topic={TOPIC}&key=order-42"
+            await shoot(page, found, "message", into, click="#messages tbody a")
+            await shoot(page, "/dlq?group=refunds", "dlq", into, full=False)
+            # last: by now the charts hold a minute of traffic
+            await shoot(page, "/", "overview", into)
         stop.set()
         await steady
     finally:
