@@ -24,6 +24,7 @@ import asyncio
 import logging
 import random
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
@@ -115,6 +116,7 @@ _NAMESRV = "the name server"  # who answered a request sent to the name servers
 # no name server answered, or its cluster table cannot be read
 _CLUSTER_INFO_UNAVAILABLE: tuple[type[Exception], ...] = (RemotingError, *MALFORMED_BODY)
 
+ORDER_NS = "ORDER_TOPIC_CONFIG"  # NamesrvUtil.NAMESPACE_ORDER_TOPIC_CONFIG
 QUERY_TIMEOUT_S = 5.0
 ADMIN_TIMEOUT_S = 10.0
 TOOLS_GROUP = "TOOLS_CONSUMER"  # MixAll.TOOLS_CONSUMER_GROUP: mqadmin's reads
@@ -1099,6 +1101,15 @@ class Admin(ClientService):
         if response.code != ResponseCode.SUCCESS:
             return None
         return GetKVConfigResponseHeader.from_ext_fields(response.ext_fields).value
+
+    async def merge_order_conf(self, topic: str, entries: Mapping[str, str]) -> None:
+        """``createOrUpdateOrderConf(isCluster=false)``: ``brokerName → "name:queues"``
+        merged into the topic's ORDER_TOPIC_CONFIG on the name servers, the other brokers'
+        entries kept, in Java's HashMap order (as mqadmin updateTopic -o writes it)."""
+        old = await self.get_kv(ORDER_NS, topic)
+        merged = {e.split(":")[0]: e for e in (old or "").split(";") if e.strip()}
+        merged.update(entries)
+        await self.put_kv(ORDER_NS, topic, ";".join(merged[b] for b in java_hashmap_order(merged)))
 
     async def topic_configs(self, addr: str) -> dict[str, TopicConfig]:
         response = await self._call(addr, RequestCode.GET_ALL_TOPIC_CONFIG, what="topic configs")

@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from client.admin import Admin, require_cluster
+from client.admin import ORDER_NS, Admin, require_cluster
 from client.admin_commands import (
     DLQ_PREFIX,
     EXPORT_DIR,
@@ -48,8 +48,6 @@ from client.errors import ClientError
 from client.trace import java_str
 from codec.hashing import java_hashmap_order, java_properties_order
 from remoting.bodies import SubscriptionGroupConfig, TopicConfig
-
-ORDER_NS = "ORDER_TOPIC_CONFIG"  # NamesrvUtil.NAMESPACE_ORDER_TOPIC_CONFIG
 
 
 def perm_text(perm: int) -> str:
@@ -113,15 +111,6 @@ def _update_topic_opts(p: argparse.ArgumentParser) -> None:
     )
 
 
-async def _broker_order_conf(admin: Admin, topic: str, broker: str, entry: str) -> None:
-    """``createOrUpdateOrderConf(isCluster=false)``: this broker's ``name:queues`` merged into
-    the topic's order conf, the other brokers' entries kept."""
-    old = await admin.get_kv(ORDER_NS, topic)
-    entries = {e.split(":")[0]: e for e in (old or "").split(";") if e.strip()}
-    entries[broker] = entry
-    await admin.put_kv(ORDER_NS, topic, ";".join(entries[b] for b in java_hashmap_order(entries)))
-
-
 @command(
     "updateTopic", "create or update a topic on a broker or a whole cluster", _update_topic_opts
 )
@@ -137,7 +126,7 @@ async def update_topic(admin: Admin, a: argparse.Namespace, out: Out) -> None:
         if a.order:
             name = await admin.broker_name_of(a.broker_addr)
             conf = f"{name}:{a.write}"
-            await _broker_order_conf(admin, a.topic, name, conf)
+            await admin.merge_order_conf(a.topic, {name: conf})
             text += f"set broker orderConf. isOrder=true, orderConf=[{conf}]"
         text += f"create topic to {a.broker_addr} success.\n"
     else:

@@ -27,14 +27,12 @@ from aiohttp import web
 from multidict import MultiMapping
 
 from client.admin import Admin, ClusterInfo
-from client.admin_cli_config import ORDER_NS
 from client.admin_commands import DLQ_PREFIX, RETRY_PREFIX
 from client.dashboard.app import BadInput, console_of, done, metric_url, render
 from client.dashboard.sampler import CLUSTER_FAILURES
 from client.errors import InvalidArgumentError, NoRouteError
 from client.message import Message, SendResult, check_topic
 from client.producer import Producer
-from codec.hashing import java_hashmap_order
 from remoting.bodies import OffsetWrapper, TopicConfig, TopicOffset
 from remoting.route import MessageQueue, TopicRouteData
 
@@ -405,7 +403,8 @@ async def save_topic(request: web.Request) -> web.StreamResponse:
     for addr in masters.values():
         await admin.create_topic(addr, spec.config)
     if spec.config.order:
-        await save_order_conf(admin, topic, masters, spec.config.write_queue_nums)
+        queues = spec.config.write_queue_nums
+        await admin.merge_order_conf(topic, {b: f"{b}:{queues}" for b in masters})
     c = spec.config
     verb = "updated" if topic in existing else "created"
     raise done(
@@ -415,15 +414,6 @@ async def save_topic(request: web.Request) -> web.StreamResponse:
         + (", ordered" if c.order else ""),
         topic_url(topic),
     )
-
-
-async def save_order_conf(admin: Admin, topic: str, brokers: Iterable[str], queues: int) -> None:
-    """mqadmin ``updateTopic -o true``: ``broker:writeQueueNums`` per broker in the name
-    servers' ORDER_TOPIC_CONFIG, other brokers' entries kept, in Java's HashMap order."""
-    old = await admin.get_kv(ORDER_NS, topic)
-    entries = {e.split(":")[0]: e for e in (old or "").split(";") if e.strip()}
-    entries.update({b: f"{b}:{queues}" for b in brokers})
-    await admin.put_kv(ORDER_NS, topic, ";".join(entries[b] for b in java_hashmap_order(entries)))
 
 
 # ------------------------------------------------------------------------ one topic
