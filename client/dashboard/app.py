@@ -31,6 +31,7 @@ from aiohttp import web
 from client.admin import Admin
 from client.dashboard.auth import Accounts, Session
 from client.dashboard.sampler import CLUSTER_FAILURES, Sampler
+from client.errors import InvalidArgumentError
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +50,7 @@ CSP = (
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
-class BadInput(Exception):
+class BadInput(InvalidArgumentError):
     """Input the console refuses before asking a broker; the text is shown on the page."""
 
 
@@ -137,13 +138,19 @@ def _take_notices(session: Session | None) -> list[tuple[str, str]]:
     return taken
 
 
-def done(request: web.Request, text: str, location: str, *, kind: str = "ok") -> web.HTTPSeeOther:
+def see_other(location: str) -> web.Response:
+    """A 303 to ``location``: returned, not raised (an aiohttp HTTPException is no error of
+    ours, and the SDK raises only its own tree)."""
+    return web.Response(status=303, headers={"Location": location})
+
+
+def done(request: web.Request, text: str, location: str, *, kind: str = "ok") -> web.Response:
     """After a change: the outcome is shown once by the next page, which ``location`` names
-    (Post/Redirect/Get, so a reload does not repeat the change). ``raise done(...)``."""
+    (Post/Redirect/Get, so a reload does not repeat the change). ``return done(...)``."""
     session = session_of(request)
     if session is not None:
         session.notices.append((kind, text))
-    return web.HTTPSeeOther(location)
+    return see_other(location)
 
 
 def wants_fragment(request: web.Request) -> bool:

@@ -167,7 +167,7 @@ async def save_account(request: web.Request) -> web.StreamResponse:
     count = await _on_every_master(
         request, lambda admin, addr: admin.update_acl_config(addr, fields)
     )
-    raise done(request, f"Account {access_key} saved on {count} broker(s).", "/acl")
+    return done(request, f"Account {access_key} saved on {count} broker(s).", "/acl")
 
 
 async def delete_account(request: web.Request) -> web.StreamResponse:
@@ -178,7 +178,7 @@ async def delete_account(request: web.Request) -> web.StreamResponse:
     count = await _on_every_master(
         request, lambda admin, addr: admin.delete_acl_config(addr, access_key)
     )
-    raise done(request, f"Account {access_key} deleted on {count} broker(s).", "/acl")
+    return done(request, f"Account {access_key} deleted on {count} broker(s).", "/acl")
 
 
 async def save_white_list(request: web.Request) -> web.StreamResponse:
@@ -189,4 +189,4 @@ async def save_white_list(request: web.Request) -> web.StreamResponse:
     await _on_every_master(
         request, lambda admin, addr: admin.update_global_white_addrs(addr, addresses)
     )
-    raise done(request, "The global white list is saved.", "/acl")
+    return done(request, "The global white list is saved.", "/acl")

@@ -20,6 +20,7 @@ from client.dashboard.app import (
     BadInput,
     console_of,
     render,
+    see_other,
 )
 from client.dashboard.sampler import CLUSTER_FAILURES
 
@@ -118,7 +119,7 @@ async def login(request: web.Request) -> web.StreamResponse:
             status=401,
         )
     token, _session = result
-    response = web.HTTPSeeOther(target)
+    response = see_other(target)
     response.set_cookie(
         COOKIE,
         token,
@@ -127,14 +128,14 @@ async def login(request: web.Request) -> web.StreamResponse:
         path="/",
         secure=request.secure,
     )
-    raise response
+    return response
 
 
 async def logout(request: web.Request) -> web.StreamResponse:
     console_of(request).accounts.logout(request.cookies.get(COOKIE))
-    response = web.HTTPSeeOther("/")
+    response = see_other("/")
     response.del_cookie(COOKIE, path="/")
-    raise response
+    return response
 
 
 async def events(request: web.Request) -> web.StreamResponse:

@@ -339,7 +339,9 @@ async def save_group(request: web.Request) -> web.StreamResponse:
         config = _group_config(table.get(group), group, retry_max, flags)
         await admin.create_subscription_group(addr, config)
     verb = "updated" if existed else "created"
-    raise done(request, f"Consumer group {group} {verb} on {', '.join(masters)}.", group_url(group))
+    return done(
+        request, f"Consumer group {group} {verb} on {', '.join(masters)}.", group_url(group)
+    )
 
 
 # ------------------------------------------------------------------- one group
@@ -664,4 +666,4 @@ async def delete_group(request: web.Request) -> web.StreamResponse:
             f" {clients.count} of its clients are still online: the brokers create the group "
             "again at their next heartbeat unless autoCreateSubscriptionGroup is false."
         )
-    raise done(request, text, "/groups", kind="info" if clients.count else "ok")
+    return done(request, text, "/groups", kind="info" if clients.count else "ok")

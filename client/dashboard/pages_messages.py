@@ -25,7 +25,7 @@ from typing import Any
 from aiohttp import web
 
 from client.admin import Admin, MessageTrack
-from client.dashboard.app import BadInput, console_of, render
+from client.dashboard.app import BadInput, console_of, render, see_other
 from client.dashboard.sampler import CLUSTER_FAILURES, is_system_group
 from client.errors import InvalidArgumentError, NoRouteError
 from client.message import MessageView, check_group, check_topic
@@ -195,7 +195,7 @@ async def search(request: web.Request) -> web.Response:
         topic = _topic(context["topic"])
         if by == "id" and context["msg_id"]:
             m = await find_message(admin, topic, context["msg_id"])
-            raise web.HTTPSeeOther(f"/messages/view?topic={topic}&id={m.msg_id}")
+            return see_other(f"/messages/view?topic={topic}&id={m.msg_id}")
         if by == "key" and context["key"]:
             context["results"] = list(
                 reversed(await admin.query_by_key(topic, context["key"], max_num=64))

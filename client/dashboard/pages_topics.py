@@ -407,7 +407,7 @@ async def save_topic(request: web.Request) -> web.StreamResponse:
         await admin.merge_order_conf(topic, {b: f"{b}:{queues}" for b in masters})
     c = spec.config
     verb = "updated" if topic in existing else "created"
-    raise done(
+    return done(
         request,
         f"Topic {topic} {verb} on {', '.join(masters)}: {c.write_queue_nums} write and "
         f"{c.read_queue_nums} read queues, perm {perm_label(c.perm)}"
@@ -499,7 +499,7 @@ async def delete_topic(request: web.Request) -> web.StreamResponse:
     brokers: list[str] = []
     for cluster in clusters:
         brokers += await admin.delete_topic(topic, cluster)
-    raise done(
+    return done(
         request,
         f"Topic {topic} deleted from {', '.join(brokers)} and from the name server",
         "/topics",
@@ -521,7 +521,7 @@ async def send_message(request: web.Request) -> web.StreamResponse:
     )
     result = await _send_once(console.admin, msg)
     mq = result.message_queue
-    raise done(
+    return done(
         request,
         f"Sent to {topic}: {result.status.value} on {mq.broker_name} queue {mq.queue_id} at "
         f"offset {result.queue_offset}; msgId {result.msg_id}, "
