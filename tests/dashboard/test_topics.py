@@ -15,8 +15,7 @@ import pytest
 from broker.broker import Broker
 from broker.namesrv.server import NameServer
 from client import ConsumeFromWhere, Message, Producer, PushConsumer
-from client.admin import Admin
-from client.admin_cli_config import ORDER_NS
+from client.admin import ORDER_NS, Admin
 from remoting.bodies import PERM_READ, PERM_WRITE
 from tests.client.conftest import Received, create_topic
 from tests.dashboard.conftest import Web
