@@ -24,7 +24,7 @@ from typing import Any
 
 from aiohttp import web
 
-from client.admin import Admin, MessageTrack
+from client.admin import Admin, MessageTrack, decode_offset_msg_id
 from client.dashboard.app import BadInput, console_of, render, see_other
 from client.dashboard.sampler import CLUSTER_FAILURES, is_system_group
 from client.errors import InvalidArgumentError, NoRouteError
@@ -155,13 +155,19 @@ def _id_kind(msg_id: str) -> str:
 
 async def find_message(admin: Admin, topic: str, msg_id: str) -> MessageView:
     """The message of ``topic`` with either kind of id: the producer's (UNIQ_KEY, asked of
-    the index) first, as ``viewMessage`` does, then the broker's offset id."""
+    the index) first, as ``viewMessage`` does, then the broker's offset id. An offset id
+    names an address; it is read only when that address is one of the topic's brokers, so
+    a link can never make the console dial anywhere else."""
     wanted = _id_kind(msg_id)
     found = await admin.query_by_unique_key(topic, wanted)
     if found is not None:
         return found
+    m = None
     try:
-        m = await admin.view_message(wanted)
+        addr, _offset = decode_offset_msg_id(wanted)
+        route = await admin.topic_route(topic)
+        if any(addr in bd.broker_addrs.values() for bd in route.broker_datas):
+            m = await admin.view_message(wanted)
     except CLUSTER_FAILURES:
         m = None
     if m is None or m.topic != topic:

@@ -4,6 +4,7 @@ detail's body views and consume status, resend to a group, and dead letters."""
 from __future__ import annotations
 
 import html
+import socket
 import time
 from datetime import datetime
 
@@ -235,3 +236,23 @@ async def test_a_message_resent_from_its_page_goes_to_that_group_only(
         await seen["cg-one"].wait_for(2, timeout_s=15)
     assert len(seen["cg-two"]) == 1
     assert seen["cg-one"].bodies() == [b"again", b"again"]
+
+
+async def test_an_offset_id_naming_another_address_is_never_dialled(
+    web: Web, namesrv: NameServer, broker: Broker
+) -> None:
+    """Reading needs no login: a link must not make the console connect where it says."""
+    await _sent(namesrv, broker, Message(TOPIC, b"x"))
+    bait = socket.socket()
+    bait.bind(("127.0.0.1", 0))
+    bait.listen()
+    bait.setblocking(False)
+    try:
+        port = bait.getsockname()[1]
+        offset_id = f"7F000001{port:08X}{0:016X}"
+        status, page = await web.get("/messages/view", topic=TOPIC, id=offset_id)
+        assert status == 422 and f"no message {offset_id} in topic {TOPIC}" in page
+        with pytest.raises(BlockingIOError):
+            bait.accept()  # nobody came
+    finally:
+        bait.close()
