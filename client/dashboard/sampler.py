@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from client.admin import Admin, ClusterInfo
-from client.errors import RocketMQError
+from client.errors import RemotingError, RocketMQError
 from remoting.bodies import BUILTIN_GROUPS, MALFORMED_BODY
 from remoting.route import MASTER_ID, MessageQueue
 
@@ -66,6 +66,7 @@ class BrokerSample:
     addr: str
     runtime: dict[str, str] = field(default_factory=dict)
     error: str | None = None
+    answering: bool = True  # with an error: it answered, refusing (else no answer at all)
     replication_lag_bytes: int | None = None  # a slave: its master's log end minus its own
 
     @property
@@ -232,6 +233,8 @@ class Sampler:
                 sample.runtime = await self.admin.runtime_info(sample.addr)
             except CLUSTER_FAILURES as exc:
                 sample.error = str(exc)
+                # refused (Apache's 4.9 broker fails this in its first minute) is not down
+                sample.answering = not isinstance(exc, RemotingError)
 
         await asyncio.gather(*(ask(s) for s in samples))
         masters = {s.name: s for s in samples if s.broker_id == MASTER_ID}
