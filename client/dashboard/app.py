@@ -22,6 +22,7 @@ import time
 import urllib.parse
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,7 @@ from client.admin import Admin
 from client.dashboard.auth import Accounts, Session
 from client.dashboard.sampler import CLUSTER_FAILURES, Sampler
 from client.errors import InvalidArgumentError
+from client.message import check_group, check_topic
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +54,77 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 class BadInput(InvalidArgumentError):
     """Input the console refuses before asking a broker; the text is shown on the page."""
+
+
+# ----------------------------------------------------------------------- reading input
+
+MAX_EPOCH_MS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z, as far as a date goes
+
+
+def form_text(values: Any, name: str) -> str:
+    """A form's or query's field, stripped ("" when absent, or a file upload)."""
+    value = values.get(name, "")
+    return value.strip() if isinstance(value, str) else ""
+
+
+def shown(text: str, limit: int = 40) -> str:
+    """A user's value quoted in a message, cut short: the page need not repeat a megabyte."""
+    return repr(text if len(text) <= limit else text[:limit] + "…")
+
+
+def whole_number(text: str, top: int) -> int | None:
+    """``text`` as a whole number from 0 to ``top``; None when it is not one (the length is
+    checked first: Python refuses to convert a string of thousands of digits)."""
+    if not (text.isascii() and text.isdigit()) or len(text) > len(str(top)):
+        return None
+    value = int(text)
+    return value if value <= top else None
+
+
+def local_time_ms(text: str, what: str) -> int:
+    """A ``datetime-local`` value as epoch ms: the browser sends the user's local time
+    without a zone, so it is read as this machine's local time."""
+    try:
+        value = round(datetime.fromisoformat(text).timestamp() * 1000)
+    except (ValueError, OverflowError, OSError):
+        raise BadInput(
+            f"{what} {shown(text)} is not a time: it is not a date and time "
+            "(YYYY-MM-DDTHH:MM[:SS[.mmm]]) or epoch milliseconds"
+        ) from None
+    if value < 0:
+        # a negative time would reach the brokers as a -1-like "skip to the end"
+        raise BadInput(f"{text} is before 1970-01-01: nothing is stored before then")
+    return value
+
+
+def epoch_ms(text: str, what: str) -> int:
+    """Epoch milliseconds, or a ``datetime-local`` value (``local_time_ms``)."""
+    if text.isascii() and text.isdigit():
+        value = whole_number(text, MAX_EPOCH_MS)
+        if value is None:
+            raise BadInput(
+                f"{what}: epoch milliseconds must be a whole number from 0 to {MAX_EPOCH_MS}"
+            )
+        return value
+    return local_time_ms(text, what)
+
+
+def checked_topic(name: str, *, to_send: bool = False) -> str:
+    """``name`` if it is a legal topic name (``Validators.checkTopic``), else BadInput."""
+    try:
+        check_topic(name, to_send=to_send)
+    except InvalidArgumentError as exc:
+        raise BadInput(f"{f'topic {shown(name)}' if name else 'name a topic'}: {exc}") from None
+    return name
+
+
+def checked_group(name: str, *, consumer: bool = False) -> str:
+    """``name`` if it is a legal group name, else BadInput."""
+    try:
+        check_group(name, consumer=consumer)
+    except InvalidArgumentError as exc:
+        raise BadInput(f"{f'group {shown(name)}' if name else 'name a group'}: {exc}") from None
+    return name
 
 
 @dataclass

@@ -17,9 +17,16 @@ from typing import Any
 from aiohttp import web
 
 from client.admin import Admin
-from client.dashboard.app import BadInput, console_of, done, render
+from client.dashboard.app import (
+    BadInput,
+    checked_group,
+    checked_topic,
+    console_of,
+    done,
+    form_text,
+    render,
+)
 from client.errors import BrokerError
-from client.message import check_group, check_topic
 from remoting.bodies import AclConfigBody
 from remoting.codes import ResponseCode
 from remoting.headers import CreateAccessConfigRequestHeader
@@ -72,8 +79,8 @@ async def producers(request: web.Request) -> web.Response:
     if group or topic:
         if not group or not topic:
             raise BadInput("a lookup needs both a producer group and a topic")
-        check_group(group)
-        check_topic(topic)
+        checked_group(group)
+        checked_topic(topic)
         found = await admin.producer_connection(group, topic)
     return render(
         request,
@@ -138,30 +145,25 @@ async def _on_every_master(
     return len(masters)
 
 
-def _field(form: Any, name: str) -> str:
-    value = form.get(name, "")
-    return value.strip() if isinstance(value, str) else ""
-
-
 async def save_account(request: web.Request) -> web.StreamResponse:
     form = await request.post()
-    access_key = _field(form, "accessKey")
-    secret_key = _field(form, "secretKey")
+    access_key = form_text(form, "accessKey")
+    secret_key = form_text(form, "secretKey")
     if not access_key or not set(access_key) <= ACCESS_KEY_CHARS or len(access_key) < 6:
         raise BadInput("an access key is at least 6 letters, digits, _ or -")
     if secret_key and len(secret_key) < 6:
         raise BadInput("a secret key is at least 6 characters")
     for name in ("defaultTopicPerm", "defaultGroupPerm"):
-        if _field(form, name) and _field(form, name) not in PERMS:
+        if form_text(form, name) and form_text(form, name) not in PERMS:
             raise BadInput(f"{name} must be one of {PERMS}")
     fields = CreateAccessConfigRequestHeader(
         access_key=access_key,
         secret_key=secret_key or None,
-        white_remote_address=_field(form, "whiteRemoteAddress") or None,
-        default_topic_perm=_field(form, "defaultTopicPerm") or None,
-        default_group_perm=_field(form, "defaultGroupPerm") or None,
-        topic_perms=_perm_list(_field(form, "topicPerms"), "topic permission") or None,
-        group_perms=_perm_list(_field(form, "groupPerms"), "group permission") or None,
+        white_remote_address=form_text(form, "whiteRemoteAddress") or None,
+        default_topic_perm=form_text(form, "defaultTopicPerm") or None,
+        default_group_perm=form_text(form, "defaultGroupPerm") or None,
+        topic_perms=_perm_list(form_text(form, "topicPerms"), "topic permission") or None,
+        group_perms=_perm_list(form_text(form, "groupPerms"), "group permission") or None,
         admin=form.get("admin") == "on",
     ).to_ext_fields()
     count = await _on_every_master(
@@ -173,7 +175,7 @@ async def save_account(request: web.Request) -> web.StreamResponse:
 async def delete_account(request: web.Request) -> web.StreamResponse:
     access_key = request.match_info["access_key"]
     form = await request.post()
-    if _field(form, "confirm") != access_key:
+    if form_text(form, "confirm") != access_key:
         raise BadInput(f"type the access key {access_key} to confirm its deletion")
     count = await _on_every_master(
         request, lambda admin, addr: admin.delete_acl_config(addr, access_key)
@@ -184,7 +186,7 @@ async def delete_account(request: web.Request) -> web.StreamResponse:
 async def save_white_list(request: web.Request) -> web.StreamResponse:
     form = await request.post()
     addresses = ",".join(
-        a.strip() for a in _field(form, "addresses").replace("\n", ",").split(",") if a.strip()
+        a.strip() for a in form_text(form, "addresses").replace("\n", ",").split(",") if a.strip()
     )
     await _on_every_master(
         request, lambda admin, addr: admin.update_global_white_addrs(addr, addresses)

@@ -20,17 +20,27 @@ import math
 import urllib.parse
 from collections.abc import Awaitable, Iterable
 from dataclasses import dataclass, field, replace
-from datetime import datetime
 from typing import Any, TypeVar
 
 from aiohttp import web
 
 from client.admin import Admin
 from client.admin_commands import DLQ_PREFIX, RETRY_PREFIX, version_desc
-from client.dashboard.app import BadInput, console_of, done, error_text, render
+from client.dashboard.app import (
+    MAX_EPOCH_MS,
+    BadInput,
+    checked_group,
+    checked_topic,
+    console_of,
+    done,
+    error_text,
+    form_text,
+    local_time_ms,
+    render,
+    shown,
+    whole_number,
+)
 from client.dashboard.sampler import CLUSTER_FAILURES, GroupSample, is_system_group
-from client.errors import InvalidArgumentError
-from client.message import check_group, check_topic
 from remoting.bodies import SubscriptionGroupConfig
 from remoting.codes import RequestCode, ResponseCode
 from remoting.errors import BrokerError
@@ -41,7 +51,6 @@ T = TypeVar("T")
 CONCURRENCY = 8  # groups asked at once: a long list must not burst ahead of the clients
 CONSUME_TYPES = {"CONSUME_PASSIVELY": "push", "CONSUME_ACTIVELY": "pull", "CONSUME_POP": "pop"}
 SKIP_TO_END = -1  # the reset time RocketMQ's tools send for "every queue to its max offset"
-MAX_EPOCH_MS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z, as far as a date goes
 JAVA_INT_MAX = 2**31 - 1
 TRUE_WORDS = frozenset({"on", "true", "1", "yes"})
 FALSE_WORDS = frozenset({"", "off", "false", "0", "no"})
@@ -75,31 +84,13 @@ def heat_level(lag: int, top: int) -> int:
     return min(9, math.ceil(lag / top * 9)) if top > 0 and lag > 0 else 0
 
 
-def checked_group(name: str) -> str:
-    try:
-        check_group(name, consumer=True)
-    except InvalidArgumentError as exc:
-        raise BadInput(str(exc)) from None
-    return name
-
-
 def _group_of(request: web.Request) -> str:
-    return checked_group(request.match_info["group"])
-
-
-def shown(text: str, limit: int = 40) -> str:
-    """A user's value quoted in a message, cut short: the page need not repeat a megabyte."""
-    return repr(text if len(text) <= limit else text[:limit] + "…")
-
-
-def _field(form: Any, name: str) -> str:
-    value = form.get(name, "")
-    return value.strip() if isinstance(value, str) else ""
+    return checked_group(request.match_info["group"], consumer=True)
 
 
 def _flag(form: Any, name: str) -> bool:
     """A checkbox: absent (unticked) is false; ``on`` (a browser's) or true/false words."""
-    value = _field(form, name).lower()
+    value = form_text(form, name).lower()
     if value in TRUE_WORDS:
         return True
     if value in FALSE_WORDS:
@@ -304,19 +295,10 @@ def _group_config(
     )
 
 
-def _whole(text: str, top: int) -> int | None:
-    """``text`` as a whole number from 0 to ``top``; None when it is not one (the length is
-    checked first: Python refuses to convert a string of thousands of digits)."""
-    if not (text.isascii() and text.isdigit()) or len(text) > len(str(top)):
-        return None
-    value = int(text)
-    return value if value <= top else None
-
-
 def _retry_max(text: str) -> int:
     if not text:
         return 16  # RocketMQ's default
-    value = _whole(text, JAVA_INT_MAX)
+    value = whole_number(text, JAVA_INT_MAX)
     if value is None:
         raise BadInput(
             f"retryMaxTimes must be a whole number from 0 to {JAVA_INT_MAX}: {shown(text)}"
@@ -329,8 +311,8 @@ async def save_group(request: web.Request) -> web.StreamResponse:
     -c for every cluster)."""
     admin = console_of(request).admin
     form = await request.post()
-    group = checked_group(_field(form, "groupName"))
-    retry_max = _retry_max(_field(form, "retryMaxTimes"))
+    group = checked_group(form_text(form, "groupName"), consumer=True)
+    retry_max = _retry_max(form_text(form, "retryMaxTimes"))
     flags = {name: _flag(form, name) for name in GROUP_FLAGS}
     masters = await _masters(admin)
     tables = await asyncio.gather(*(admin.subscription_groups(a) for a in masters))
@@ -474,7 +456,7 @@ def reset_time(at: str, ms: str) -> int:
     if at and ms:
         raise BadInput("give either a date and time or epoch milliseconds, not both")
     if ms:
-        value = _whole(ms, MAX_EPOCH_MS)
+        value = whole_number(ms, MAX_EPOCH_MS)
         if value is None:
             raise BadInput(
                 f"epoch milliseconds must be a whole number from 0 to {MAX_EPOCH_MS}: {shown(ms)}"
@@ -482,26 +464,13 @@ def reset_time(at: str, ms: str) -> int:
         return value
     if not at:
         raise BadInput("say when to reset to: a date and time, or epoch milliseconds")
-    try:
-        value = round(datetime.fromisoformat(at).timestamp() * 1000)
-    except (ValueError, OverflowError, OSError):
-        raise BadInput(
-            f"{shown(at)} is not a date and time: expected YYYY-MM-DDTHH:MM[:SS[.mmm]]"
-        ) from None
-    if value < 0:
-        # a negative time would reach the brokers as -1-like "skip to the end"
-        raise BadInput(f"{at} is before 1970-01-01: nothing is stored before then")
-    return value
+    return local_time_ms(at, "reset to")
 
 
 async def _reset_topics(admin: Admin, group: str, topic: str) -> list[str]:
     """The named topic, or every topic of the group but its retry and dead-letter ones."""
     if topic:
-        try:
-            check_topic(topic, to_send=False)
-        except InvalidArgumentError as exc:
-            raise BadInput(str(exc)) from None
-        return [topic]
+        return [checked_topic(topic)]
     sample, clients = await asyncio.gather(
         group_progress(admin, group), group_clients(admin, group)
     )
@@ -602,10 +571,12 @@ async def reset_offsets(request: web.Request) -> web.Response:
     reset if the browser sends it again, so the result is shown instead of redirected."""
     group = _group_of(request)
     form = await request.post()
-    timestamp = reset_time(_field(form, "at"), _field(form, "ms"))
+    timestamp = reset_time(form_text(form, "at"), form_text(form, "ms"))
     force = _flag(form, "force")
     title = f"Offsets of {group} reset"
-    return await _reset(request, group, _field(form, "topic"), timestamp, force=force, title=title)
+    return await _reset(
+        request, group, form_text(form, "topic"), timestamp, force=force, title=title
+    )
 
 
 async def skip_backlog(request: web.Request) -> web.Response:
@@ -613,7 +584,7 @@ async def skip_backlog(request: web.Request) -> web.Response:
     group = _group_of(request)
     form = await request.post()
     title = f"Backlog of {group} skipped"
-    topic = _field(form, "topic")
+    topic = form_text(form, "topic")
     return await _reset(request, group, topic, SKIP_TO_END, force=True, title=title)
 
 
@@ -646,7 +617,7 @@ async def delete_group(request: web.Request) -> web.StreamResponse:
     admin = console.admin
     group = _group_of(request)
     form = await request.post()
-    if _field(form, "confirm") != group:
+    if form_text(form, "confirm") != group:
         raise BadInput(f"to delete the group, type its name ({group}) in the confirmation box")
     with_topics = _flag(form, "topics")
     masters = await _masters(admin)

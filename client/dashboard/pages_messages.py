@@ -25,10 +25,20 @@ from typing import Any
 from aiohttp import web
 
 from client.admin import Admin, MessageTrack, decode_offset_msg_id
-from client.dashboard.app import BadInput, console_of, render, see_other
+from client.admin_commands import DLQ_PREFIX, RETRY_PREFIX
+from client.dashboard.app import (
+    BadInput,
+    checked_group,
+    checked_topic,
+    console_of,
+    epoch_ms,
+    form_text,
+    render,
+    see_other,
+)
 from client.dashboard.sampler import CLUSTER_FAILURES, is_system_group
-from client.errors import InvalidArgumentError, NoRouteError
-from client.message import MessageView, check_group, check_topic
+from client.errors import NoRouteError
+from client.message import MessageView
 from client.trace import TraceView
 from codec import PROPERTY_RETRY_TOPIC
 from remoting.route import MessageQueue
@@ -37,8 +47,6 @@ SEARCH_LIMIT = 2000  # messages a time search shows at the most (newest first)
 PAGE_SIZE = 50
 BODY_SHOWN = 64 << 10  # of a larger body, this much is shown (the rest is said)
 HEX_SHOWN = 8 << 10
-DLQ_PREFIX = "%DLQ%"
-RETRY_PREFIX = "%RETRY%"
 TIME_FORMAT = "%Y-%m-%dT%H:%M"
 
 
@@ -54,41 +62,11 @@ def add_routes(router: web.UrlDispatcher) -> None:
 
 
 def _text(request: web.Request, name: str) -> str:
-    return request.query.get(name, "").strip()
-
-
-def _topic(value: str) -> str:
-    if not value:
-        raise BadInput("name a topic")
-    try:
-        check_topic(value, to_send=False)
-    except InvalidArgumentError as exc:
-        raise BadInput(f"topic {value!r}: {exc}") from None
-    return value
-
-
-def _group(value: str) -> str:
-    if not value:
-        raise BadInput("choose a consumer group")
-    try:
-        check_group(value)
-    except InvalidArgumentError as exc:
-        raise BadInput(f"group {value!r}: {exc}") from None
-    return value
+    return form_text(request.query, name)
 
 
 def _time(value: str, what: str, default_ms: int) -> int:
-    """A ``datetime-local`` value (this console's local time) or epoch milliseconds."""
-    if not value:
-        return default_ms
-    if value.isdigit():
-        return int(value)
-    try:
-        return int(datetime.fromisoformat(value).timestamp() * 1000)
-    except ValueError:
-        raise BadInput(
-            f"{what} {value!r} is not a time: give YYYY-MM-DDTHH:MM or epoch milliseconds"
-        ) from None
+    return epoch_ms(value, what) if value else default_ms
 
 
 def _range(request: web.Request, default_span_ms: int) -> tuple[int, int]:
@@ -198,7 +176,7 @@ async def search(request: web.Request) -> web.Response:
         "pages": 1,
     }
     if context["topic"]:
-        topic = _topic(context["topic"])
+        topic = checked_topic(context["topic"])
         if by == "id" and context["msg_id"]:
             m = await find_message(admin, topic, context["msg_id"])
             return see_other(f"/messages/view?topic={topic}&id={m.msg_id}")
@@ -260,7 +238,7 @@ def _body(raw: bytes) -> Body:
 async def view(request: web.Request) -> web.Response:
     console = console_of(request)
     admin = console.admin
-    topic = _topic(_text(request, "topic"))
+    topic = checked_topic(_text(request, "topic"))
     m = await find_message(admin, topic, _text(request, "id"))
     tracks: list[MessageTrack] = []
     traces: list[TraceView] = []
@@ -315,9 +293,9 @@ async def _resend(request: web.Request, topic: str, ids: list[str], group: str) 
 
 async def resend(request: web.Request) -> web.StreamResponse:
     form = await request.post()
-    topic = _topic(str(form.get("topic", "")).strip())
-    msg_id = str(form.get("id", "")).strip()
-    group = _group(str(form.get("group", "")).strip())
+    topic = checked_topic(form_text(form, "topic"))
+    msg_id = form_text(form, "id")
+    group = checked_group(form_text(form, "group"), consumer=True)
     (new_id,) = await _resend(request, topic, [msg_id], group)
     return render(
         request,
@@ -345,7 +323,7 @@ async def dead_letters(request: web.Request) -> web.Response:
         "missing": False,
     }
     if group:
-        _group(group)
+        checked_group(group, consumer=True)
         begin, end = _range(request, 3 * 3600_000)
         try:
             found, more = await messages_between(console.admin, DLQ_PREFIX + group, begin, end)
@@ -358,7 +336,7 @@ async def dead_letters(request: web.Request) -> web.Response:
 
 async def resend_dead_letters(request: web.Request) -> web.Response:
     form = await request.post()
-    group = _group(str(form.get("group", "")).strip())
+    group = checked_group(form_text(form, "group"), consumer=True)
     ids = [str(v).strip() for v in form.getall("id", []) if str(v).strip()]
     if not ids:
         raise BadInput("tick the dead letters to resend")

@@ -28,10 +28,20 @@ from multidict import MultiMapping
 
 from client.admin import Admin, ClusterInfo
 from client.admin_commands import DLQ_PREFIX, RETRY_PREFIX
-from client.dashboard.app import BadInput, console_of, done, metric_url, render
+from client.dashboard.app import (
+    BadInput,
+    checked_topic,
+    console_of,
+    done,
+    form_text,
+    metric_url,
+    render,
+    shown,
+    whole_number,
+)
 from client.dashboard.sampler import CLUSTER_FAILURES
 from client.errors import InvalidArgumentError, NoRouteError
-from client.message import Message, SendResult, check_topic
+from client.message import Message, SendResult
 from client.producer import Producer
 from remoting.bodies import OffsetWrapper, TopicConfig, TopicOffset
 from remoting.route import MessageQueue, TopicRouteData
@@ -235,29 +245,16 @@ async def consumers_of(admin: Admin, topic: str) -> tuple[list[Consumption], str
 # ------------------------------------------------------------------------ input checks
 
 
-def _text(form: MultiMapping[Any], name: str) -> str:
-    value = form.get(name, "")
-    return value.strip() if isinstance(value, str) else ""
-
-
-def checked_topic(topic: str, *, to_send: bool = False) -> str:
-    """``topic`` if its name is legal (``Validators.checkTopic``), else BadInput saying why."""
-    try:
-        check_topic(topic, to_send=to_send)
-    except InvalidArgumentError as exc:
-        raise BadInput(str(exc)) from None
-    return topic
-
-
 def _queue_count(form: MultiMapping[Any], name: str, label: str) -> int:
-    text = _text(form, name)
-    if not text.isascii() or not text.isdigit() or not 1 <= int(text) <= MAX_QUEUES:
-        raise BadInput(f"{label} must be a whole number from 1 to {MAX_QUEUES}, not {text!r}")
-    return int(text)
+    text = form_text(form, name)
+    count = whole_number(text, MAX_QUEUES)
+    if not count:
+        raise BadInput(f"{label} must be a whole number from 1 to {MAX_QUEUES}, not {shown(text)}")
+    return count
 
 
 def _perm(form: MultiMapping[Any]) -> int:
-    text = _text(form, "perm")
+    text = form_text(form, "perm")
     named = {label: perm for perm, label in PERMS}
     perm = named.get(text.upper()) or (int(text) if text in ("2", "4", "6") else None)
     if perm is None:
@@ -275,14 +272,14 @@ class TopicSpec:
 
 
 def topic_spec(form: MultiMapping[Any]) -> TopicSpec:
-    topic = checked_topic(_text(form, "topic"))
+    topic = checked_topic(form_text(form, "topic"))
     write = _queue_count(form, "writeQueueNums", "writeQueueNums")
     read = _queue_count(form, "readQueueNums", "readQueueNums")
     perm = _perm(form)
-    order = _text(form, "order") in ("on", "true", "1")
+    order = form_text(form, "order") in ("on", "true", "1")
     brokers = tuple(v.strip() for v in form.getall("broker", []) if isinstance(v, str) and v)
     config = TopicConfig(topic, read, write, perm, "SINGLE_TAG", 0, order)
-    return TopicSpec(config, _text(form, "cluster"), brokers)
+    return TopicSpec(config, form_text(form, "cluster"), brokers)
 
 
 def target_masters(info: ClusterInfo, cluster: str, brokers: Iterable[str]) -> dict[str, str]:
@@ -486,7 +483,7 @@ async def delete_topic(request: web.Request) -> web.StreamResponse:
     admin = console_of(request).admin
     topic = _path_topic(request)
     form = await request.post()
-    if _text(form, "confirm") != topic:
+    if form_text(form, "confirm") != topic:
         raise BadInput(f"type the topic name to confirm: {topic} was not deleted")
     route = await _changeable(admin, topic)
     info = await admin.cluster_info()
@@ -517,7 +514,10 @@ async def send_message(request: web.Request) -> web.StreamResponse:
         raise BadInput("a test message needs a body")
     await _changeable(console.admin, topic)
     msg = Message(
-        topic, body.encode(), tags=_text(form, "tag") or None, keys=_text(form, "keys") or None
+        topic,
+        body.encode(),
+        tags=form_text(form, "tag") or None,
+        keys=form_text(form, "keys") or None,
     )
     result = await _send_once(console.admin, msg)
     mq = result.message_queue
