@@ -135,8 +135,6 @@ class Console:
     accounts: Accounts
     sampler: Sampler
     namesrv: str
-    acl: bool = False  # admin requests are signed (the cluster has aclEnable=true)
-    started_ms: int = field(default_factory=lambda: int(time.time() * 1000))
     env: jinja2.Environment = field(init=False)
 
     def __post_init__(self) -> None:

@@ -142,9 +142,9 @@ class Accounts:
         """A new session and its cookie token, or None for a wrong name or password (the same
         answer for both), and for a peer with too many failures in the last minute."""
         now = time.monotonic()
-        recent = [t for t in self._failures.get(peer, []) if now - t < 60.0]
+        self._sweep(now)
+        recent = self._recent(peer, now)
         if len(recent) >= FAILED_LOGINS_PER_MINUTE:
-            self._failures[peer] = recent
             return None
         stored = self.users.get(name)
         ok = verify_password(password, stored or self._dummy) and stored is not None
@@ -158,10 +158,24 @@ class Accounts:
         return token, session
 
     def throttled(self, peer: str) -> bool:
-        now = time.monotonic()
-        return sum(now - t < 60.0 for t in self._failures.get(peer, [])) >= (
-            FAILED_LOGINS_PER_MINUTE
-        )
+        return len(self._recent(peer, time.monotonic())) >= FAILED_LOGINS_PER_MINUTE
+
+    def _recent(self, peer: str, now: float) -> list[float]:
+        """``peer``'s failed logins of the last minute (older ones forgotten)."""
+        recent = [t for t in self._failures.get(peer, []) if now - t < 60.0]
+        if recent:
+            self._failures[peer] = recent
+        else:
+            self._failures.pop(peer, None)
+        return recent
+
+    def _sweep(self, now: float) -> None:
+        """Forget idle sessions and old failures at each login, so neither table grows with
+        sessions nobody ends or addresses that stopped trying."""
+        for token in [t for t, s in self.sessions.items() if now - s.last_seen > SESSION_IDLE_S]:
+            del self.sessions[token]
+        for peer in list(self._failures):
+            self._recent(peer, now)
 
     def session(self, token: str | None) -> Session | None:
         if not token:

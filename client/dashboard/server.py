@@ -74,7 +74,6 @@ class ConsoleServer:
             accounts=Accounts(dict(settings.users or {})),
             sampler=self.sampler,
             namesrv=settings.namesrv,
-            acl=settings.credentials is not None,
         )
         self._runner: web.AppRunner | None = None
         self._stopping = asyncio.Event()

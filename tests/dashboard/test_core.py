@@ -12,6 +12,7 @@ import pytest
 
 from broker.broker import Broker
 from client.dashboard.auth import (
+    SESSION_IDLE_S,
     Accounts,
     hash_password,
     parse_users,
@@ -199,3 +200,13 @@ def test_failed_logins_are_throttled_per_address() -> None:
     assert accounts.throttled("10.0.0.1")
     assert accounts.login("u", "right", "10.0.0.1") is None  # even the right one, for a minute
     assert accounts.login("u", "right", "10.0.0.2") is not None
+
+
+def test_an_idle_session_is_forgotten_at_the_next_login() -> None:
+    accounts = Accounts({"u": hash_password("right")})
+    first = accounts.login("u", "right", "10.0.0.1")
+    assert first is not None
+    token, session = first
+    session.last_seen -= SESSION_IDLE_S + 1  # eight idle hours ago
+    assert accounts.login("u", "right", "10.0.0.2") is not None
+    assert token not in accounts.sessions and len(accounts.sessions) == 1

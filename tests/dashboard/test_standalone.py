@@ -33,6 +33,25 @@ def _get(url: str, context: ssl.SSLContext | None = None) -> tuple[int, str]:
         return exc.code, exc.read().decode()
 
 
+def _run(
+    module: str,
+    *args: str,
+    stdin: str | None = None,
+    env: dict[str, str] | None = None,
+    timeout_s: float = 60.0,
+) -> subprocess.CompletedProcess[str]:
+    """``python -m module args`` to its end: our own CLI, fixed arguments."""
+    return subprocess.run(
+        [sys.executable, "-m", module, *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        check=False,
+        env=env,
+    )
+
+
 def _children(pid: int) -> list[int]:
     path = Path(f"/proc/{pid}/task/{pid}/children")
     return [int(p) for p in path.read_text().split()] if path.exists() else []
@@ -80,17 +99,12 @@ def test_a_taken_dashboard_port_stops_the_start_with_a_message(tmp_path: Path) -
     taken.listen()
     port = taken.getsockname()[1]
     try:
-        done = subprocess.run(
-            [
-                *(sys.executable, "-m", "broker", "standalone", "--store", str(tmp_path)),
-                *("--namesrv-port", "0", "--listen-port", "0"),
-                *("--set", "metricsPort=0", "--set", "grpcListenPort=0"),
-                *("--set", f"dashboardPort={port}"),
-            ],
-            capture_output=True,
-            text=True,
-            timeout=90,
-            check=False,
+        done = _run(
+            *("broker", "standalone", "--store", str(tmp_path)),
+            *("--namesrv-port", "0", "--listen-port", "0"),
+            *("--set", "metricsPort=0", "--set", "grpcListenPort=0"),
+            *("--set", f"dashboardPort={port}"),
+            timeout_s=90,
         )
     finally:
         taken.close()
@@ -125,15 +139,8 @@ def test_the_brokers_config_never_sends_the_consoles_passwords(tmp_path: Path) -
         },
     )
     try:
-        done = subprocess.run(
-            [
-                *(sys.executable, "-m", "client.admin_cli", "getBrokerConfig"),
-                *("-n", broker.namesrv, "-b", broker.broker),
-            ],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
+        done = _run(
+            "client.admin_cli", "getBrokerConfig", "-n", broker.namesrv, "-b", broker.broker
         )
         assert done.returncode == 0, done.stderr
         assert "dashboardPort" in done.stdout
@@ -202,38 +209,17 @@ def test_aerolite_dashboard_alone_prints_its_ready_line(tmp_path: Path) -> None:
 )
 def test_aerolite_dashboard_names_what_is_wrong(args: tuple[str, ...], said: str) -> None:
     env = {k: v for k, v in os.environ.items() if k != "NAMESRV_ADDR"}
-    done = subprocess.run(
-        [sys.executable, "-m", "broker", "dashboard", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-        env=env,
-    )
+    done = _run("broker", "dashboard", *args, env=env)
     assert done.returncode == 2
     assert said in done.stderr
     assert "Traceback" not in done.stderr
 
 
 def test_hash_password_prints_a_hash_the_console_accepts() -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "broker", "dashboard", "--hash-password"],
-        input="s3cret-pass\n",
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    done = _run("broker", "dashboard", "--hash-password", stdin="s3cret-pass\n")
     assert done.returncode == 0, done.stderr
     stored = done.stdout.strip()
     assert verify_password("s3cret-pass", stored)
     assert parse_users(f"ops:{stored}") == {"ops": stored}
-    empty = subprocess.run(
-        [sys.executable, "-m", "broker", "dashboard", "--hash-password"],
-        input="\n",
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    empty = _run("broker", "dashboard", "--hash-password", stdin="\n")
     assert empty.returncode == 1 and "a password cannot be empty" in empty.stderr
