@@ -22,6 +22,7 @@ from remoting.bodies import (
     PERM_INHERIT,
     PERM_READ,
     PERM_WRITE,
+    SYSTEM_TOPICS,
     DataVersion,
     TopicConfig,
     TopicConfigWrapper,
@@ -57,20 +58,6 @@ NOT_ALLOWED_SEND_TOPICS = frozenset(
         TRANS_CHECK_MAX_TIME_TOPIC,
         SELF_TEST_TOPIC,
         OFFSET_MOVED_EVENT,
-        TIMER_TOPIC,
-    }
-)
-SYSTEM_TOPICS = frozenset(
-    {
-        AUTO_CREATE_TOPIC_KEY_TOPIC,
-        SCHEDULE_TOPIC,
-        BENCHMARK_TOPIC,
-        TRANS_HALF_TOPIC,
-        TRANS_OP_HALF_TOPIC,
-        TRANS_CHECK_MAX_TIME_TOPIC,
-        SELF_TEST_TOPIC,
-        OFFSET_MOVED_EVENT,
-        TRACE_TOPIC,
         TIMER_TOPIC,
     }
 )

@@ -833,6 +833,23 @@ class AclConfigBody:
 # ====================================================================== subscription groups
 
 
+# Topics a broker keeps for itself (TopicValidator's system topic set, with RocketMQ 5's
+# timer topic): a broker enforces them, and operators' views show them apart.
+SYSTEM_TOPICS = frozenset(
+    {
+        "TBW102",
+        "SCHEDULE_TOPIC_XXXX",
+        "BenchmarkTest",
+        "RMQ_SYS_TRANS_HALF_TOPIC",
+        "RMQ_SYS_TRANS_OP_HALF_TOPIC",
+        "TRANS_CHECK_MAX_TIME_TOPIC",
+        "SELF_TEST_TOPIC",
+        "OFFSET_MOVED_EVENT",
+        "RMQ_SYS_TRACE_TOPIC",
+        "rmq_sys_wheel_timer",
+    }
+)
+
 # Groups RocketMQ defines for its own tools and internal consumers (MixAll): every broker
 # has them, and operators' views leave them out.
 BUILTIN_GROUPS = (

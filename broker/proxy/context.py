@@ -23,7 +23,8 @@ from broker.proxy.apis import definition_pb2 as pb
 from broker.proxy.server import RELAYED_PEERS
 from broker.proxy.status import ProxyError
 from broker.subscriptions import check_group_name
-from broker.topics import SYSTEM_TOPIC_PREFIX, SYSTEM_TOPICS, check_topic_name
+from broker.topics import SYSTEM_TOPIC_PREFIX, check_topic_name
+from remoting.bodies import SYSTEM_TOPICS
 from remoting.errors import NoPermissionError
 
 AUTHORIZATION = "authorization"

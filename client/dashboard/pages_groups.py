@@ -276,16 +276,9 @@ def _group_config(
     flags: dict[str, bool],
 ) -> SubscriptionGroupConfig:
     """A broker's config of the group with the form's fields changed; a new group gets
-    mqadmin updateSubGroup's defaults for the rest."""
-    base = existing or SubscriptionGroupConfig(
-        group,
-        consume_from_min_enable=False,
-        consume_broadcast_enable=False,
-        retry_queue_nums=1,
-        broker_id=0,
-        which_broker_when_consume_slowly=1,
-        notify_consumer_ids_changed_enable=True,
-    )
+    mqadmin updateSubGroup's defaults for the rest (RocketMQ's, but consumeFromMinEnable
+    off; broadcast comes from the form)."""
+    base = existing or SubscriptionGroupConfig(group, consume_from_min_enable=False)
     return replace(
         base,
         retry_max_times=retry_max,

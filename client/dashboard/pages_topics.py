@@ -43,7 +43,7 @@ from client.dashboard.sampler import CLUSTER_FAILURES
 from client.errors import InvalidArgumentError, NoRouteError
 from client.message import Message, SendResult
 from client.producer import Producer
-from remoting.bodies import OffsetWrapper, TopicConfig, TopicOffset
+from remoting.bodies import SYSTEM_TOPICS, OffsetWrapper, TopicConfig, TopicOffset
 from remoting.route import MessageQueue, TopicRouteData
 
 KINDS = ("normal", "retry", "dlq", "system")
@@ -53,23 +53,10 @@ MAX_QUEUES = 1024  # the broker refuses more read or write queues than this
 DEFAULT_QUEUES = 8  # mqadmin updateTopic's -r / -w
 SELF_TEST_GROUP = "SELF_TEST_P_GROUP"  # the dashboard's producer group for test messages
 SYSTEM_PREFIX = "rmq_sys_"  # compared case-folded: RMQ_SYS_TRACE_TOPIC and rmq_sys_wheel_timer
-# Topics a broker keeps for itself (TopicValidator's system set and the dashboard's extra
+# Topics a broker keeps for itself (remoting's SYSTEM_TOPICS and the dashboard's extra
 # name); a broker also reports its own through GET_SYSTEM_TOPIC_LIST_FROM_BROKER, and every
 # cluster and broker name (and ``<cluster>_REPLY_TOPIC``) is a topic of its own.
-SYSTEM_NAMES = frozenset(
-    {
-        "TBW102",
-        "SCHEDULE_TOPIC_XXXX",
-        "BenchmarkTest",
-        "RMQ_SYS_TRANS_HALF_TOPIC",
-        "RMQ_SYS_TRANS_OP_HALF_TOPIC",
-        "TRANS_CHECK_MAX_TIME_TOPIC",
-        "SELF_TEST_TOPIC",
-        "OFFSET_MOVED_EVENT",
-        "RMQ_SYS_TRACE_TOPIC",
-        "DefaultHeartBeatSyncerTopic",
-    }
-)
+SYSTEM_NAMES = SYSTEM_TOPICS | {"DefaultHeartBeatSyncerTopic"}  # and 5.x's heartbeat syncer
 MAX_PARALLEL_GROUPS = 8  # consume-stats requests in flight for one page
 
 
