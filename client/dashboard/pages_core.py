@@ -48,8 +48,7 @@ def add_routes(router: web.UrlDispatcher) -> None:
 async def overview(request: web.Request) -> web.Response:
     console = console_of(request)
     sampler = console.sampler
-    if not sampler.sampled_at and sampler.error is None:
-        await sampler.sample_once()  # the first page of a fresh console shows figures
+    await sampler.ensure_sampled()
     return render(
         request,
         "overview.html",
@@ -64,10 +63,8 @@ async def broker_detail(request: web.Request) -> web.Response:
     """A broker's runtime table and configuration (the dashboard's Status and Config)."""
     console = console_of(request)
     addr = request.match_info["addr"]
+    await console.sampler.ensure_sampled()
     known = {b.addr for b in console.sampler.brokers}
-    if not known:
-        await console.sampler.sample_once()
-        known = {b.addr for b in console.sampler.brokers}
     if addr not in known:
         raise BadInput(f"no broker at {addr} is registered with the name server")
     runtime, config = await asyncio.gather(
@@ -206,8 +203,7 @@ async def metric(request: web.Request) -> web.Response:
     labels = {k: v for k, v in request.query.items() if k not in ("family", "at")}
     selector = ",".join(f'{k}="{v}"' for k, v in labels.items())
     promql = f"{family}{{{selector}}}" if selector else family
-    if not console.sampler.brokers:
-        await console.sampler.sample_once()
+    await console.sampler.ensure_sampled()
     found: list[tuple[str, str, list[str]]] = []
     timeout = aiohttp.ClientTimeout(total=METRICS_FETCH_S)
     async with aiohttp.ClientSession(timeout=timeout) as http:

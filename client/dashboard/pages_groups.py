@@ -235,8 +235,7 @@ async def _system_samples(admin: Admin, known: set[str]) -> dict[str, GroupSampl
 async def groups_list(request: web.Request) -> web.Response:
     console = console_of(request)
     sampler, admin = console.sampler, console.admin
-    if not sampler.sampled_at and sampler.error is None:
-        await sampler.sample_once()  # a fresh console's first page shows figures
+    await sampler.ensure_sampled()
     wanted = request.query.get("q", "").strip()
     show_system = bool(request.query.get("system"))
     samples = dict(sampler.groups)

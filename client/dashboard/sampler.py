@@ -201,6 +201,12 @@ class Sampler:
         self.sampled_at = now
         await self._publish()
 
+    async def ensure_sampled(self) -> None:
+        """A round now if none has ended yet: the first page of a fresh console shows
+        figures, not blanks until the loop's first round."""
+        if not self.sampled_at and self.error is None:
+            await self.sample_once()
+
     def _series(self, table: dict[str, Series], key: str) -> Series:
         series = table.get(key)
         if series is None:
