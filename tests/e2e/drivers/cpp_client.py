@@ -18,6 +18,8 @@ Commands:
 
 The client's threads cannot be unloaded, so each run is its own process and leaves with
 ``os._exit`` after an explicit shutdown (the package's ``__del__`` would shut down twice).
+``produce`` and ``push`` print ``{"event": "stopping", ...}`` with their result just before
+``shutdown()``, which the C++ client sometimes does not survive (``DriverRun.finish``).
 """
 
 from __future__ import annotations
@@ -142,8 +144,10 @@ def produce(args: dict[str, Any]) -> dict[str, Any]:
     # Oneway sends are queued in the client; give them a moment on the wire before shutdown.
     if mode == "oneway":
         time.sleep(1.0)
+    result = {"ok": ok, "errors": errors, "elapsed_s": round(elapsed, 3)}
+    emit("stopping", **result)
     producer.shutdown()
-    return {"ok": ok, "errors": errors, "elapsed_s": round(elapsed, 3)}
+    return result
 
 
 def _warm_up(producer: Any, topic: str, sends: int, max_s: float = 20.0) -> None:
@@ -253,6 +257,7 @@ def push(args: dict[str, Any]) -> dict[str, Any]:
         settle_s=settle_s,
         deadline_s=float(args.get("deadline_s", 60)),
     )
+    emit("stopping", reason=reason, count=state["count"])
     started = time.monotonic()
     consumer.shutdown()
     return {"reason": reason, "count": state["count"], "shutdown_s": time.monotonic() - started}
