@@ -41,7 +41,7 @@ from client.errors import (
 from client.instance import DEFAULT_TOPIC, ClientInstance, TlsOption, namesrv_from_env
 from client.message import UNIQ_IDS, MessageView, check_topic, decode_messages
 from client.service import ClientService
-from client.trace import TRACE_TOPIC, TraceView, trace_views
+from client.trace import TRACE_TOPIC, TraceView, java_str, trace_views
 from codec import (
     PROPERTY_KEYS,
     PROPERTY_ORIGIN_MESSAGE_ID,
@@ -49,6 +49,7 @@ from codec import (
     PROPERTY_TAGS,
     PROPERTY_UNIQ_KEY,
     PROPERTY_WAIT,
+    looks_like_offset_msg_id,
 )
 from codec.hashing import java_hashmap_order
 from remoting.acl import SessionCredentials
@@ -78,6 +79,7 @@ from remoting.headers import (
     AddWritePermResponseHeader,
     BrokerNameRequestHeader,
     CloneGroupOffsetRequestHeader,
+    ConsumeMessageDirectlyResultRequestHeader,
     ConsumerGroupRequestHeader,
     ConsumerRunningInfoRequestHeader,
     CreateAccessConfigRequestHeader,
@@ -702,6 +704,49 @@ class Admin(ClientService):
             return doc
         raise last or ClientError(f"consumer {client_id} of {group}: no broker to ask")
 
+    async def consume_message_directly(
+        self, group: str, client_id: str, msg_id: str, topic: str | None = None
+    ) -> ConsumeDirectlyResult:
+        """Hand one stored message to one online consumer of ``group`` to consume now, and
+        say how its listener took it (mqadmin queryMsgById ``-g -d``; the console's
+        "consume on a client"). Nothing is committed: the message stays where it is.
+
+        ``msg_id`` is an offset message id, or, with ``topic``, either kind (as
+        ``DefaultMQAdminExt.consumeMessageDirectly``): a unique id is looked up first.
+
+        Raises:
+            InvalidMessageError: ``msg_id`` is no offset id and no topic was given.
+            ClientError: no message of ``topic`` has that unique id.
+            BrokerError: the client is not online, is not of the group, or could not
+                consume it (the remark, from the broker or the client, says which).
+            RemotingError: the broker could not be reached.
+        """
+        offset_id = msg_id
+        if topic is not None and not looks_like_offset_msg_id(msg_id):
+            found = await self.query_by_unique_key(topic, msg_id)
+            if found is None:
+                raise ClientError(f"no message {msg_id} in topic {topic} on any broker")
+            offset_id = found.offset_msg_id
+        addr, _offset = decode_offset_msg_id(offset_id)
+        ext = ConsumeMessageDirectlyResultRequestHeader(
+            consumer_group=group, client_id=client_id, msg_id=offset_id, topic=topic
+        ).to_ext_fields()
+        response = await self._call(
+            addr,
+            RequestCode.CONSUME_MESSAGE_DIRECTLY,
+            ext,
+            what=f"consume {offset_id} on {client_id}",
+        )
+        doc = _json_object(response.body_bytes, RequestCode.CONSUME_MESSAGE_DIRECTLY, addr)
+        with reading_answer(RequestCode.CONSUME_MESSAGE_DIRECTLY, addr):
+            return ConsumeDirectlyResult(
+                order=bool(doc.get("order", False)),
+                auto_commit=bool(doc.get("autoCommit", True)),
+                consume_result=str(doc["consumeResult"]),
+                remark=None if doc.get("remark") is None else str(doc["remark"]),
+                spent_ms=int(doc.get("spentTimeMills", 0)),
+            )
+
     async def producer_connection(self, group: str, topic: str) -> list[dict[str, Any]]:
         """The group's producer connections on the brokers of ``topic``."""
         route = await self.topic_route(topic)
@@ -1217,6 +1262,28 @@ class MessageTrack(NamedTuple):
     group: str
     track_type: str
     exception_desc: str  # why it could not be told, or "null"
+
+
+class ConsumeDirectlyResult(NamedTuple):
+    """How one client's listener took a message handed to it by CONSUME_MESSAGE_DIRECTLY
+    (RocketMQ ``ConsumeMessageDirectlyResult``): ``consume_result`` is CR_SUCCESS, CR_LATER,
+    CR_ROLLBACK, CR_COMMIT, CR_THROW_EXCEPTION or CR_RETURN_NULL; ``remark`` says why when
+    the listener raised."""
+
+    order: bool
+    auto_commit: bool
+    consume_result: str
+    remark: str | None
+    spent_ms: int
+
+    def java_text(self) -> str:
+        """Java's ``toString``, which mqadmin prints."""
+        return (
+            f"ConsumeMessageDirectlyResult [order={java_str(self.order)}, "
+            f"autoCommit={java_str(self.auto_commit)}, "
+            f"consumeResult={self.consume_result}, remark={java_str(self.remark)}, "
+            f"spentTimeMills={self.spent_ms}]"
+        )
 
 
 class PulledBatch(NamedTuple):

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import codecs
 import json
 import logging
 import os
@@ -42,6 +43,7 @@ from client.admin_commands import (
     java_date,
     java_f2,
     java_human_time,
+    java_send_result,
     message_doc,
     parse_time,
     target_addrs,
@@ -50,7 +52,8 @@ from client.admin_commands import (
     version_desc,
 )
 from client.errors import ClientError
-from client.message import MessageView
+from client.message import Message, MessageView
+from client.producer import Producer
 from client.trace import TRACE_TOPIC, format_trace, java_str
 from codec.hashing import java_hashmap_order
 from remoting.acl import SessionCredentials
@@ -90,6 +93,7 @@ async def _detail(
     *,
     offset_id: bool = True,
     extra: dict[str, str] | None = None,
+    charset: str | None = None,
 ) -> str:
     """Apache's message block (``QueryMsgByIdSubCommand.printMsg``): each field at column
     21, the properties in java.util.HashMap order, the body saved to
@@ -115,6 +119,8 @@ async def _detail(
         ("Properties:", "{" + shown + "}"),
         ("Message Body Path:", str(path)),
     ]
+    if charset is not None:  # -f: the body itself, decoded as Java's new String(body, cs)
+        fields.append(("Message Body:", m.body.decode(charset, errors="replace")))
     text = "".join(f"{label:<20} {value}\n" for label, value in fields)
     tracks = await _tracks(admin, m)
     return text + ("\n\n" + "".join(tracks) if tracks else "\n\nWARN: No Consumer")
@@ -532,19 +538,91 @@ async def broker_status(admin: Admin, a: argparse.Namespace, out: Out) -> None:
 # ---- messages
 
 
+def _charset(name: str) -> str:
+    """``-f bodyFormat``: a charset Java knows by that name (UTF-8, GBK, ISO-8859-1 …)."""
+    try:
+        return codecs.lookup(name.strip()).name
+    except LookupError:
+        raise argparse.ArgumentTypeError(f"unknown charset {name!r}") from None
+
+
+def _json_body_opt(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--printBody", dest="body", type=java_bool, default=True,
+                   help="with --json: include each body (default true)")  # fmt: skip
+
+
+def _push_opts(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-g", "--consumerGroup", dest="group", help="consumer group name")
+    p.add_argument("-d", "--clientId", dest="client_id", help="The consumer's client id")
+
+
 def _id_opt(p: argparse.ArgumentParser) -> None:
-    p.add_argument("-i", "--msgId", dest="msg_id", required=True)
-    p.add_argument("-d", "--printBody", dest="body", type=java_bool, default=True)
+    p.add_argument("-i", "--msgId", dest="msg_id", required=True, help="Message Id")
+    _push_opts(p)
+    p.add_argument("-s", "--sendMessage", dest="resend", type=java_bool, help="resend message")
+    p.add_argument("-u", "--unitName", dest="unit_name", help="unit name")
+    p.add_argument("-f", "--bodyFormat", dest="charset", type=_charset,
+                   help="print message body by the specified format")  # fmt: skip
+    _json_body_opt(p)
 
 
 @command("queryMsgById", "a message by its offset message id", _id_opt)
 async def query_msg_by_id(admin: Admin, a: argparse.Namespace, out: Out) -> None:
     ids = [i.strip() for i in a.msg_id.split(",") if i.strip()]
+    # Apache's order: -g with -d hands the messages to a client, else -s resends them
+    # (-s false does nothing), else they are printed.
+    if a.group and a.client_id:
+        await _consume_on_client(admin, out, a.group, a.client_id, [(None, i) for i in ids])
+        return
+    if a.resend is not None:
+        if a.resend:
+            await _resend(admin, out, ids, a.unit_name)
+        return
     msgs = [await admin.view_message(i) for i in ids]
     if out.as_json:
         _json_messages(out, msgs, body=a.body)
         return
-    out.text("".join([await _detail(admin, m) for m in msgs]), None)
+    out.text("".join([await _detail(admin, m, charset=a.charset) for m in msgs]), None)
+
+
+async def _consume_on_client(
+    admin: Admin, out: Out, group: str, client_id: str, ids: list[tuple[str | None, str]]
+) -> None:
+    """``pushMsg``: each (topic, id) handed to the push consumer ``client_id`` of ``group``
+    (CONSUME_MESSAGE_DIRECTLY), and its ``ConsumeMessageDirectlyResult`` printed."""
+    info = await admin.consumer_running_info(group, client_id)
+    if info.get("properties", {}).get("PROP_CONSUME_TYPE") != "CONSUME_PASSIVELY":
+        out.text(f"this {client_id} client is not push consumer ,not support direct push \n", [])
+        return
+    results = [
+        await admin.consume_message_directly(group, client_id, msg_id, topic)
+        for topic, msg_id in ids
+    ]
+    docs = [
+        {"msgId": msg_id, "order": r.order, "autoCommit": r.auto_commit,
+         "consumeResult": r.consume_result, "remark": r.remark, "spentTimeMills": r.spent_ms}
+        for (_topic, msg_id), r in zip(ids, results, strict=True)
+    ]  # fmt: skip
+    out.text("".join(r.java_text() for r in results), docs)
+
+
+async def _resend(admin: Admin, out: Out, ids: list[str], unit_name: str | None) -> None:
+    """``sendMsg``: each message sent again to its topic by a producer of group
+    ReSendMsgById, as it was (body, tags, keys, user properties, flag)."""
+    instance = str(int(time.time() * 1000)) + (f"@{unit_name}" if unit_name else "")
+    lines, docs = [], []
+    async with Producer(
+        "ReSendMsgById", admin.namesrv, credentials=admin.credentials, instance_name=instance
+    ) as producer:
+        for msg_id in ids:
+            m = await admin.view_message(msg_id)
+            copy = Message(m.topic, bytes(m.body), tags=m.tags, keys=list(m.keys) or None,
+                           properties=dict(m.user_properties), flag=m.flag)  # fmt: skip
+            result = await producer.send(copy)
+            lines.append(f"prepare resend msg. originalMsgId={msg_id}{java_send_result(result)}")
+            docs.append({"originalMsgId": msg_id, "sendStatus": result.status.name,
+                         "msgId": result.msg_id, "offsetMsgId": result.offset_msg_id})  # fmt: skip
+    out.text("".join(lines), docs)
 
 
 def _key_opts(p: argparse.ArgumentParser) -> None:
@@ -603,12 +681,16 @@ async def query_msg_trace_by_id(admin: Admin, a: argparse.Namespace, out: Out) -
 
 def _unique_opts(p: argparse.ArgumentParser) -> None:
     topic_opt(p)
-    p.add_argument("-i", "--msgId", dest="msg_id", required=True)
-    p.add_argument("-d", "--printBody", dest="body", type=java_bool, default=True)
+    p.add_argument("-i", "--msgId", dest="msg_id", required=True, help="Message Id")
+    _push_opts(p)
+    _json_body_opt(p)
 
 
 @command("queryMsgByUniqueKey", "a message by the id its producer gave it", _unique_opts)
 async def query_msg_by_unique_key(admin: Admin, a: argparse.Namespace, out: Out) -> None:
+    if a.group and a.client_id:
+        await _consume_on_client(admin, out, a.group, a.client_id, [(a.topic, a.msg_id.strip())])
+        return
     msg = await admin.query_by_unique_key(a.topic, a.msg_id)
     if msg is None:
         raise ClientError(f"no message {a.msg_id} in topic {a.topic} on any broker")
@@ -623,7 +705,9 @@ def _by_offset_opts(p: argparse.ArgumentParser) -> None:
     p.add_argument("-b", "--brokerName", dest="broker_name", required=True)
     p.add_argument("-i", "--queueId", dest="queue_id", type=int, required=True)
     p.add_argument("-o", "--offset", type=int, required=True)
-    p.add_argument("-d", "--printBody", dest="body", type=java_bool, default=True)
+    p.add_argument("-f", "--bodyFormat", dest="charset", type=_charset,
+                   help="print message body by the specified format")  # fmt: skip
+    _json_body_opt(p)
 
 
 @command("queryMsgByOffset", "the message at a queue offset", _by_offset_opts)
@@ -640,7 +724,7 @@ async def query_msg_by_offset(admin: Admin, a: argparse.Namespace, out: Out) -> 
         return
     # A pulled message carries its queue's bounds, as the Java client adds them.
     bounds = {"MIN_OFFSET": str(pulled.min_offset), "MAX_OFFSET": str(pulled.max_offset)}
-    out.text(await _detail(admin, msgs[0], extra=bounds), None)
+    out.text(await _detail(admin, msgs[0], extra=bounds, charset=a.charset), None)
 
 
 def _decode_id_opts(p: argparse.ArgumentParser) -> None:

@@ -42,6 +42,7 @@ from client.admin_commands import (
     java_date,
     java_f2,
     java_message_text,
+    java_send_result,
     parse_time,
     user_groups,
     user_topics,
@@ -411,12 +412,7 @@ async def send_msg_status(admin: Admin, a: argparse.Namespace, out: Out) -> None
             }
             docs.append(doc)
             if not out.as_json:
-                sys.stdout.write(
-                    f"rt={rt}ms, SendResult=SendResult [sendStatus={r.status.name}, "
-                    f"msgId={r.msg_id}, offsetMsgId={r.offset_msg_id}, messageQueue="
-                    f"MessageQueue [topic={mq.topic}, brokerName={mq.broker_name}, "
-                    f"queueId={mq.queue_id}], queueOffset={r.queue_offset}]\n"
-                )
+                sys.stdout.write(f"rt={rt}ms, SendResult={java_send_result(r)}\n")
     if out.as_json:
         out.json(docs)
 

@@ -29,7 +29,7 @@ from rich.table import Table
 
 from client.admin import Admin, ClusterInfo, PulledBatch, require_cluster
 from client.errors import ClientError, InvalidArgumentError
-from client.message import MessageView
+from client.message import MessageView, SendResult
 from codec.hashing import java_hashmap_order
 from remoting.bodies import BUILTIN_GROUPS, SubscriptionGroupConfig, TopicConfig
 
@@ -343,6 +343,17 @@ def java_message_text(m: MessageView, pulled: PulledBatch | None = None) -> str:
         f"preparedTransactionOffset={m.prepared_transaction_offset}, "
         f"toString()=Message{{topic='{m.topic}', flag={m.flag}, properties={{{shown}}}, "
         f"body=[{body}], transactionId='{tx}'}}]"
+    )
+
+
+def java_send_result(r: SendResult) -> str:
+    """``SendResult.toString()`` of RocketMQ 4.x, as checkMsgSendRT and queryMsgById ``-s``
+    print it."""
+    mq = r.message_queue
+    return (
+        f"SendResult [sendStatus={r.status.name}, msgId={r.msg_id}, "
+        f"offsetMsgId={r.offset_msg_id}, messageQueue=MessageQueue [topic={mq.topic}, "
+        f"brokerName={mq.broker_name}, queueId={mq.queue_id}], queueOffset={r.queue_offset}]"
     )
 
 

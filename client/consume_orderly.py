@@ -50,6 +50,8 @@ class ConsumeMessageOrderlyService(ConsumeMessageService):
         settings: the push consumer itself (``OrderlySettings``).
     """
 
+    ORDERLY = True
+
     def __init__(
         self,
         group: str,

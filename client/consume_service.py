@@ -14,6 +14,7 @@ import asyncio
 import dataclasses
 import inspect
 import logging
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -32,6 +33,7 @@ log = logging.getLogger(__name__)
 Listener = Callable[[MessageView], Awaitable[ConsumeResult | None] | ConsumeResult | None]
 
 RETRY_PREFIX = "%RETRY%"
+DLQ_PREFIX = "%DLQ%"
 
 
 @dataclass(slots=True)
@@ -50,6 +52,8 @@ class ConsumeMessageService(ABC):
         consumed: the consumer's commit step for one consumed message (removes it from its
             ``ProcessQueue`` and moves the committed offset); shared with ``PullConsumer``.
     """
+
+    ORDERLY = False  # ConsumeMessageDirectlyResult.order
 
     def __init__(
         self,
@@ -137,6 +141,58 @@ class ConsumeMessageService(ABC):
         if result is None or result is ConsumeResult.SUCCESS:
             return ConsumeResult.SUCCESS, ConsumeReturnType.SUCCESS
         return self._result_of(result), ConsumeReturnType.FAILED
+
+    async def consume_directly(self, msg: MessageView) -> dict[str, object]:
+        """CONSUME_MESSAGE_DIRECTLY (mqadmin queryMsgById ``-g -d``, the console's "consume
+        on this client"): the listener runs on ``msg`` now, outside the queues, and how it
+        ended is the answer, a ``ConsumeMessageDirectlyResult`` (``consumeMessageDirectly``
+        of both Java services). Nothing is committed, sent back or traced: the message was
+        picked by hand, not pulled.
+
+        Raises:
+            LookupError: the group subscribes no topic ``msg`` belongs to.
+        """
+        listener, view = self._direct_listener_for(msg)
+        started = time.monotonic()
+        remark: str | None = None
+        try:
+            result = await self._invoke(listener, view)
+        except Exception as exc:
+            log.warning(
+                "consume_directly_failed group=%s msg_id=%s", self.group, msg.msg_id, exc_info=True
+            )
+            outcome, remark = "CR_THROW_EXCEPTION", f"{type(exc).__name__}: {exc}"
+        else:
+            if result is None or result is ConsumeResult.SUCCESS:
+                outcome = "CR_SUCCESS"
+            elif result is ConsumeResult.RECONSUME_LATER:
+                outcome = "CR_LATER"
+            else:
+                outcome, remark = "CR_RETURN_NULL", f"the listener returned {result!r}"
+        answer: dict[str, object] = {
+            "order": self.ORDERLY,
+            "autoCommit": True,
+            "consumeResult": outcome,
+            "spentTimeMills": int((time.monotonic() - started) * 1000),
+        }
+        if remark is not None:  # fastjson leaves a null field out
+            answer["remark"] = remark
+        return answer
+
+    def _direct_listener_for(self, msg: MessageView) -> tuple[Listener, MessageView]:
+        """``_listener_for`` for a message picked by hand, which may also be a dead letter
+        (rocketmq-dashboard resends those this way): a retried or dead message goes to the
+        listener of the topic it was first sent to (RETRY_TOPIC, which the broker's send-back
+        sets before it moves a message to %DLQ%), under that topic."""
+        if msg.topic.startswith((RETRY_PREFIX, DLQ_PREFIX)):
+            original = msg.properties.get(PROPERTY_RETRY_TOPIC)
+            sub = self._subscriptions.get(original) if original else None
+            if original and sub is not None:
+                return sub.listener, dataclasses.replace(msg, topic=original)
+        sub = self._all_subscriptions.get(msg.topic)
+        if sub is None:
+            raise LookupError(f"consumer group {self.group} does not subscribe topic {msg.topic}")
+        return sub.listener, msg
 
     def _failed(self, msg: MessageView) -> None:
         log.exception(

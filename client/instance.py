@@ -40,6 +40,7 @@ from remoting.dispatch import Lane, ProcessorTable, RPCHook
 from remoting.errors import BrokerError, HeaderError, RemotingError, RemotingTimeoutError
 from remoting.headers import (
     CheckTransactionStateRequestHeader,
+    ConsumeMessageDirectlyResultRequestHeader,
     ConsumerGroupRequestHeader,
     ConsumerRunningInfoRequestHeader,
     GetRouteInfoRequestHeader,
@@ -99,6 +100,8 @@ class ConsumerMember(Protocol):
     async def reset_offsets(self, topic: str, offsets: dict[MessageQueue, int]) -> None: ...
 
     def running_info(self) -> dict[str, Any]: ...
+
+    async def consume_directly(self, msg: MessageView) -> dict[str, object]: ...
 
     def route_updated(self, topic: str, route: TopicRouteData) -> None: ...
 
@@ -189,6 +192,12 @@ class ClientInstance:
             RequestCode.GET_CONSUMER_RUNNING_INFO,
             self._on_running_info,
             Lane("running-info", workers=1, capacity=100),
+        )
+        table.register(
+            RequestCode.CONSUME_MESSAGE_DIRECTLY,
+            self._on_consume_directly,
+            # One at a time: each runs a listener the operator picked a message for.
+            Lane("consume-directly", workers=1, capacity=100),
         )
         table.register(
             RequestCode.CHECK_TRANSACTION_STATE,
@@ -576,6 +585,38 @@ class ClientInstance:
         mq_table = info.pop("mqTable")
         body = dumps(info)[:-1] + b',"mqTable":' + encode_queue_map(mq_table).encode() + b"}"
         return response_to(request, ResponseCode.SUCCESS, None, None, body)
+
+    async def _on_consume_directly(
+        self, conn: Connection, request: RemotingCommand
+    ) -> RemotingCommand:
+        """CONSUME_MESSAGE_DIRECTLY: the stored message in the body goes to this client's
+        consumer of the group, whose listener's outcome is the answer
+        (``ClientRemotingProcessor.consumeMessageDirectly``)."""
+        try:
+            header = ConsumeMessageDirectlyResultRequestHeader.from_ext_fields(request.ext_fields)
+            msgs = decode_messages(request.body_bytes, header.broker_name or "")
+        except (HeaderError, MessageDecodeError) as exc:
+            return response_to(request, ResponseCode.SYSTEM_ERROR, f"unreadable request: {exc}")
+        consumer = self.consumers.get(header.consumer_group)
+        if consumer is None or header.client_id not in (None, self.client_id):
+            return response_to(
+                request,
+                ResponseCode.SYSTEM_ERROR,
+                f"The Consumer Group <{header.consumer_group}> not exist in this consumer",
+            )
+        if not msgs:
+            return response_to(request, ResponseCode.SYSTEM_ERROR, "the request carries no message")
+        try:
+            result = await consumer.consume_directly(msgs[0])
+        except LookupError as exc:
+            return response_to(request, ResponseCode.SYSTEM_ERROR, str(exc))
+        log.info(
+            "consumed_directly group=%s msg_id=%s result=%s",
+            header.consumer_group,
+            header.msg_id,
+            result["consumeResult"],
+        )
+        return response_to(request, ResponseCode.SUCCESS, None, None, dumps(result))
 
     async def _on_check_transaction(self, conn: Connection, request: RemotingCommand) -> None:
         """CHECK_TRANSACTION_STATE: hand the message to the producer of its group

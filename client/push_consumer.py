@@ -483,6 +483,23 @@ class PushConsumer(ClientService):
         if self.offsets is not None:
             await self.offsets.persist(list(self.process_queues))
 
+    async def consume_directly(self, msg: MessageView) -> dict[str, object]:
+        """CONSUME_MESSAGE_DIRECTLY: ``msg`` to its listener now; the
+        ``ConsumeMessageDirectlyResult`` (``client.consume_service``).
+
+        Raises:
+            LookupError: this is a pull consumer (no listener), or not started, or the group
+                subscribes no topic of ``msg``.
+        """
+        consume = self._consume
+        if consume is None:
+            kind = "pull" if not self._uses_workers else "stopped push"
+            raise LookupError(
+                f"the {kind} consumer of group {self.group} has no listener to consume a "
+                "message directly"
+            )
+        return await consume.consume_directly(msg)
+
     def running_info(self) -> dict[str, Any]:
         """``ConsumerRunningInfo`` for GET_CONSUMER_RUNNING_INFO (mqadmin consumerStatus):
         settings, subscriptions, and each queue's offsets and cache."""
@@ -505,7 +522,8 @@ class PushConsumer(ClientService):
         return {
             "properties": {
                 "PROP_CONSUMEORDERLY": str(self.orderly).lower(),
-                "PROP_CONSUME_TYPE": "CONSUME_PASSIVELY",
+                # CONSUME_ACTIVELY for a PullConsumer, as Java's lite pull consumer says
+                "PROP_CONSUME_TYPE": self.consumer_data().consume_type.name,
                 "PROP_THREADPOOL_CORE_SIZE": str(self.consume_concurrency),
                 "PROP_CONSUMER_START_TIMESTAMP": str(self._started_ms),
                 "messageModel": self.message_model.name,

@@ -141,3 +141,41 @@ async def test_apache_mqadmin_reads_our_statistics_and_agrees_with_ours(
     ours, apache = both("clusterList")
     assert ours.splitlines()[0] == apache.splitlines()[0]  # the header; the figures move
     assert ours.split()[12:16] == apache.split()[12:16]  # cluster, broker, id, address
+
+
+async def test_apache_mqadmin_hands_a_message_to_our_push_consumer(
+    aerolite: Broker,
+    java_lib: Path,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """``queryMsgById -g -d`` (CONSUME_MESSAGE_DIRECTLY): Apache's tool and ours hand a stored
+    message through our broker to our SDK's push consumer, whose answer both print as Java's
+    ``ConsumeMessageDirectlyResult``."""
+    topic, group = unique("DirectTopic"), unique("direct_cg")
+    async with Admin(aerolite.namesrv) as admin:
+        (addr,) = await admin.all_masters()
+        await admin.create_topic(addr, TopicConfig(topic, 2, 2))
+    async with Producer(unique("pg_direct"), aerolite.namesrv) as producer:
+        sent = await producer.send(Message(topic, "grüße".encode(), tags="TagA"))
+    seen: list[bytes] = []
+    consumer = PushConsumer(group, aerolite.namesrv)
+
+    # A tag nothing carries: only the tools' hand gives the listener the message.
+    @consumer.subscribe(topic, "TagNone")
+    async def listener(msg: MessageView) -> None:
+        seen.append(msg.body)
+
+    home = tmp_path / "mqadmin"
+    spent = re.compile(r"spentTimeMills=\d+\]")
+    async with consumer, Admin(aerolite.namesrv) as admin:
+        (client,) = (await admin.consumer_connection(group))["connectionSet"]
+        args = ("queryMsgById", "-i", sent.offset_msg_id, "-g", group, "-d", client["clientId"])
+        # The tools run on threads: the consumer answers on this loop meanwhile.
+        apache = await asyncio.to_thread(apache_mqadmin, java_lib, home, aerolite.namesrv, *args)
+        ours = await asyncio.to_thread(our_mqadmin, aerolite.namesrv, *args)
+    assert apache.startswith(
+        "ConsumeMessageDirectlyResult [order=false, autoCommit=true, "
+        "consumeResult=CR_SUCCESS, remark=null, spentTimeMills="
+    ), apache
+    assert spent.sub("", ours) == spent.sub("", apache)
+    assert seen == ["grüße".encode()] * 2
