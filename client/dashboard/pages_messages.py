@@ -1,13 +1,14 @@
 """The console's message pages: search a topic (by time range, key or id), one message in
-detail with its consume status per group and its trace, resend to a group, and each group's
-dead letters.
+detail with its consume status per group and its trace, resend to a group or have one of its
+online clients consume it, and each group's dead letters.
 
 RocketMQ counterpart: rocketmq-dashboard's ``MessageController`` (queryMessageByTopic,
 queryMessageByTopicAndKey, viewMessage with messageTrackDetail, consumeMessageDirectly) and
-``DlqMessageController``. Where the dashboard's resend hands the message to an online client
-(CONSUME_MESSAGE_DIRECTLY, which fails with no consumer online), this one re-drives it: a
-copy goes to the group's retry topic ``%RETRY%<group>`` with its first topic in
-``RETRY_TOPIC``, as a consumer's send-back does, so the group gets it (under its first
+``DlqMessageController``. Two ways to give a message to a group again. "Consume on a client"
+is the dashboard's: an online client takes it now (CONSUME_MESSAGE_DIRECTLY) and says how its
+listener did; nothing is stored, and with no client online it cannot be done. "Resend"
+re-drives it: a copy goes to the group's retry topic ``%RETRY%<group>`` with its first topic
+in ``RETRY_TOPIC``, as a consumer's send-back does, so the group gets it (under its first
 topic) whenever one of its consumers runs, and no other group sees it. An id is either kind
 the dashboard meets: the id a producer gave (UNIQ_KEY, the index is asked) or an offset id
 (the broker's position, read directly).
@@ -41,6 +42,8 @@ from client.errors import NoRouteError
 from client.message import MessageView
 from client.trace import TraceView
 from codec import PROPERTY_RETRY_TOPIC
+from remoting.codes import ResponseCode
+from remoting.errors import BrokerError
 from remoting.route import MessageQueue
 
 SEARCH_LIMIT = 2000  # messages a time search shows at the most (newest first)
@@ -54,6 +57,7 @@ def add_routes(router: web.UrlDispatcher) -> None:
     router.add_get("/messages", search)
     router.add_get("/messages/view", view)
     router.add_post("/messages/resend", resend)
+    router.add_post("/messages/consume", consume_on_client)
     router.add_get("/dlq", dead_letters)
     router.add_post("/dlq/resend", resend_dead_letters)
 
@@ -306,6 +310,46 @@ async def resend(request: web.Request) -> web.StreamResponse:
             "back": f"/messages/view?topic={topic}&id={msg_id}",
         },
     )
+
+
+async def consume_on_client(request: web.Request) -> web.Response:
+    """rocketmq-dashboard's resend: an online push consumer of the group (the one named, else
+    the first of the group's clients that takes it) consumes the message now, through its
+    broker (CONSUME_MESSAGE_DIRECTLY), and its listener's outcome is shown. Nothing is
+    stored; the group's offsets stay where they are."""
+    form = await request.post()
+    topic = checked_topic(form_text(form, "topic"))
+    msg_id = form_text(form, "id")
+    group = checked_group(form_text(form, "group"), consumer=True)
+    client = form_text(form, "client")
+    admin = console_of(request).admin
+    m = await find_message(admin, topic, msg_id)
+    if client:
+        clients = [client]
+    else:
+        try:
+            conns = await admin.consumer_connection(group)
+        except BrokerError as exc:
+            if exc.code != ResponseCode.CONSUMER_NOT_ONLINE:
+                raise
+            raise BadInput(
+                f"no client of {group} is online to consume it now; a resend reaches the group "
+                "whenever one of its consumers runs"
+            ) from None
+        clients = [str(c.get("clientId", "")) for c in conns.get("connectionSet", [])]
+    refusals: list[str] = []
+    for cid in clients:
+        try:
+            result = await admin.consume_message_directly(group, cid, m.offset_msg_id)
+        except BrokerError as exc:  # a pull consumer, or one gone since: the next one
+            refusals.append(f"{cid}: {exc.remark or exc}")
+            continue
+        return render(
+            request,
+            "msg_consumed.html",
+            {"m": m, "group": group, "client": cid, "result": result, "refusals": refusals},
+        )
+    raise BadInput(f"no client of {group} could consume it: " + "; ".join(refusals))
 
 
 async def dead_letters(request: web.Request) -> web.Response:

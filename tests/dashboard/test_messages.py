@@ -238,6 +238,44 @@ async def test_a_message_resent_from_its_page_goes_to_that_group_only(
     assert seen["cg-one"].bodies() == [b"again", b"again"]
 
 
+async def test_a_client_of_the_group_consumes_a_message_from_its_page(
+    web: Web, namesrv: NameServer, broker: Broker
+) -> None:
+    """rocketmq-dashboard's resend: an online client's listener takes the message now
+    (CONSUME_MESSAGE_DIRECTLY) and the page says how it went."""
+    (msg_id,) = await _sent(namesrv, broker, Message(TOPIC, b"take it now", tags="TagC"))
+    seen = Received()
+    outcomes = iter([ConsumeResult.SUCCESS, ConsumeResult.RECONSUME_LATER])
+
+    def listener(m: MessageView) -> ConsumeResult:
+        seen.add(m)
+        return next(outcomes)
+
+    consumer = PushConsumer("cg-direct-page", namesrv.address)
+    # A tag nothing carries: only the page's hand gives the listener the message.
+    consumer.subscribe(TOPIC, "TagNobodySends")(listener)
+    form = {"topic": TOPIC, "id": msg_id, "group": "cg-direct-page"}
+    async with consumer:
+        status, page = await web.get("/messages/view", topic=TOPIC, id=msg_id)
+        assert 'id="consume-form"' not in page  # only after a login
+        status, _ = await web.post("/messages/consume", form, csrf=False)
+        assert status == 401 and not seen.messages
+        await web.login()
+        status, page = await web.get("/messages/view", topic=TOPIC, id=msg_id)
+        assert 'id="consume-form"' in page and "cg-direct-page" in page
+        status, page = await web.post("/messages/consume", form)
+        assert status == 200, page
+        assert f"consumed {msg_id}: CR_SUCCESS in" in page
+        status, page = await web.post("/messages/consume", {**form, "client": ""})
+        assert status == 200 and "CR_LATER" in page and "did not consume" in page
+        status, page = await web.post("/messages/consume", {**form, "client": "1.2.3.4@gone"})
+        assert status == 422 and "not online" in html.unescape(page)
+    assert seen.bodies() == [b"take it now"] * 2
+    assert seen.messages[0].topic == TOPIC
+    status, page = await web.post("/messages/consume", form)  # the consumer has gone
+    assert status == 422 and "no client of cg-direct-page is online" in page
+
+
 async def test_an_offset_id_naming_another_address_is_never_dialled(
     web: Web, namesrv: NameServer, broker: Broker
 ) -> None:
