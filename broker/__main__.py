@@ -27,6 +27,8 @@ import signal
 import ssl
 import sys
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Coroutine, Sequence
 from contextlib import AsyncExitStack
 from pathlib import Path
@@ -181,8 +183,10 @@ def _add_tool_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser])
         add_help=False,
     ).add_argument("dashboard_args", nargs=argparse.REMAINDER)
 
-    ping = sub.add_parser("ping", help="is a name server or broker answering? (healthcheck)")
-    ping.add_argument("address", help="HOST:PORT")
+    ping = sub.add_parser(
+        "ping", help="is a name server, broker or web console answering? (healthcheck)"
+    )
+    ping.add_argument("address", help="HOST:PORT, or the console's http(s)://HOST:PORT/healthz")
     ping.add_argument("--timeout", type=float, default=3.0, help="seconds (default 3)")
     ping.add_argument(
         "--tls",
@@ -368,6 +372,8 @@ async def _ping(args: argparse.Namespace) -> int:
     so a container healthcheck says so rather than a queue silently standing still. So is
     a broker still recovering its store (it answers, serving nothing yet): exit 1 with how
     far the recovery got."""
+    if args.address.startswith(("http://", "https://")):
+        return await asyncio.to_thread(_ping_http, args)
     started = time.perf_counter()
     request = RemotingCommand.request(RequestCode.GET_BROKER_RUNTIME_INFO, {})
     try:
@@ -400,6 +406,32 @@ async def _ping(args: argparse.Namespace) -> int:
                 )
                 return 1
     print(f"ok {args.address} code={response.code} {ms:.1f} ms")
+    return 0
+
+
+def _ping_http(args: argparse.Namespace) -> int:
+    """``aerolite ping http(s)://…``: the web console (``/healthz``) or any page answers 2xx.
+    Under https the certificate is checked only against ``--tls-ca``, as for the broker."""
+    started = time.perf_counter()
+    ssl_context = None
+    if args.address.startswith("https://"):
+        ssl_context = client_context(args.tls_ca, verify=args.tls_ca is not None)
+    try:
+        # The scheme is http or https (checked above): no file:// or custom opener here.
+        with urllib.request.urlopen(  # noqa: S310
+            args.address, timeout=args.timeout, context=ssl_context
+        ) as answer:
+            status = int(answer.status)
+            first = answer.readline(200).decode("utf-8", "replace").strip()
+    except urllib.error.HTTPError as exc:
+        print(f"aerolite ping: {args.address}: HTTP {exc.code} {exc.reason}", file=sys.stderr)
+        return 1
+    except (urllib.error.URLError, OSError, ValueError, ssl.SSLError) as exc:
+        reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
+        print(f"aerolite ping: {args.address}: {reason}", file=sys.stderr)
+        return 1
+    ms = (time.perf_counter() - started) * 1000
+    print(f"ok {args.address} status={status} {ms:.1f} ms" + (f": {first}" if first else ""))
     return 0
 
 

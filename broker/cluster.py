@@ -19,6 +19,11 @@ makes sense inside Docker is translated, and nothing else:
 - ``${VAR}``, ``${VAR:-default}``, ``${VAR-default}`` and ``$$`` are interpolated as compose
   does, from the environment.
 
+A ``dashboard`` service (the web console, ``aerolite dashboard -n …``) runs the same way: its
+``-n`` list and ``--host`` translated, no broker settings added. The compose file puts it on
+the host's network (``network_mode: host``), where ``127.0.0.1:9876`` is whichever service
+publishes port 9876: here that address becomes the publishing service's own.
+
 Services start in ``depends_on`` order; a service counts as up once it prints its ``ready``
 line, the same signal the image's healthcheck stands for. Each child's output goes to
 ``<data>/logs/<service>.log``; ``<data>/cluster.json`` records every service's pid, address
@@ -54,7 +59,7 @@ from remoting.errors import ConfigError
 
 log = structlog.get_logger(__name__)
 
-ROLES = ("namesrv", "broker", "standalone")
+ROLES = ("namesrv", "broker", "standalone", "dashboard")
 DEFAULT_SUBNET = "127.0.10.0"
 READY_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 30.0
@@ -62,8 +67,9 @@ STOP_TIMEOUT_S = 30.0
 _HOST_KEYS = ("namesrvAddr", "haMasterAddress")
 _PATH_KEYS = ("storePathRootDir", "kvConfigPath")
 _DROPPED_KEYS = ("brokerIP1", "brokerIP2", "bindAddress")
-_VALUED = frozenset({"-c", "--config", "--store", "--host", "--namesrv", "--set"})
+_VALUED = frozenset({"-c", "--config", "--store", "--host", "--namesrv", "-n", "--set"})
 _ALL_INTERFACES = "0.0.0.0"  # noqa: S104 - recognised in compose commands, never bound here
+_LOOPBACK_NAMES = ("127.0.0.1", "localhost")
 _INTERPOLATION = re.compile(
     r"\$(?:\$"  # $$: a literal $
     r"|\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?[-?])([^}]*))?\}"  # ${VAR}, ${VAR:-x}, ${VAR?msg}
@@ -152,7 +158,7 @@ def _command(name: str, svc: Mapping[str, Any], env: Mapping[str, str]) -> list[
             raise ComposeError(f"service {name}: entrypoint {entrypoint!r} is not aerolite")
     raw = svc.get("command")
     if raw is None:
-        raise ComposeError(f"service {name}: no command (namesrv, broker or standalone)")
+        raise ComposeError(f"service {name}: no command ({', '.join(ROLES)})")
     words = shlex.split(raw) if isinstance(raw, str) else [str(w) for w in raw]
     words = [interpolate(w, env, f"service {name}") for w in words]
     if not words or words[0] not in ROLES:
@@ -196,19 +202,39 @@ def _depends(name: str, svc: Mapping[str, Any], services: Mapping[str, Any]) -> 
 
 
 class _Translator:
-    def __init__(self, hosts: Mapping[str, str], volumes: list[Volume], name: str) -> None:
+    """A service's hosts and paths as this machine has them. ``published`` is set for a
+    service on the host's network (``network_mode: host``), where ``127.0.0.1:P`` reaches
+    the service that publishes port P: host port → (that service, its container port)."""
+
+    def __init__(
+        self,
+        hosts: Mapping[str, str],
+        volumes: list[Volume],
+        name: str,
+        published: Mapping[int, tuple[str, int]] | None = None,
+    ) -> None:
         self.hosts = hosts
         self.volumes = volumes
         self.name = name
+        self.published = published
 
     def host(self, text: str) -> str:
-        """``0.0.0.0`` and service names (alone or in HOST:PORT lists) → loopback addresses."""
-        if text == _ALL_INTERFACES:
+        """``0.0.0.0`` and service names (alone or in HOST:PORT lists) → loopback addresses;
+        on the host's network, ``127.0.0.1`` too (its own), and ``127.0.0.1:P`` → the
+        address of the service publishing P."""
+        own = self.published is not None and text in _LOOPBACK_NAMES
+        if text == _ALL_INTERFACES or own:
             return self.hosts[self.name]
         out = []
         for part in text.split(";"):
             h, sep, port = part.rpartition(":") if ":" in part else (part, "", "")
-            out.append(f"{self.hosts.get(h, h)}{sep}{port}")
+            target = None
+            if self.published is not None and h in _LOOPBACK_NAMES and port.isdigit():
+                target = self.published.get(int(port))
+            if target is not None:
+                out.append(f"{self.hosts[target[0]]}:{target[1]}")
+            else:
+                out.append(f"{self.hosts.get(h, h)}{sep}{port}")
         return ";".join(out)
 
     def path(self, text: str) -> str:
@@ -240,6 +266,7 @@ def plan(
     doc = load_compose(compose_path)
     services: dict[str, Any] = doc["services"]
     hosts = _hosts(services, subnet)
+    published = _published_ports(services)
     declared = set((doc.get("volumes") or {}).keys())
     base = compose_path.resolve().parent
     plans: dict[str, ServicePlan] = {}
@@ -247,7 +274,13 @@ def plan(
         if not isinstance(svc, dict):
             raise ComposeError(f"service {name}: not a mapping")
         words = _command(name, svc, env)
-        tr = _Translator(hosts, _volumes(name, svc, base, data_dir, declared), name)
+        host_network = svc.get("network_mode") == "host"
+        tr = _Translator(
+            hosts,
+            _volumes(name, svc, base, data_dir, declared),
+            name,
+            published if host_network else None,
+        )
         argv = _service_argv(
             name, words, tr, own_host=hosts[name], data_dir=data_dir, overrides=broker_overrides
         )
@@ -260,6 +293,23 @@ def plan(
             home=data_dir / "home" / name,
         )
     return _start_order(plans)
+
+
+def _published_ports(services: Mapping[str, Any]) -> dict[int, tuple[str, int]]:
+    """Host port → (service, container port), from every service's ``ports``
+    (``"H:C"``, ``"IP:H:C"``, or the long form with ``published`` and ``target``)."""
+    out: dict[int, tuple[str, int]] = {}
+    for name, svc in services.items():
+        for item in (svc.get("ports") or []) if isinstance(svc, dict) else []:
+            if isinstance(item, dict):
+                pair = (str(item.get("published", "")), str(item.get("target", "")))
+            else:
+                parts = str(item).split(":")
+                pair = (parts[-2], parts[-1]) if len(parts) >= 2 else ("", "")
+            host_port, container_port = (x.partition("/")[0] for x in pair)
+            if host_port.isdigit() and container_port.isdigit():
+                out[int(host_port)] = (str(name), int(container_port))
+    return out
 
 
 def _hosts(services: Mapping[str, Any], subnet: str) -> dict[str, str]:
@@ -299,10 +349,11 @@ def _service_argv(
         argv += ["-c", str(config_file)]
         sets = [f"{k}={v}" for k, v in values.items() if k in _HOST_KEYS + _PATH_KEYS] + sets
     translated = _translate_sets(name, sets, tr)
-    if role != "namesrv":
+    # The console (dashboard) takes only its own settings (dashboardUsers …).
+    if role in ("broker", "standalone"):
         translated.append(f"brokerIP1={own_host}")
         translated += list(overrides)
-    elif not any(t.startswith("kvConfigPath=") for t in translated):
+    elif role == "namesrv" and not any(t.startswith("kvConfigPath=") for t in translated):
         translated.append(f"kvConfigPath={data_dir / 'home' / name / 'kvConfig.json'}")
     for item in translated:
         argv += ["--set", item]
@@ -331,7 +382,7 @@ def _options(
             config_file = Path(tr.path(value))
         elif word == "--store":
             argv += [word, tr.path(value)]
-        elif word in ("--host", "--namesrv"):
+        elif word in ("--host", "--namesrv", "-n"):
             argv += [word, tr.host(value)]
             has_host = has_host or word == "--host"
         else:
@@ -444,7 +495,9 @@ class Cluster:
                 f"see {self.data_dir / 'logs' / (p.name + '.log')}"
             )
         fields = dict(part.split("=", 1) for part in text.split()[1:] if "=" in part)
-        p.listen = fields.get("broker") or fields.get("namesrv") or ""
+        # The console says dashboard=http://HOST:PORT; the others say HOST:PORT.
+        console = fields.get("dashboard", "").partition("://")[2]
+        p.listen = fields.get("broker") or fields.get("namesrv") or console
         p.namesrv = fields.get("namesrv", "")
         p.metrics = fields.get("metrics", "")
         self._watchers.append(asyncio.create_task(self._watch(p), name=f"watch-{p.name}"))
@@ -488,7 +541,9 @@ class Cluster:
 
     @property
     def broker_addrs(self) -> str:
-        return ";".join(p.listen for p in self.plans if p.role != "namesrv" and p.listen)
+        return ";".join(
+            p.listen for p in self.plans if p.role in ("broker", "standalone") and p.listen
+        )
 
     async def stop(self) -> dict[str, int]:
         """SIGTERM each running service, dependents first, and wait for it to exit.

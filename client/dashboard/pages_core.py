@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 
 import aiohttp
 from aiohttp import web
@@ -43,6 +44,22 @@ def add_routes(router: web.UrlDispatcher) -> None:
     router.add_get("/events", events)
     router.add_get("/api/series", series)
     router.add_get("/metric", metric)
+    router.add_get("/healthz", healthz)
+
+
+async def healthz(request: web.Request) -> web.Response:
+    """A healthcheck's answer (``aerolite ping http://H:P/healthz``, the compose file's): 200
+    while the console serves, the text saying what its last look at the cluster saw. A name
+    server that does not answer is the cluster's trouble, which the pages show, not the
+    console's, so it does not make the console unhealthy."""
+    sampler = console_of(request).sampler
+    if sampler.error:
+        seen = f"last sample: {sampler.error}"
+    elif not sampler.sampled_at:
+        seen = "not sampled yet"
+    else:
+        seen = f"{len(sampler.brokers)} broker(s) seen {time.time() - sampler.sampled_at:.0f} s ago"
+    return web.Response(text=f"ok; {seen}\n", content_type="text/plain")
 
 
 async def overview(request: web.Request) -> web.Response:

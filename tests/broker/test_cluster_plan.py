@@ -17,6 +17,7 @@ import yaml
 from broker.__main__ import _broker_config, _cluster_plans, _namesrv_config, _parser
 from broker.cluster import ComposeError, ServicePlan, interpolate, load_compose, plan
 from broker.config import BrokerConfig, BrokerRole, load_config
+from client.dashboard.__main__ import _parser as dashboard_parser
 from remoting.errors import ConfigError
 
 REPO = Path(__file__).resolve().parents[2]
@@ -42,6 +43,7 @@ def test_the_compose_file_describes_two_name_servers_and_two_groups(doc: dict[st
         "broker-a-1",
         "broker-b-0",
         "broker-b-1",
+        "dashboard",
     }
     roles = {n: broker_conf(n) for n in services if n.startswith("broker")}
     assert roles["broker-a-0"].broker_role is BrokerRole.SYNC_MASTER
@@ -69,16 +71,41 @@ def test_every_service_has_a_healthcheck_on_its_own_port(doc: dict[str, Any]) ->
     for name, svc in doc["services"].items():
         test = svc["healthcheck"]["test"]
         assert test[:3] == ["CMD", "aerolite", "ping"], name
-        port = broker_conf(name).listen_port if name.startswith("broker") else 9876
-        assert test[3] == f"127.0.0.1:{port}", name
+        if name == "dashboard":
+            command = svc["command"]
+            port = command[command.index("--port") + 1]
+            assert test[3] == f"http://127.0.0.1:{port}/healthz"
+        else:
+            port = broker_conf(name).listen_port if name.startswith("broker") else 9876
+            assert test[3] == f"127.0.0.1:{port}", name
         assert svc["environment"]["AEROLITE_HEALTH_ADDR"] == test[3]
+
+
+def test_the_console_shares_the_hosts_network_and_binds_its_loopback(
+    doc: dict[str, Any],
+) -> None:
+    """The console dials what the brokers advertise (this host's addresses), so it runs on
+    the host's network; that leaves it nothing to publish and its bind is the host's."""
+    svc = doc["services"]["dashboard"]
+    assert svc["network_mode"] == "host" and "ports" not in svc
+    command = svc["command"]
+    assert command[0] == "dashboard"
+    assert command[command.index("--host") + 1] == "127.0.0.1"
+    # The name servers at the host ports they publish.
+    published = {
+        str(m).split(":")[0] for n in ("namesrv1", "namesrv2") for m in doc["services"][n]["ports"]
+    }
+    assert {a.rpartition(":")[2] for a in command[command.index("-n") + 1].split(";")} == (
+        published
+    )
+    assert set(svc["depends_on"]) == {"namesrv1", "namesrv2"}
 
 
 def test_stores_live_on_declared_volumes(doc: dict[str, Any]) -> None:
     declared = set(doc["volumes"])
     for name, svc in doc["services"].items():
-        named = [v.split(":")[0] for v in svc["volumes"] if not v.startswith(".")]
-        assert named == [name], name
+        named = [v.split(":")[0] for v in svc.get("volumes", []) if not v.startswith(".")]
+        assert named == ([] if name == "dashboard" else [name]), name  # the console keeps none
         assert set(named) <= declared
     for name in doc["services"]:
         if name.startswith("broker"):
@@ -123,8 +150,15 @@ def test_each_planned_command_is_accepted_by_the_cli(tmp_path: Path) -> None:
         COMPOSE, data_dir=tmp_path, subnet="127.0.20.0", broker_overrides=["maxMessageSize=65536"]
     )
     hosts = {p.name: p.host for p in plans}
-    assert sorted(hosts.values()) == [f"127.0.20.{i}" for i in range(1, 7)]
+    assert sorted(hosts.values()) == [f"127.0.20.{i}" for i in range(1, 8)]
     for p in plans:
+        if p.role == "dashboard":
+            # The host network's 127.0.0.1:9876/9877 are the services publishing them.
+            console = dashboard_parser().parse_args(p.argv[1:])
+            assert console.namesrv == f"{hosts['namesrv1']}:9876;{hosts['namesrv2']}:9876"
+            assert (console.host, console.port) == (p.host, 8080)
+            assert p.depends_on == ("namesrv1", "namesrv2")
+            continue
         args = _parser().parse_args(p.argv)
         if p.role == "namesrv":
             ns = _namesrv_config(args)
@@ -237,6 +271,7 @@ def test_the_cli_dry_run_prints_every_command_and_names_errors(tmp_path: Path) -
     assert done.returncode == 0, done.stderr
     assert done.stdout.count("aerolite namesrv ") == 2
     assert done.stdout.count("aerolite broker ") == 4
+    assert done.stdout.count("aerolite dashboard ") == 1
     assert "broker-a-1 [127.0.10.4]  (after broker-a-0)" in done.stdout
     bad = write_compose(tmp_path, {"x": {"command": ["mqbroker"]}})
     done = aerolite("cluster", "up", "-f", str(bad), "--dry-run")
@@ -248,3 +283,33 @@ def test_ping_says_what_failed() -> None:
     done = aerolite("ping", "127.0.0.1:1", "--timeout", "1")
     assert done.returncode == 1
     assert "aerolite ping: 127.0.0.1:1:" in done.stderr
+    done = aerolite("ping", "http://127.0.0.1:1/healthz", "--timeout", "1")
+    assert done.returncode == 1
+    assert done.stderr.startswith("aerolite ping: http://127.0.0.1:1/healthz: ")
+    assert "Connection refused" in done.stderr
+
+
+def test_a_host_network_service_finds_127_0_0_1_ports_at_the_publishing_service(
+    tmp_path: Path,
+) -> None:
+    path = write_compose(
+        tmp_path,
+        {
+            "ns": {"command": ["namesrv", "--port", "9876"], "ports": ["19876:9876"]},
+            "other": {"command": ["namesrv"], "ports": [{"published": 19877, "target": 9876}]},
+            "console": {
+                "command": ["dashboard", "-n", "127.0.0.1:19876;localhost:19877;127.0.0.1:5"],
+                "network_mode": "host",
+            },
+            "bridged": {"command": ["dashboard", "-n", "127.0.0.1:19876"]},
+        },
+    )
+    plans = {p.name: p for p in plan(path, data_dir=tmp_path / "d", subnet="127.0.30.0")}
+    console = plans["console"].argv
+    ns, other = plans["ns"].host, plans["other"].host
+    # Published ports lead to their service; an unpublished one stays as written.
+    assert console[console.index("-n") + 1] == f"{ns}:9876;{other}:9876;127.0.0.1:5"
+    assert console[console.index("--host") + 1] == plans["console"].host
+    # Off the host's network, 127.0.0.1 is the container itself: left alone.
+    bridged = plans["bridged"].argv
+    assert bridged[bridged.index("-n") + 1] == "127.0.0.1:19876"

@@ -35,6 +35,17 @@ async def test_overview_shows_the_broker_and_the_name_server(
     assert "Log in" in page  # reading needs no login
 
 
+async def test_healthz_answers_while_serving_and_says_what_the_last_sample_saw(
+    web: Web, console: ConsoleServer
+) -> None:
+    """What the compose file's healthcheck (aerolite ping http://…/healthz) reads."""
+    await console.sampler.sample_once()
+    async with web.session.get(web.base + "/healthz") as r:
+        assert r.status == 200 and r.content_type == "text/plain"
+        text = await r.text()
+    assert text.startswith("ok; 1 broker(s) seen ") and text.endswith(" s ago\n")
+
+
 async def test_every_page_carries_a_strict_content_security_policy(web: Web) -> None:
     async with web.session.get(web.base + "/") as r:
         csp = r.headers["Content-Security-Policy"]

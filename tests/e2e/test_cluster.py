@@ -168,15 +168,29 @@ def test_the_compose_topology_round_trips_with_the_cpp_client(
     compose: ComposeCluster, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
     # Every service answers its healthcheck command (the launcher's address for 127.0.0.1).
-    for name in compose.state["services"]:
+    for name, info in compose.state["services"].items():
+        target = compose.address(name)
+        if info["role"] == "dashboard":
+            target = f"http://{target}/healthz"
         done = subprocess.run(  # our own CLI, fixed arguments
-            [sys.executable, "-m", "broker", "ping", compose.address(name)],
+            [sys.executable, "-m", "broker", "ping", target],
             capture_output=True,
             text=True,
             timeout=30,
             check=False,
         )
         assert done.returncode == 0, (name, done.stderr)
+    # The console reached the name servers through the host network's 127.0.0.1 ports (the
+    # launcher's translation) and every broker at the address it advertises.
+    console = compose.address("dashboard")
+    deadline = time.monotonic() + 30
+    while "4 broker(s)" not in (seen := http_get(f"http://{console}/healthz")):
+        assert time.monotonic() < deadline, seen
+        time.sleep(0.5)
+    overview = http_get(f"http://{console}/")
+    for name, info in compose.state["services"].items():
+        if info["role"] == "broker":
+            assert info["address"] in overview, name
     clients = Clients(compose.namesrv, tmp_path / "clients", request)
     try:
         topic = unique("ClusterCpp")
@@ -495,6 +509,9 @@ def test_ctrl_c_stops_every_service_and_says_where_metrics_were(
         }
         assert set(lines) == set(services)
         for name, info in services.items():
+            if info["role"] == "dashboard":
+                assert "metrics" not in lines[name]  # /metric pages link to the brokers'
+                continue
             default = 5558 if name.startswith("namesrv") else 5557  # the roles' defaults
             assert lines[name]["metrics"] == f"{info['host']}:{default}", (name, lines[name])
             assert info["metrics"] == lines[name]["metrics"]
@@ -526,6 +543,17 @@ def test_ctrl_c_stops_every_service_and_says_where_metrics_were(
     assert final.startswith(f"stopped {len(services)} services"), final
     for name in services:
         assert f"{name}=0" in final
+
+
+def http_get(url: str) -> str:
+    host, _, rest = url.removeprefix("http://").partition("/")
+    name, port = host.rsplit(":", 1)
+    conn = http.client.HTTPConnection(name, int(port), timeout=10)
+    try:
+        conn.request("GET", "/" + rest)
+        return conn.getresponse().read().decode()
+    finally:
+        conn.close()
 
 
 def commit_log_bytes(store: Path) -> bytes:
