@@ -83,8 +83,9 @@ type: install  ## mypy --strict on the five packages, and on the tests
 test: lint type  ## lint, types and the whole suite on uvloop, with the codec's speedups
 	AEROLITE_REQUIRE_SPEEDUPS=1 $(PY) -m pytest -q --durations=20
 
-# Tests marked `once` (a third-party client's scenarios, e.g. the RocketMQ 5 Python client's)
-# run in `make test` only; our own tests of the same broker paths run on both loops.
+# Tests marked `once` run in `make test` only: a third-party client's scenarios (the C++ and
+# ali-ons clients', the RocketMQ 5 Python client's), whose broker paths our own tests cover on
+# both loops, and the build and benchmark tooling, which no loop or codec choice changes.
 test-asyncio: install  ## the suite once more on stdlib asyncio in debug mode, pure-Python codec
 	AEROLITE_NO_EXTENSIONS=1 AEROLITE_LOOP=asyncio PYTHONASYNCIODEBUG=1 $(PY) -m pytest -q -p no:cacheprovider \
 		-m "not once" --durations=20

@@ -21,6 +21,9 @@ import pytest
 from tests.bench.__main__ import update_docs
 from tests.bench.report import REPO_ROOT
 
+# No event loop or codec choice changes the tooling: make test-asyncio leaves it out.
+pytestmark = pytest.mark.once
+
 
 def _positive(value: Any) -> bool:
     return isinstance(value, int | float) and math.isfinite(value) and value > 0

@@ -22,6 +22,9 @@ import pytest
 import codec
 from codec import _ext
 
+# No event loop or codec choice changes the tooling: make test-asyncio leaves it out.
+pytestmark = pytest.mark.once
+
 ROOT = Path(__file__).resolve().parents[2]
 MODULES = ("batch", "hashing", "message", "msgid", "properties", "record", "units", "view")
 

@@ -27,6 +27,7 @@ from tests.processes import unique
 
 pytestmark = [
     pytest.mark.e2e,
+    pytest.mark.once,  # make test-asyncio leaves it out (pyproject's marker)
     pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed"),
     pytest.mark.skipif(
         not (JS_DIR / "node_modules" / "ali-ons").is_dir(),

@@ -12,7 +12,8 @@ import pytest
 from tests.e2e.conftest import Clients, Sent, assert_same_messages, consume
 from tests.processes import Broker, unique
 
-pytestmark = pytest.mark.e2e
+# Once: make test-asyncio leaves a third-party client's scenarios out (pyproject's marker).
+pytestmark = [pytest.mark.e2e, pytest.mark.once]
 
 ACL_FILE = """\
 accounts:

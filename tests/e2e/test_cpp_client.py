@@ -35,7 +35,8 @@ from tests.e2e.conftest import (
 )
 from tests.processes import Broker, unique
 
-pytestmark = pytest.mark.e2e
+# Once: make test-asyncio leaves a third-party client's scenarios out (pyproject's marker).
+pytestmark = [pytest.mark.e2e, pytest.mark.once]
 
 TAGS = ("TagA", "TagB", "TagC")
 MESSAGES = 1000

@@ -31,7 +31,8 @@ import pytest
 from tests.e2e.conftest import Clients, Sent, send
 from tests.processes import DriverRun, unique
 
-pytestmark = pytest.mark.e2e
+# Once: make test-asyncio leaves a third-party client's scenarios out (pyproject's marker).
+pytestmark = [pytest.mark.e2e, pytest.mark.once]
 
 ROOT = Path(__file__).resolve().parents[2]
 MODULE = "tests.e2e.test_cpp_retry_delay"
