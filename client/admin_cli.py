@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import codecs
 import json
 import logging
 import os
@@ -40,6 +39,7 @@ from client.admin_commands import (
     front,
     group_opt,
     java_bool,
+    java_charset,
     java_date,
     java_f2,
     java_human_time,
@@ -538,14 +538,6 @@ async def broker_status(admin: Admin, a: argparse.Namespace, out: Out) -> None:
 # ---- messages
 
 
-def _charset(name: str) -> str:
-    """``-f bodyFormat``: a charset Java knows by that name (UTF-8, GBK, ISO-8859-1 …)."""
-    try:
-        return codecs.lookup(name.strip()).name
-    except LookupError:
-        raise argparse.ArgumentTypeError(f"unknown charset {name!r}") from None
-
-
 def _json_body_opt(p: argparse.ArgumentParser) -> None:
     p.add_argument("--printBody", dest="body", type=java_bool, default=True,
                    help="with --json: include each body (default true)")  # fmt: skip
@@ -561,7 +553,7 @@ def _id_opt(p: argparse.ArgumentParser) -> None:
     _push_opts(p)
     p.add_argument("-s", "--sendMessage", dest="resend", type=java_bool, help="resend message")
     p.add_argument("-u", "--unitName", dest="unit_name", help="unit name")
-    p.add_argument("-f", "--bodyFormat", dest="charset", type=_charset,
+    p.add_argument("-f", "--bodyFormat", dest="charset", type=java_charset,
                    help="print message body by the specified format")  # fmt: skip
     _json_body_opt(p)
 
@@ -705,7 +697,7 @@ def _by_offset_opts(p: argparse.ArgumentParser) -> None:
     p.add_argument("-b", "--brokerName", dest="broker_name", required=True)
     p.add_argument("-i", "--queueId", dest="queue_id", type=int, required=True)
     p.add_argument("-o", "--offset", type=int, required=True)
-    p.add_argument("-f", "--bodyFormat", dest="charset", type=_charset,
+    p.add_argument("-f", "--bodyFormat", dest="charset", type=java_charset,
                    help="print message body by the specified format")  # fmt: skip
     _json_body_opt(p)
 

@@ -14,6 +14,7 @@ formatting helpers are here: Java's ``%.2f``, ``frontStringAtLeast``, its date f
 from __future__ import annotations
 
 import argparse
+import codecs
 import json
 import sys
 import time
@@ -230,6 +231,14 @@ def java_bool(text: str) -> bool:
     if text.lower() in ("true", "false"):
         return text.lower() == "true"
     raise argparse.ArgumentTypeError(f"{text!r} is not true or false")
+
+
+def java_charset(name: str) -> str:
+    """``-f bodyFormat``: a charset Java knows by that name (UTF-8, GBK, ISO-8859-1 …)."""
+    try:
+        return codecs.lookup(name.strip()).name
+    except LookupError:
+        raise argparse.ArgumentTypeError(f"unknown charset {name!r}") from None
 
 
 async def user_topics(admin: Admin, addr: str, *, special: bool = False) -> dict[str, TopicConfig]:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import cast
 
 from client.consume_stats import ConsumerStats
+from client.errors import ClientError
 from client.message import ConsumeResult, MessageView
 from client.process_queue import ProcessQueue
 from client.trace import ConsumeReturnType
@@ -150,7 +151,7 @@ class ConsumeMessageService(ABC):
         picked by hand, not pulled.
 
         Raises:
-            LookupError: the group subscribes no topic ``msg`` belongs to.
+            ClientError: the group subscribes no topic ``msg`` belongs to.
         """
         listener, view = self._direct_listener_for(msg)
         started = time.monotonic()
@@ -191,7 +192,7 @@ class ConsumeMessageService(ABC):
                 return sub.listener, dataclasses.replace(msg, topic=original)
         sub = self._all_subscriptions.get(msg.topic)
         if sub is None:
-            raise LookupError(f"consumer group {self.group} does not subscribe topic {msg.topic}")
+            raise ClientError(f"consumer group {self.group} does not subscribe topic {msg.topic}")
         return sub.listener, msg
 
     def _failed(self, msg: MessageView) -> None:

@@ -608,7 +608,7 @@ class ClientInstance:
             return response_to(request, ResponseCode.SYSTEM_ERROR, "the request carries no message")
         try:
             result = await consumer.consume_directly(msgs[0])
-        except LookupError as exc:
+        except ClientError as exc:  # no listener, or no subscription to the message's topic
             return response_to(request, ResponseCode.SYSTEM_ERROR, str(exc))
         log.info(
             "consumed_directly group=%s msg_id=%s result=%s",

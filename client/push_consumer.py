@@ -488,13 +488,13 @@ class PushConsumer(ClientService):
         ``ConsumeMessageDirectlyResult`` (``client.consume_service``).
 
         Raises:
-            LookupError: this is a pull consumer (no listener), or not started, or the group
-                subscribes no topic of ``msg``.
+            ClientStateError: this is a pull consumer (no listener), or not started.
+            ClientError: the group subscribes no topic of ``msg``.
         """
         consume = self._consume
         if consume is None:
             kind = "pull" if not self._uses_workers else "stopped push"
-            raise LookupError(
+            raise ClientStateError(
                 f"the {kind} consumer of group {self.group} has no listener to consume a "
                 "message directly"
             )
