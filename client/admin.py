@@ -41,7 +41,7 @@ from client.errors import (
 from client.instance import DEFAULT_TOPIC, ClientInstance, TlsOption, namesrv_from_env
 from client.message import UNIQ_IDS, MessageView, check_topic, decode_messages
 from client.service import ClientService
-from client.trace import TRACE_TOPIC, TraceView, java_str, trace_views
+from client.trace import TRACE_TOPIC, TraceView, trace_views
 from codec import (
     PROPERTY_KEYS,
     PROPERTY_ORIGIN_MESSAGE_ID,
@@ -57,6 +57,7 @@ from remoting.bodies import (
     MALFORMED_BODY,
     AclConfigBody,
     BrokerStatsData,
+    ConsumeMessageDirectlyResult,
     ConsumeStats,
     GroupList,
     KVTable,
@@ -706,7 +707,7 @@ class Admin(ClientService):
 
     async def consume_message_directly(
         self, group: str, client_id: str, msg_id: str, topic: str | None = None
-    ) -> ConsumeDirectlyResult:
+    ) -> ConsumeMessageDirectlyResult:
         """Hand one stored message to one online consumer of ``group`` to consume now, and
         say how its listener took it (mqadmin queryMsgById ``-g -d``; the console's
         "consume on a client"). Nothing is committed: the message stays where it is.
@@ -737,15 +738,8 @@ class Admin(ClientService):
             ext,
             what=f"consume {offset_id} on {client_id}",
         )
-        doc = _json_object(response.body_bytes, RequestCode.CONSUME_MESSAGE_DIRECTLY, addr)
         with reading_answer(RequestCode.CONSUME_MESSAGE_DIRECTLY, addr):
-            return ConsumeDirectlyResult(
-                order=bool(doc.get("order", False)),
-                auto_commit=bool(doc.get("autoCommit", True)),
-                consume_result=str(doc["consumeResult"]),
-                remark=None if doc.get("remark") is None else str(doc["remark"]),
-                spent_ms=int(doc.get("spentTimeMills", 0)),
-            )
+            return ConsumeMessageDirectlyResult.decode(response.body_bytes)
 
     async def producer_connection(self, group: str, topic: str) -> list[dict[str, Any]]:
         """The group's producer connections on the brokers of ``topic``."""
@@ -1262,28 +1256,6 @@ class MessageTrack(NamedTuple):
     group: str
     track_type: str
     exception_desc: str  # why it could not be told, or "null"
-
-
-class ConsumeDirectlyResult(NamedTuple):
-    """How one client's listener took a message handed to it by CONSUME_MESSAGE_DIRECTLY
-    (RocketMQ ``ConsumeMessageDirectlyResult``): ``consume_result`` is CR_SUCCESS, CR_LATER,
-    CR_ROLLBACK, CR_COMMIT, CR_THROW_EXCEPTION or CR_RETURN_NULL; ``remark`` says why when
-    the listener raised."""
-
-    order: bool
-    auto_commit: bool
-    consume_result: str
-    remark: str | None
-    spent_ms: int
-
-    def java_text(self) -> str:
-        """Java's ``toString``, which mqadmin prints."""
-        return (
-            f"ConsumeMessageDirectlyResult [order={java_str(self.order)}, "
-            f"autoCommit={java_str(self.auto_commit)}, "
-            f"consumeResult={self.consume_result}, remark={java_str(self.remark)}, "
-            f"spentTimeMills={self.spent_ms}]"
-        )
 
 
 class PulledBatch(NamedTuple):

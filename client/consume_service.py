@@ -27,7 +27,7 @@ from client.process_queue import ProcessQueue
 from client.trace import ConsumeReturnType
 from client.trace_dispatch import ConsumeTracer
 from codec import PROPERTY_RETRY_TOPIC
-from remoting.bodies import SubscriptionData
+from remoting.bodies import ConsumeMessageDirectlyResult, SubscriptionData
 
 log = logging.getLogger(__name__)
 
@@ -143,12 +143,11 @@ class ConsumeMessageService(ABC):
             return ConsumeResult.SUCCESS, ConsumeReturnType.SUCCESS
         return self._result_of(result), ConsumeReturnType.FAILED
 
-    async def consume_directly(self, msg: MessageView) -> dict[str, object]:
+    async def consume_directly(self, msg: MessageView) -> ConsumeMessageDirectlyResult:
         """CONSUME_MESSAGE_DIRECTLY (mqadmin queryMsgById ``-g -d``, the console's "consume
         on this client"): the listener runs on ``msg`` now, outside the queues, and how it
-        ended is the answer, a ``ConsumeMessageDirectlyResult`` (``consumeMessageDirectly``
-        of both Java services). Nothing is committed, sent back or traced: the message was
-        picked by hand, not pulled.
+        ended is the answer (``consumeMessageDirectly`` of both Java services). Nothing is
+        committed, sent back or traced: the message was picked by hand, not pulled.
 
         Raises:
             ClientError: the group subscribes no topic ``msg`` belongs to.
@@ -170,15 +169,10 @@ class ConsumeMessageService(ABC):
                 outcome = "CR_LATER"
             else:
                 outcome, remark = "CR_RETURN_NULL", f"the listener returned {result!r}"
-        answer: dict[str, object] = {
-            "order": self.ORDERLY,
-            "autoCommit": True,
-            "consumeResult": outcome,
-            "spentTimeMills": int((time.monotonic() - started) * 1000),
-        }
-        if remark is not None:  # fastjson leaves a null field out
-            answer["remark"] = remark
-        return answer
+        spent_ms = int((time.monotonic() - started) * 1000)
+        return ConsumeMessageDirectlyResult(
+            outcome, order=self.ORDERLY, remark=remark, spent_ms=spent_ms
+        )
 
     def _direct_listener_for(self, msg: MessageView) -> tuple[Listener, MessageView]:
         """``_listener_for`` for a message picked by hand, which may also be a dead letter

@@ -25,6 +25,7 @@ from client.message import MessageView, decode_messages
 from remoting.acl import AclClientHook, SessionCredentials
 from remoting.bodies import (
     MALFORMED_BODY,
+    ConsumeMessageDirectlyResult,
     ConsumerData,
     HeartbeatData,
     KVTable,
@@ -101,7 +102,7 @@ class ConsumerMember(Protocol):
 
     def running_info(self) -> dict[str, Any]: ...
 
-    async def consume_directly(self, msg: MessageView) -> dict[str, object]: ...
+    async def consume_directly(self, msg: MessageView) -> ConsumeMessageDirectlyResult: ...
 
     def route_updated(self, topic: str, route: TopicRouteData) -> None: ...
 
@@ -614,9 +615,9 @@ class ClientInstance:
             "consumed_directly group=%s msg_id=%s result=%s",
             header.consumer_group,
             header.msg_id,
-            result["consumeResult"],
+            result.consume_result,
         )
-        return response_to(request, ResponseCode.SUCCESS, None, None, dumps(result))
+        return response_to(request, ResponseCode.SUCCESS, None, None, result.encode())
 
     async def _on_check_transaction(self, conn: Connection, request: RemotingCommand) -> None:
         """CHECK_TRANSACTION_STATE: hand the message to the producer of its group

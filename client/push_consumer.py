@@ -62,6 +62,7 @@ from codec import java_hash
 from remoting.acl import SessionCredentials
 from remoting.bodies import (
     ConsumeFromWhere,
+    ConsumeMessageDirectlyResult,
     ConsumerData,
     ConsumeType,
     MessageModel,
@@ -483,9 +484,9 @@ class PushConsumer(ClientService):
         if self.offsets is not None:
             await self.offsets.persist(list(self.process_queues))
 
-    async def consume_directly(self, msg: MessageView) -> dict[str, object]:
-        """CONSUME_MESSAGE_DIRECTLY: ``msg`` to its listener now; the
-        ``ConsumeMessageDirectlyResult`` (``client.consume_service``).
+    async def consume_directly(self, msg: MessageView) -> ConsumeMessageDirectlyResult:
+        """CONSUME_MESSAGE_DIRECTLY: ``msg`` to its listener now, and how it ended
+        (``client.consume_service``).
 
         Raises:
             ClientStateError: this is a pull consumer (no listener), or not started.

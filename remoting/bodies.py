@@ -754,6 +754,53 @@ class BrokerStatsData:
 
 
 @dataclass(slots=True)
+class ConsumeMessageDirectlyResult:
+    """CONSUME_MESSAGE_DIRECTLY's answer (RocketMQ's ``ConsumeMessageDirectlyResult``): how
+    one client's listener took a message handed to it. ``consume_result`` is CR_SUCCESS,
+    CR_LATER, CR_ROLLBACK, CR_COMMIT, CR_THROW_EXCEPTION or CR_RETURN_NULL; ``remark`` says
+    why when the listener raised. Written by our SDK and the gRPC proxy, read by the admin."""
+
+    consume_result: str
+    order: bool = False
+    auto_commit: bool = True
+    remark: str | None = None
+    spent_ms: int = 0
+
+    def encode(self) -> bytes:
+        d: dict[str, Any] = {
+            "order": self.order,
+            "autoCommit": self.auto_commit,
+            "consumeResult": self.consume_result,
+            "spentTimeMills": self.spent_ms,
+        }
+        if self.remark is not None:  # fastjson leaves a null field out
+            d["remark"] = self.remark
+        return dumps(d)
+
+    @classmethod
+    def decode(cls, body: bytes | memoryview) -> ConsumeMessageDirectlyResult:
+        d = loads(body)
+        remark = d.get("remark")
+        return cls(
+            str(d["consumeResult"]),
+            bool(d.get("order", False)),
+            bool(d.get("autoCommit", True)),
+            None if remark is None else str(remark),
+            int(d.get("spentTimeMills", 0)),
+        )
+
+    def java_text(self) -> str:
+        """Java's ``toString``, which mqadmin prints."""
+        return (
+            f"ConsumeMessageDirectlyResult [order={str(self.order).lower()}, "
+            f"autoCommit={str(self.auto_commit).lower()}, "
+            f"consumeResult={self.consume_result}, "
+            f"remark={'null' if self.remark is None else self.remark}, "
+            f"spentTimeMills={self.spent_ms}]"
+        )
+
+
+@dataclass(slots=True)
 class GroupList:
     """QUERY_TOPIC_CONSUME_BY_WHO reply: the groups that consume a topic on the broker."""
 

@@ -44,7 +44,13 @@ from broker.proxy.local import LocalChannel
 from broker.proxy.status import OK_STATUS, ProxyError, status
 from codec import decode_records
 from codec.view import MessageExt
-from remoting.bodies import ConsumeFromWhere, ConsumeType, MessageModel, SubscriptionData
+from remoting.bodies import (
+    ConsumeFromWhere,
+    ConsumeMessageDirectlyResult,
+    ConsumeType,
+    MessageModel,
+    SubscriptionData,
+)
 from remoting.codes import LanguageCode, RequestCode, ResponseCode
 from remoting.command import RemotingCommand, response_to
 from remoting.headers import CheckTransactionStateRequestHeader, ConsumerRunningInfoRequestHeader
@@ -495,17 +501,12 @@ class GrpcClients:
                 )
             )
             return
-        result = _VERIFY_RESULTS.get(answer.status.code, "CR_THROW_EXCEPTION")
-        body = dumps(
-            {
-                "order": False,
-                "autoCommit": True,
-                "consumeResult": result,
-                "remark": answer.status.message or "from gRPC client",
-                "spentTimeMills": int((time.monotonic() - started) * 1000),
-            }
+        result = ConsumeMessageDirectlyResult(
+            _VERIFY_RESULTS.get(answer.status.code, "CR_THROW_EXCEPTION"),
+            remark=answer.status.message or "from gRPC client",
+            spent_ms=int((time.monotonic() - started) * 1000),
         )
-        client.channel.answer(response_to(cmd, ResponseCode.SUCCESS, None, None, body))
+        client.channel.answer(response_to(cmd, ResponseCode.SUCCESS, None, None, result.encode()))
 
     async def _ask(
         self, client: GrpcClient, command: rpc.TelemetryCommand
