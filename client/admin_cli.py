@@ -57,6 +57,7 @@ from client.producer import Producer
 from client.trace import TRACE_TOPIC, format_trace, java_str
 from codec.hashing import java_hashmap_order
 from remoting.acl import SessionCredentials
+from remoting.bodies import ConsumeType
 from remoting.errors import RocketMQError
 from remoting.headers import CreateAccessConfigRequestHeader
 from remoting.route import MessageQueue, TopicRouteData
@@ -583,7 +584,7 @@ async def _consume_on_client(
     """``pushMsg``: each (topic, id) handed to the push consumer ``client_id`` of ``group``
     (CONSUME_MESSAGE_DIRECTLY), and its ``ConsumeMessageDirectlyResult`` printed."""
     info = await admin.consumer_running_info(group, client_id)
-    if info.get("properties", {}).get("PROP_CONSUME_TYPE") != "CONSUME_PASSIVELY":
+    if info.get("properties", {}).get("PROP_CONSUME_TYPE") != ConsumeType.CONSUME_PASSIVELY.name:
         out.text(f"this {client_id} client is not push consumer ,not support direct push \n", [])
         return
     results = [

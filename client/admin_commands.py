@@ -31,6 +31,7 @@ from rich.table import Table
 from client.admin import Admin, ClusterInfo, PulledBatch, require_cluster
 from client.errors import ClientError, InvalidArgumentError
 from client.message import MessageView, SendResult
+from client.rebalance import message_queue_key
 from codec.hashing import java_hashmap_order
 from remoting.bodies import BUILTIN_GROUPS, SubscriptionGroupConfig, TopicConfig
 
@@ -358,11 +359,10 @@ def java_message_text(m: MessageView, pulled: PulledBatch | None = None) -> str:
 def java_send_result(r: SendResult) -> str:
     """``SendResult.toString()`` of RocketMQ 4.x, as checkMsgSendRT and queryMsgById ``-s``
     print it."""
-    mq = r.message_queue
     return (
         f"SendResult [sendStatus={r.status.name}, msgId={r.msg_id}, "
-        f"offsetMsgId={r.offset_msg_id}, messageQueue=MessageQueue [topic={mq.topic}, "
-        f"brokerName={mq.broker_name}, queueId={mq.queue_id}], queueOffset={r.queue_offset}]"
+        f"offsetMsgId={r.offset_msg_id}, messageQueue={message_queue_key(r.message_queue)}, "
+        f"queueOffset={r.queue_offset}]"
     )
 
 

@@ -145,7 +145,8 @@ def allocate_averagely_by_circle(
 
 
 def message_queue_key(mq: MessageQueue) -> str:
-    """Java's ``MessageQueue.toString()``, which the consistent-hash strategy hashes."""
+    """Java's ``MessageQueue.toString()``: what the consistent-hash strategy hashes, and
+    what the admin tools print."""
     return f"MessageQueue [topic={mq.topic}, brokerName={mq.broker_name}, queueId={mq.queue_id}]"
 
 

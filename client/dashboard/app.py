@@ -111,19 +111,20 @@ def epoch_ms(text: str, what: str) -> int:
 
 def checked_topic(name: str, *, to_send: bool = False) -> str:
     """``name`` if it is a legal topic name (``Validators.checkTopic``), else BadInput."""
-    try:
-        check_topic(name, to_send=to_send)
-    except InvalidArgumentError as exc:
-        raise BadInput(f"{f'topic {shown(name)}' if name else 'name a topic'}: {exc}") from None
-    return name
+    return _checked("topic", name, lambda: check_topic(name, to_send=to_send))
 
 
 def checked_group(name: str, *, consumer: bool = False) -> str:
     """``name`` if it is a legal group name, else BadInput."""
+    return _checked("group", name, lambda: check_group(name, consumer=consumer))
+
+
+def _checked(kind: str, name: str, check: Callable[[], object]) -> str:
+    """``name`` once ``check`` accepts it; its refusal as BadInput naming the ``kind``."""
     try:
-        check_group(name, consumer=consumer)
+        check()
     except InvalidArgumentError as exc:
-        raise BadInput(f"{f'group {shown(name)}' if name else 'name a group'}: {exc}") from None
+        raise BadInput(f"{f'{kind} {shown(name)}' if name else f'name a {kind}'}: {exc}") from None
     return name
 
 

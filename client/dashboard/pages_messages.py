@@ -42,8 +42,7 @@ from client.errors import NoRouteError
 from client.message import MessageView
 from client.trace import TraceView
 from codec import PROPERTY_RETRY_TOPIC
-from remoting.codes import ResponseCode
-from remoting.errors import BrokerError
+from remoting.errors import BrokerError, ConsumerNotOnlineError
 from remoting.route import MessageQueue
 
 SEARCH_LIMIT = 2000  # messages a time search shows at the most (newest first)
@@ -329,9 +328,7 @@ async def consume_on_client(request: web.Request) -> web.Response:
     else:
         try:
             conns = await admin.consumer_connection(group)
-        except BrokerError as exc:
-            if exc.code != ResponseCode.CONSUMER_NOT_ONLINE:
-                raise
+        except ConsumerNotOnlineError:
             raise BadInput(
                 f"no client of {group} is online to consume it now; a resend reaches the group "
                 "whenever one of its consumers runs"
